@@ -1,0 +1,234 @@
+//! The training graph: nodes in one fixed topological order, which is also
+//! the stage order of every schedule (node `t` is the frontier of stage `t`).
+
+pub mod analysis;
+pub mod backward;
+pub mod format;
+pub mod validate;
+
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+pub use format::{GraphFile, GraphKind, NodeSpec};
+pub use validate::GraphError;
+
+/// Index of a node in the graph's topological order. Because the order is
+/// fixed, a `NodeId` is also the stage at which the node is first computed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    pub fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl From<usize> for NodeId {
+    fn from(i: usize) -> NodeId {
+        NodeId(i as u32)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub cost: f64,
+    pub memory: Bytes,
+    /// Dependencies in the order the file lists them; a compute statement
+    /// passes its arguments in this order. Every dep precedes the node.
+    pub deps: Vec<NodeId>,
+    pub backward: bool,
+    pub op: Option<String>,
+}
+
+/// A validated training graph. Construction goes through validation, so
+/// every `Graph` is acyclic, topologically ordered and has sane numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graph {
+    pub name: String,
+    pub cost_unit: Option<String>,
+    pub batch_size: u32,
+    pub fixed_memory: Bytes,
+    nodes: Vec<Node>,
+    users: Vec<Vec<NodeId>>,
+    index: HashMap<String, NodeId>,
+}
+
+impl Graph {
+    /// Builds a graph from nodes already in topological order. Validation
+    /// code is the only caller that may skip checks; everyone else should
+    /// go through [`Graph::from_file`] or [`Graph::load`].
+    pub(crate) fn from_ordered(
+        name: String,
+        cost_unit: Option<String>,
+        batch_size: u32,
+        fixed_memory: Bytes,
+        nodes: Vec<Node>,
+    ) -> Graph {
+        let mut users = vec![Vec::new(); nodes.len()];
+        for (k, n) in nodes.iter().enumerate() {
+            for &d in &n.deps {
+                debug_assert!(d.idx() < k);
+                users[d.idx()].push(NodeId::from(k));
+            }
+        }
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), NodeId::from(i)))
+            .collect();
+        Graph {
+            name,
+            cost_unit,
+            batch_size,
+            fixed_memory,
+            nodes,
+            users,
+            index,
+        }
+    }
+
+    /// Reads, validates and (for forward graphs) differentiates a file.
+    pub fn load(path: &Path) -> Result<Graph, GraphError> {
+        validate::load(path)
+    }
+
+    /// Validates an in-memory file; `source` names it in error messages.
+    pub fn from_file(file: &GraphFile, source: &str) -> Result<Graph, GraphError> {
+        validate::build(file, source)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator {
+        (0..self.nodes.len()).map(NodeId::from)
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.idx()]
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn deps(&self, id: NodeId) -> &[NodeId] {
+        &self.nodes[id.idx()].deps
+    }
+
+    /// Users in increasing topological order.
+    pub fn users(&self, id: NodeId) -> &[NodeId] {
+        &self.users[id.idx()]
+    }
+
+    pub fn cost(&self, id: NodeId) -> f64 {
+        self.nodes[id.idx()].cost
+    }
+
+    pub fn memory(&self, id: NodeId) -> Bytes {
+        self.nodes[id.idx()].memory
+    }
+
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.index.get(name).copied()
+    }
+
+    pub fn num_edges(&self) -> usize {
+        self.nodes.iter().map(|n| n.deps.len()).sum()
+    }
+
+    /// Edges `(i, k)`: `k` reads `i`, always with `i < k`.
+    pub fn edges(&self) -> impl Iterator<Item = (NodeId, NodeId)> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(k, n)| n.deps.iter().map(move |&i| (i, NodeId::from(k))))
+    }
+
+    /// Every node computed exactly once.
+    pub fn total_cost(&self) -> f64 {
+        self.nodes.iter().map(|n| n.cost).sum()
+    }
+
+    pub fn forward_cost(&self) -> f64 {
+        self.nodes
+            .iter()
+            .filter(|n| !n.backward)
+            .map(|n| n.cost)
+            .sum()
+    }
+
+    pub fn backward_cost(&self) -> f64 {
+        self.total_cost() - self.forward_cost()
+    }
+
+    pub fn forward_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.ids().filter(|&i| !self.node(i).backward)
+    }
+
+    /// The explicit training graph as a file, e.g. for `remat graph`.
+    pub fn to_file(&self) -> GraphFile {
+        GraphFile {
+            name: self.name.clone(),
+            graph: GraphKind::Training,
+            batch_size: self.batch_size,
+            cost_unit: self.cost_unit.clone(),
+            fixed_memory: self.fixed_memory.as_f64(),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| NodeSpec {
+                    backward: n.backward,
+                    op: n.op.clone(),
+                    ..NodeSpec::new(
+                        n.name.clone(),
+                        n.cost,
+                        n.memory.get(),
+                        n.deps.iter().map(|d| self.node(*d).name.clone()).collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The same graph at another batch size: activation memory and costs
+    /// scale linearly from the file's `batch_size`, `fixed_memory` does not.
+    pub fn at_batch(&self, batch: u32) -> Graph {
+        let from = self.batch_size.max(1) as u128;
+        let to = batch as u128;
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| Node {
+                cost: n.cost * to as f64 / from as f64,
+                memory: n.memory.scale_ceil(to, from),
+                ..n.clone()
+            })
+            .collect();
+        Graph::from_ordered(
+            self.name.clone(),
+            self.cost_unit.clone(),
+            batch,
+            self.fixed_memory,
+            nodes,
+        )
+    }
+}

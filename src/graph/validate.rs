@@ -1,0 +1,296 @@
+//! Turning a graph file into a [`Graph`]: every check on user input lives
+//! here, so that nothing downstream has to defend against bad numbers,
+//! dangling names or cycles.
+
+use super::backward;
+use super::format::{FormatError, GraphFile, GraphKind, NodeSpec};
+use super::{Graph, Node, NodeId};
+use crate::units::Bytes;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::path::Path;
+
+/// A graph file that cannot be used, always naming the file and, where one
+/// is to blame, the node.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
+pub struct GraphError {
+    pub file: String,
+    pub problem: Problem,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("the graph has no nodes")]
+    Empty,
+    #[error("node '{0}' is defined more than once")]
+    Duplicate(String),
+    #[error("node '{node}': unknown dependency '{dep}'")]
+    UnknownDep { node: String, dep: String },
+    #[error("node '{0}' depends on itself")]
+    SelfDep(String),
+    #[error("node '{node}': dependency '{dep}' is listed twice")]
+    RepeatedDep { node: String, dep: String },
+    #[error("cycle through nodes {}", .0.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(" -> "))]
+    Cycle(Vec<String>),
+    #[error("node '{node}': {field} must be a finite number >= 0, got {value}")]
+    BadNumber {
+        node: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("node '{node}': {field} must be a whole number of bytes, got {value}")]
+    NonInteger {
+        node: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("fixed_memory must be a whole number of bytes >= 0, got {0}")]
+    BadFixed(f64),
+    #[error("batch_size must be at least 1")]
+    BadBatch,
+    #[error("forward node '{node}' reads gradient node '{dep}'")]
+    ForwardReadsBackward { node: String, dep: String },
+    #[error("node '{node}': {msg}")]
+    Node { node: String, msg: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl GraphError {
+    pub fn new(file: &str, problem: impl Into<Problem>) -> GraphError {
+        GraphError {
+            file: file.to_string(),
+            problem: problem.into(),
+        }
+    }
+}
+
+pub fn load(path: &Path) -> Result<Graph, GraphError> {
+    let file = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| GraphError::new(&file, FormatError::Io(e)))?;
+    let parsed = GraphFile::parse(&text).map_err(|e| GraphError::new(&file, e))?;
+    build(&parsed, &file)
+}
+
+/// Largest integer a float holds exactly; byte counts above it would
+/// silently lose precision.
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+pub(crate) fn check_cost(node: &str, field: &'static str, v: f64) -> Result<f64, Problem> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(Problem::BadNumber {
+            node: node.to_string(),
+            field,
+            value: v,
+        });
+    }
+    Ok(v)
+}
+
+pub(crate) fn check_bytes(node: &str, field: &'static str, v: f64) -> Result<Bytes, Problem> {
+    check_cost(node, field, v)?;
+    if v.fract() != 0.0 || v > MAX_EXACT {
+        return Err(Problem::NonInteger {
+            node: node.to_string(),
+            field,
+            value: v,
+        });
+    }
+    Ok(Bytes(v as u64))
+}
+
+pub fn build(file: &GraphFile, source: &str) -> Result<Graph, GraphError> {
+    build_inner(file).map_err(|p| GraphError::new(source, p))
+}
+
+fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
+    if file.nodes.is_empty() {
+        return Err(Problem::Empty);
+    }
+    if file.batch_size == 0 {
+        return Err(Problem::BadBatch);
+    }
+    if !file.fixed_memory.is_finite()
+        || file.fixed_memory < 0.0
+        || file.fixed_memory.fract() != 0.0
+        || file.fixed_memory > MAX_EXACT
+    {
+        return Err(Problem::BadFixed(file.fixed_memory));
+    }
+    let order = check_and_order(&file.nodes)?;
+    let specs: Vec<NodeSpec> = match file.graph {
+        GraphKind::Training => {
+            for n in &file.nodes {
+                let misplaced = if n.saves.is_some() {
+                    Some("saves")
+                } else if n.grad_cost.is_some() {
+                    Some("grad_cost")
+                } else if n.grad_memory.is_some() {
+                    Some("grad_memory")
+                } else if !n.requires_grad {
+                    Some("requires_grad")
+                } else {
+                    None
+                };
+                if let Some(k) = misplaced {
+                    return Err(Problem::Node {
+                        node: n.name.clone(),
+                        msg: format!("'{k}' is only meaningful in 'graph: forward' files"),
+                    });
+                }
+            }
+            order.iter().map(|&i| file.nodes[i].clone()).collect()
+        }
+        GraphKind::Forward => {
+            let ordered: Vec<&NodeSpec> = order.iter().map(|&i| &file.nodes[i]).collect();
+            backward::generate(&ordered)?
+        }
+    };
+    // Backward generation appends nodes in a valid order, and for training
+    // files `order` is already topological, so `specs` is ordered.
+    let index: HashMap<&str, usize> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+    if index.len() != specs.len() {
+        // Generated gradient names can collide with user names.
+        let mut seen = HashSet::new();
+        for n in &specs {
+            if !seen.insert(n.name.as_str()) {
+                return Err(Problem::Duplicate(n.name.clone()));
+            }
+        }
+    }
+    let mut nodes = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let deps: Vec<NodeId> = spec
+            .deps
+            .iter()
+            .map(|d| NodeId::from(index[d.as_str()]))
+            .collect();
+        for d in &deps {
+            let dn = &specs[d.idx()];
+            if !spec.backward && dn.backward {
+                return Err(Problem::ForwardReadsBackward {
+                    node: spec.name.clone(),
+                    dep: dn.name.clone(),
+                });
+            }
+        }
+        nodes.push(Node {
+            name: spec.name.clone(),
+            cost: check_cost(&spec.name, "cost", spec.cost)?,
+            memory: check_bytes(&spec.name, "memory", spec.memory)?,
+            deps,
+            backward: spec.backward,
+            op: spec.op.clone(),
+        });
+    }
+    Ok(Graph::from_ordered(
+        file.name.clone(),
+        file.cost_unit.clone(),
+        file.batch_size,
+        Bytes(file.fixed_memory as u64),
+        nodes,
+    ))
+}
+
+/// Checks names and edges, and returns a topological order that keeps file
+/// order wherever the dependencies leave it free (Kahn's algorithm with the
+/// smallest file index first).
+pub(crate) fn check_and_order(nodes: &[NodeSpec]) -> Result<Vec<usize>, Problem> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        if n.name.is_empty() {
+            return Err(Problem::Other(format!("node #{i} has an empty name")));
+        }
+        if index.insert(n.name.as_str(), i).is_some() {
+            return Err(Problem::Duplicate(n.name.clone()));
+        }
+    }
+    let mut indeg = vec![0usize; nodes.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (k, n) in nodes.iter().enumerate() {
+        check_cost(&n.name, "cost", n.cost)?;
+        check_bytes(&n.name, "memory", n.memory)?;
+        let mut seen = HashSet::new();
+        for d in &n.deps {
+            if d == &n.name {
+                return Err(Problem::SelfDep(n.name.clone()));
+            }
+            let Some(&i) = index.get(d.as_str()) else {
+                return Err(Problem::UnknownDep {
+                    node: n.name.clone(),
+                    dep: d.clone(),
+                });
+            };
+            if !seen.insert(i) {
+                return Err(Problem::RepeatedDep {
+                    node: n.name.clone(),
+                    dep: d.clone(),
+                });
+            }
+            indeg[k] += 1;
+            users[i].push(k);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = indeg
+        .iter()
+        .enumerate()
+        .filter(|(_, &d)| d == 0)
+        .map(|(i, _)| Reverse(i))
+        .collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &u in &users[i] {
+            indeg[u] -= 1;
+            if indeg[u] == 0 {
+                ready.push(Reverse(u));
+            }
+        }
+    }
+    if order.len() < nodes.len() {
+        return Err(Problem::Cycle(find_cycle(nodes, &index, &indeg)));
+    }
+    Ok(order)
+}
+
+/// Names the nodes of one cycle among those Kahn's algorithm could not
+/// order: walking backwards along unordered deps must eventually revisit.
+fn find_cycle(nodes: &[NodeSpec], index: &HashMap<&str, usize>, indeg: &[usize]) -> Vec<String> {
+    let Some(start) = (0..nodes.len()).find(|&i| indeg[i] > 0) else {
+        return Vec::new();
+    };
+    let mut pos: HashMap<usize, usize> = HashMap::new();
+    let mut path = Vec::new();
+    let mut cur = start;
+    loop {
+        if let Some(&p) = pos.get(&cur) {
+            let mut cyc: Vec<String> = path[p..]
+                .iter()
+                .rev()
+                .map(|&i: &usize| nodes[i].name.clone())
+                .collect();
+            cyc.push(cyc[0].clone());
+            return cyc;
+        }
+        pos.insert(cur, path.len());
+        path.push(cur);
+        // Any dep still unordered keeps us inside the unorderable set.
+        cur = match nodes[cur]
+            .deps
+            .iter()
+            .map(|d| index[d.as_str()])
+            .find(|&d| indeg[d] > 0)
+        {
+            Some(d) => d,
+            None => return vec![nodes[cur].name.clone()],
+        };
+    }
+}

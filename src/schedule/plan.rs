@@ -1,0 +1,272 @@
+//! Execution plans: Algorithm 1 of the Checkmate paper, with deallocations
+//! moved as early as is correct, and the stable JSON/text forms of a plan.
+
+use super::{Schedule, ScheduleError};
+use crate::graph::{Graph, NodeId};
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A virtual register holding one value.
+pub type Register = u32;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Statement {
+    Allocate {
+        register: Register,
+        node: NodeId,
+        bytes: Bytes,
+    },
+    Compute {
+        node: NodeId,
+        register: Register,
+        args: Vec<Register>,
+    },
+    Deallocate {
+        register: Register,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub statements: Vec<Statement>,
+}
+
+/// Turns a schedule into statements. FREE is not taken from any solver: it
+/// is derived here from (R, S). A value is freed right after its last read
+/// in the stage unless the next stage keeps it; a kept value that the stage
+/// never reads and the next stage does not keep (a spurious checkpoint) is
+/// freed at the start of the stage.
+pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
+    sch.validate(g)?;
+    let n = g.len();
+    let mut out = Vec::new();
+    let mut next_reg: Register = 0;
+    // Register currently holding each node's value, if any.
+    let mut cur: Vec<Option<Register>> = vec![None; n];
+
+    for t in 0..n {
+        let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
+        let order: Vec<usize> = sch.r_row(t).ones().collect();
+        // Pass 1: find each register's last read in this stage. Registers
+        // created in this stage get provisional ids above `next_reg`.
+        let mut shadow = cur.clone();
+        let mut provisional = next_reg;
+        let mut reads: std::collections::HashMap<Register, usize> = Default::default();
+        for (p, &k) in order.iter().enumerate() {
+            for &d in g.deps(NodeId::from(k)) {
+                let r = shadow[d.idx()].expect("validated: deps are available");
+                reads.insert(r, p);
+            }
+            shadow[k] = Some(provisional);
+            provisional += 1;
+        }
+        // The registers that survive into the next stage.
+        let survives = |r: Register, i: usize, shadow: &Vec<Option<Register>>| {
+            carry_next(i) && shadow[i] == Some(r)
+        };
+
+        // Values from earlier stages that this stage never reads and the next
+        // does not keep are dropped before anything runs.
+        for i in sch.s_row(t).ones() {
+            let r = cur[i].expect("validated: kept values exist");
+            if !reads.contains_key(&r) && !survives(r, i, &shadow) {
+                out.push(Statement::Deallocate { register: r });
+                cur[i] = None;
+            }
+        }
+        // Values alive but not kept into this stage were freed at the end of
+        // the previous stage, so `cur` holds exactly the carried ones here.
+
+        for (p, &k) in order.iter().enumerate() {
+            let node = NodeId::from(k);
+            let args: Vec<Register> = g
+                .deps(node)
+                .iter()
+                .map(|d| cur[d.idx()].expect("validated"))
+                .collect();
+            // A recomputation of a value still held supersedes the old copy;
+            // the old one has been read for the last time if `reads` says so.
+            let reg = next_reg;
+            next_reg += 1;
+            out.push(Statement::Allocate {
+                register: reg,
+                node,
+                bytes: g.memory(node),
+            });
+            out.push(Statement::Compute {
+                node,
+                register: reg,
+                args: args.clone(),
+            });
+            let old = cur[k].replace(reg);
+            // Free the superseded copy if nothing reads it any more.
+            if let Some(o) = old {
+                if reads.get(&o).is_none_or(|&lp| lp < p) {
+                    out.push(Statement::Deallocate { register: o });
+                }
+            }
+            // Free inputs whose last read in this stage was this computation
+            // and which are not carried on.
+            for (&d, &r) in g.deps(node).iter().zip(&args) {
+                if reads.get(&r) == Some(&p) && !survives(r, d.idx(), &shadow) {
+                    out.push(Statement::Deallocate { register: r });
+                    if cur[d.idx()] == Some(r) {
+                        cur[d.idx()] = None;
+                    }
+                }
+            }
+            // The new value itself, if nothing reads it and nobody keeps it.
+            if !reads.contains_key(&reg) && !survives(reg, k, &shadow) {
+                out.push(Statement::Deallocate { register: reg });
+                cur[k] = None;
+            }
+        }
+        // End of stage: anything still held must be carried.
+        for (i, slot) in cur.iter_mut().enumerate() {
+            if let Some(r) = *slot {
+                if !survives(r, i, &shadow) {
+                    out.push(Statement::Deallocate { register: r });
+                    *slot = None;
+                }
+            }
+        }
+    }
+    Ok(Plan { statements: out })
+}
+
+/// The stable JSON interface other tools read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub model: String,
+    pub strategy: String,
+    pub budget: Option<u64>,
+    pub fixed_memory: u64,
+    pub cost: f64,
+    pub peak_memory: u64,
+    pub statements: Vec<FileStatement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+pub enum FileStatement {
+    Allocate {
+        register: Register,
+        node: String,
+        bytes: u64,
+    },
+    Compute {
+        node: String,
+        register: Register,
+        args: Vec<Register>,
+    },
+    Deallocate {
+        register: Register,
+    },
+}
+
+/// A plan file that names nodes the graph does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("statement {index}: unknown node '{node}'")]
+pub struct UnknownNode {
+    pub index: usize,
+    pub node: String,
+}
+
+impl Plan {
+    pub fn to_file_statements(&self, g: &Graph) -> Vec<FileStatement> {
+        self.statements
+            .iter()
+            .map(|s| match s {
+                Statement::Allocate {
+                    register,
+                    node,
+                    bytes,
+                } => FileStatement::Allocate {
+                    register: *register,
+                    node: g.node(*node).name.clone(),
+                    bytes: bytes.get(),
+                },
+                Statement::Compute {
+                    node,
+                    register,
+                    args,
+                } => FileStatement::Compute {
+                    node: g.node(*node).name.clone(),
+                    register: *register,
+                    args: args.clone(),
+                },
+                Statement::Deallocate { register } => FileStatement::Deallocate {
+                    register: *register,
+                },
+            })
+            .collect()
+    }
+
+    pub fn from_file_statements(g: &Graph, st: &[FileStatement]) -> Result<Plan, UnknownNode> {
+        let find = |index: usize, name: &str| {
+            g.find(name).ok_or_else(|| UnknownNode {
+                index,
+                node: name.to_string(),
+            })
+        };
+        let statements = st
+            .iter()
+            .enumerate()
+            .map(|(index, s)| {
+                Ok(match s {
+                    FileStatement::Allocate {
+                        register,
+                        node,
+                        bytes,
+                    } => Statement::Allocate {
+                        register: *register,
+                        node: find(index, node)?,
+                        bytes: Bytes(*bytes),
+                    },
+                    FileStatement::Compute {
+                        node,
+                        register,
+                        args,
+                    } => Statement::Compute {
+                        node: find(index, node)?,
+                        register: *register,
+                        args: args.clone(),
+                    },
+                    FileStatement::Deallocate { register } => Statement::Deallocate {
+                        register: *register,
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, UnknownNode>>()?;
+        Ok(Plan { statements })
+    }
+
+    /// The text form: `%3 = allocate conv1_1`, `compute conv1_1, %3`, ...
+    pub fn to_text(&self, g: &Graph) -> String {
+        let mut s = String::new();
+        for st in &self.statements {
+            match st {
+                Statement::Allocate { register, node, .. } => {
+                    s.push_str(&format!("%{register} = allocate {}\n", g.node(*node).name))
+                }
+                Statement::Compute {
+                    node,
+                    register,
+                    args,
+                } => {
+                    s.push_str(&format!("compute {}, %{register}", g.node(*node).name));
+                    if !args.is_empty() {
+                        let a: Vec<String> = args.iter().map(|r| format!("%{r}")).collect();
+                        s.push_str(&format!(" <- {}", a.join(", ")));
+                    }
+                    s.push('\n');
+                }
+                Statement::Deallocate { register } => {
+                    s.push_str(&format!("deallocate %{register}\n"))
+                }
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,129 @@
+//! The one path from a strategy's schedule to a reported answer:
+//! schedule → plan → simulator → outcome. Every figure in an [`Outcome`]
+//! comes from the simulator, never from a solver's objective.
+
+use crate::graph::analysis;
+use crate::graph::Graph;
+use crate::schedule::{generate_plan, simulate, Plan, PlanFile, SimReport};
+use crate::strategies::{SolveOptions, Status, Strategy, StrategyError};
+use crate::units::Bytes;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub strategy: String,
+    pub budget: Bytes,
+    pub status: Status,
+    pub plan: Option<Plan>,
+    pub sim: Option<SimReport>,
+    pub lower_bound: Option<f64>,
+    pub detail: Option<String>,
+    pub seconds: f64,
+}
+
+impl Outcome {
+    pub fn cost(&self) -> Option<f64> {
+        self.sim.as_ref().map(|s| s.cost)
+    }
+
+    pub fn peak(&self) -> Option<Bytes> {
+        self.sim.as_ref().map(|s| s.peak)
+    }
+
+    /// Relative gap (cost − bound) / cost, when both are known.
+    pub fn gap(&self) -> Option<f64> {
+        let c = self.cost()?;
+        let lb = self.lower_bound?;
+        if c <= 0.0 {
+            return Some(0.0);
+        }
+        Some(((c - lb) / c).max(0.0))
+    }
+
+    pub fn plan_file(&self, g: &Graph) -> Option<PlanFile> {
+        let (plan, sim) = (self.plan.as_ref()?, self.sim.as_ref()?);
+        Some(PlanFile {
+            model: g.name.clone(),
+            strategy: self.strategy.clone(),
+            budget: Some(self.budget.get()),
+            fixed_memory: g.fixed_memory.get(),
+            cost: sim.cost,
+            peak_memory: sim.peak.get(),
+            statements: plan.to_file_statements(g),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error("infeasible: the budget {budget} is below {need}, the least any plan needs (the largest node with all its inputs, plus fixed memory)")]
+    BelowMinimum { budget: Bytes, need: Bytes },
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+    /// A strategy produced something the shared machinery rejects: a bug,
+    /// reported loudly with the numbers.
+    #[error("internal error in strategy {strategy}: {msg}")]
+    Bug { strategy: String, msg: String },
+}
+
+/// Runs one strategy at one budget and checks its answer.
+pub fn run(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+) -> Result<Outcome, SolveError> {
+    let need = analysis::min_feasible_budget(g);
+    if budget < need {
+        return Err(SolveError::BelowMinimum { budget, need });
+    }
+    let start = Instant::now();
+    let sol = strategy.solve(g, budget, opts)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bug = |msg: String| SolveError::Bug {
+        strategy: strategy.name().to_string(),
+        msg,
+    };
+    let (plan, sim) = match (&sol.schedule, sol.status.has_plan()) {
+        (Some(sch), true) => {
+            let plan = generate_plan(g, sch).map_err(|e| bug(format!("invalid schedule: {e}")))?;
+            let sim = simulate(g, &plan).map_err(|e| bug(format!("plan rejected: {e}")))?;
+            if sim.peak > budget {
+                return Err(bug(format!(
+                    "simulated peak {} exceeds the budget {}",
+                    sim.peak, budget
+                )));
+            }
+            if let Some(sp) = sol.solver_peak {
+                // Allow solver round-off of one part in 10^6.
+                if sim.peak.as_f64() > sp * (1.0 + 1e-6) + 1.0 {
+                    return Err(bug(format!(
+                        "the simulator measured a peak of {} bytes but the solver's memory (U) promised at most {:.0}",
+                        sim.peak, sp
+                    )));
+                }
+            }
+            if let Some(lb) = sol.lower_bound {
+                if sim.cost < lb * (1.0 - 1e-6) - 1e-9 {
+                    return Err(bug(format!(
+                        "simulated cost {} is below the claimed lower bound {}",
+                        sim.cost, lb
+                    )));
+                }
+            }
+            (Some(plan), Some(sim))
+        }
+        (None, true) => return Err(bug("reported a plan but returned no schedule".into())),
+        _ => (None, None),
+    };
+    Ok(Outcome {
+        strategy: strategy.name().to_string(),
+        budget,
+        status: sol.status,
+        plan,
+        sim,
+        lower_bound: sol.lower_bound,
+        detail: sol.detail,
+        seconds,
+    })
+}

@@ -1,0 +1,161 @@
+//! Strategies: each turns (graph, budget) into a schedule. They share one
+//! plan generator and one simulator (see [`crate::solve`]), so a strategy
+//! cannot report a figure that the simulator did not confirm.
+
+pub mod checkpoint_all;
+
+use crate::graph::Graph;
+use crate::schedule::Schedule;
+use crate::solver::Backend;
+use crate::units::Bytes;
+use std::fmt;
+use std::time::Duration;
+
+/// How a strategy's answer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Proven optimal (within the requested relative gap).
+    Optimal,
+    /// A plan that fits; not proven optimal (a heuristic, or a solver
+    /// stopped by its limit with the gap reported alongside).
+    Feasible,
+    /// No plan of this strategy fits the budget (for exact strategies: no
+    /// plan at all fits).
+    Infeasible,
+    /// The time limit ran out before any plan was found.
+    NoSolution,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Optimal => "optimal",
+            Status::Feasible => "feasible",
+            Status::Infeasible => "infeasible",
+            Status::NoSolution => "no-solution",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "optimal" => Status::Optimal,
+            "feasible" => Status::Feasible,
+            "infeasible" => Status::Infeasible,
+            "no-solution" => Status::NoSolution,
+            _ => return None,
+        })
+    }
+
+    pub fn has_plan(self) -> bool {
+        matches!(self, Status::Optimal | Status::Feasible)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Knobs shared by all strategies; heuristics ignore the solver ones.
+#[derive(Debug, Clone)]
+pub struct SolveOptions {
+    pub time_limit: Duration,
+    /// Relative MIP gap at which a solver may stop and call it optimal.
+    pub gap: f64,
+    pub threads: usize,
+    pub backend: Backend,
+    /// A known-good schedule to warm-start from, with its origin's name.
+    pub warm_start: Option<(String, Schedule)>,
+    /// Only plans costing at most this are acceptable (max-batch search).
+    pub cost_bound: Option<f64>,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions {
+            time_limit: Duration::from_secs(600),
+            gap: 1e-4,
+            threads: 1,
+            backend: Backend::default(),
+            warm_start: None,
+            cost_bound: None,
+        }
+    }
+}
+
+/// What a strategy hands back before simulation.
+#[derive(Debug, Clone)]
+pub struct Solution {
+    pub status: Status,
+    pub schedule: Option<Schedule>,
+    /// A proven lower bound on the cost of any plan within this budget.
+    pub lower_bound: Option<f64>,
+    /// Human-readable detail: the knob setting chosen, the seed plan, ...
+    pub detail: Option<String>,
+    /// The solver's own peak estimate in bytes (fixed memory included),
+    /// when it has one; the pipeline checks the simulator never exceeds it.
+    pub solver_peak: Option<f64>,
+}
+
+impl Solution {
+    pub fn infeasible(detail: impl Into<String>) -> Solution {
+        Solution {
+            status: Status::Infeasible,
+            schedule: None,
+            lower_bound: None,
+            detail: Some(detail.into()),
+            solver_peak: None,
+        }
+    }
+
+    pub fn feasible(schedule: Schedule, detail: Option<String>) -> Solution {
+        Solution {
+            status: Status::Feasible,
+            schedule: Some(schedule),
+            lower_bound: None,
+            detail,
+            solver_peak: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StrategyError {
+    /// The strategy does not apply to this graph (e.g. Chen's heuristics on
+    /// a non-linear graph).
+    #[error("{strategy} does not apply to this graph: {reason}")]
+    NotApplicable {
+        strategy: &'static str,
+        reason: String,
+    },
+    #[error("solver failure: {0}")]
+    Solver(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub trait Strategy: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// One line for `--help` and the README.
+    fn describe(&self) -> &'static str;
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError>;
+}
+
+/// Every strategy the tool offers, in the order reports list them.
+pub fn all() -> Vec<Box<dyn Strategy>> {
+    vec![Box::new(checkpoint_all::CheckpointAll)]
+}
+
+pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
+    all().into_iter().find(|s| s.name() == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|s| s.name()).collect()
+}

@@ -1,0 +1,254 @@
+//! Units that carry meaning: byte counts and budget expressions.
+//!
+//! Memory is counted in whole bytes everywhere, so that peaks computed by the
+//! simulator compare exactly against budgets; only solvers see scaled floats.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::iter::Sum;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A number of bytes. Saturating subtraction keeps "budget minus fixed memory"
+/// from wrapping when a budget is smaller than the resident parameters.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    pub const ZERO: Bytes = Bytes(0);
+
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64
+    }
+
+    pub fn saturating_sub(self, other: Bytes) -> Bytes {
+        Bytes(self.0.saturating_sub(other.0))
+    }
+
+    /// Scales by a rational factor, rounding up, so a scaled budget never
+    /// admits a plan that the unscaled one would reject.
+    pub fn scale_ceil(self, num: u128, den: u128) -> Bytes {
+        let v = (self.0 as u128 * num).div_ceil(den);
+        Bytes(v.min(u64::MAX as u128) as u64)
+    }
+
+    /// Human-readable form with decimal units, e.g. `3.29 GB`.
+    pub fn human(self) -> String {
+        let v = self.0 as f64;
+        let (div, unit) = if v >= 1e12 {
+            (1e12, "TB")
+        } else if v >= 1e9 {
+            (1e9, "GB")
+        } else if v >= 1e6 {
+            (1e6, "MB")
+        } else if v >= 1e3 {
+            (1e3, "KB")
+        } else {
+            return format!("{} B", self.0);
+        };
+        format!("{:.3} {}", v / div, unit)
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl Add for Bytes {
+    type Output = Bytes;
+    fn add(self, o: Bytes) -> Bytes {
+        Bytes(self.0 + o.0)
+    }
+}
+
+impl AddAssign for Bytes {
+    fn add_assign(&mut self, o: Bytes) {
+        self.0 += o.0;
+    }
+}
+
+impl Sub for Bytes {
+    type Output = Bytes;
+    fn sub(self, o: Bytes) -> Bytes {
+        Bytes(self.0 - o.0)
+    }
+}
+
+impl Sum for Bytes {
+    fn sum<I: Iterator<Item = Bytes>>(iter: I) -> Bytes {
+        Bytes(iter.map(|b| b.0).sum())
+    }
+}
+
+/// A budget as the user wrote it: either absolute, or relative to the
+/// checkpoint-all peak of the graph it is applied to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSpec {
+    Absolute(Bytes),
+    /// Percentage as an exact fraction `num / den` of 100%, so `90%` of an
+    /// odd peak rounds up exactly rather than through a float.
+    Percent {
+        num: u128,
+        den: u128,
+    },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid size '{input}': {reason}")]
+pub struct SizeError {
+    pub input: String,
+    pub reason: String,
+}
+
+/// Parses a decimal string like `12.5` into an exact fraction.
+fn parse_decimal(s: &str) -> Option<(u128, u128)> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (int, frac) = match s.split_once('.') {
+        Some((a, b)) => (a, b),
+        None => (s, ""),
+    };
+    if (int.is_empty() && frac.is_empty())
+        || !int.chars().all(|c| c.is_ascii_digit())
+        || !frac.chars().all(|c| c.is_ascii_digit())
+        || frac.len() > 18
+        || int.len() > 20
+    {
+        return None;
+    }
+    let den = 10u128.pow(frac.len() as u32);
+    let int_v: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let frac_v: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    Some((int_v.checked_mul(den)?.checked_add(frac_v)?, den))
+}
+
+impl BudgetSpec {
+    /// Accepts `123456`, `1.5GB`, `16GiB`, `512 MB`, `90%`.
+    pub fn parse(input: &str) -> Result<BudgetSpec, SizeError> {
+        let err = |reason: &str| SizeError {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        let s = input.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let (num, den) = parse_decimal(p).ok_or_else(|| err("expected a number before '%'"))?;
+            if num == 0 {
+                return Err(err("a budget must be positive"));
+            }
+            return Ok(BudgetSpec::Percent {
+                num,
+                den: den * 100,
+            });
+        }
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "kb" | "k" => 1_000,
+            "mb" | "m" => 1_000_000,
+            "gb" | "g" => 1_000_000_000,
+            "tb" | "t" => 1_000_000_000_000,
+            "kib" => 1 << 10,
+            "mib" => 1 << 20,
+            "gib" => 1 << 30,
+            "tib" => 1 << 40,
+            _ => {
+                return Err(err(
+                    "unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or NN%)",
+                ))
+            }
+        };
+        let (num, den) = parse_decimal(number).ok_or_else(|| err("expected a number"))?;
+        let bytes = (num * mult).div_ceil(den);
+        if bytes > u64::MAX as u128 {
+            return Err(err("too large"));
+        }
+        Ok(BudgetSpec::Absolute(Bytes(bytes as u64)))
+    }
+
+    /// Resolves against the checkpoint-all peak, rounding percentages up.
+    pub fn resolve(self, checkpoint_all_peak: Bytes) -> Bytes {
+        match self {
+            BudgetSpec::Absolute(b) => b,
+            BudgetSpec::Percent { num, den } => checkpoint_all_peak.scale_ceil(num, den),
+        }
+    }
+}
+
+impl fmt::Display for BudgetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetSpec::Absolute(b) => write!(f, "{b}"),
+            BudgetSpec::Percent { num, den } => {
+                write!(f, "{}%", (*num as f64) * 100.0 / (*den as f64))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(
+            BudgetSpec::parse("1.5GB").unwrap(),
+            BudgetSpec::Absolute(Bytes(1_500_000_000))
+        );
+        assert_eq!(
+            BudgetSpec::parse("16GiB").unwrap(),
+            BudgetSpec::Absolute(Bytes(16 << 30))
+        );
+        assert_eq!(
+            BudgetSpec::parse("512 KB").unwrap(),
+            BudgetSpec::Absolute(Bytes(512_000))
+        );
+        assert_eq!(
+            BudgetSpec::parse("42").unwrap(),
+            BudgetSpec::Absolute(Bytes(42))
+        );
+        assert!(BudgetSpec::parse("12XB").is_err());
+        assert!(BudgetSpec::parse("-5").is_err());
+        assert!(BudgetSpec::parse("%").is_err());
+    }
+
+    #[test]
+    fn percent_rounds_up_exactly() {
+        // The benchmark README's own example: 46,319 at 90% and 80%.
+        let peak = Bytes(46_319);
+        assert_eq!(
+            BudgetSpec::parse("90%").unwrap().resolve(peak),
+            Bytes(41_688)
+        );
+        assert_eq!(
+            BudgetSpec::parse("80%").unwrap().resolve(peak),
+            Bytes(37_056)
+        );
+        // 90% of 100 is exactly 90, where a float product would round to 91.
+        assert_eq!(
+            BudgetSpec::parse("90%").unwrap().resolve(Bytes(100)),
+            Bytes(90)
+        );
+        assert_eq!(
+            BudgetSpec::parse("12.5%").unwrap().resolve(Bytes(8)),
+            Bytes(1)
+        );
+    }
+}
