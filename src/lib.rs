@@ -13,6 +13,7 @@ pub mod solve;
 pub mod solver;
 pub mod strategies;
 pub mod units;
+pub mod zoo;
 
 pub use graph::{Graph, NodeId};
 pub use units::Bytes;
