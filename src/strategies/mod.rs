@@ -24,6 +24,8 @@ pub enum Status {
     Infeasible,
     /// The time limit ran out before any plan was found.
     NoSolution,
+    /// No plan by design: only a lower bound on the optimal cost (lp-bound).
+    Bound,
 }
 
 impl Status {
@@ -33,6 +35,7 @@ impl Status {
             Status::Feasible => "feasible",
             Status::Infeasible => "infeasible",
             Status::NoSolution => "no-solution",
+            Status::Bound => "bound",
         }
     }
 
@@ -42,6 +45,7 @@ impl Status {
             "feasible" => Status::Feasible,
             "infeasible" => Status::Infeasible,
             "no-solution" => Status::NoSolution,
+            "bound" => Status::Bound,
             _ => return None,
         })
     }
