@@ -56,7 +56,7 @@ impl Outcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SolveError {
-    #[error("infeasible: the budget {budget} is below {need}, the least any plan needs (the largest node with all its inputs, plus fixed memory)")]
+    #[error("infeasible: needs at least {need} bytes ({}), the largest node with all its inputs plus fixed memory; the budget is {budget} bytes", .need.human())]
     BelowMinimum { budget: Bytes, need: Bytes },
     #[error(transparent)]
     Strategy(#[from] StrategyError),

@@ -158,6 +158,9 @@ impl BudgetSpec {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(s.len());
         let (number, unit) = s.split_at(split);
+        if number.is_empty() {
+            return Err(err("expected a number, optionally followed by a unit"));
+        }
         let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
             "" | "b" => 1,
             "kb" | "k" => 1_000,
