@@ -3,6 +3,7 @@
 //! cannot report a figure that the simulator did not confirm.
 
 pub mod checkpoint_all;
+pub mod dtr;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -153,7 +154,10 @@ pub trait Strategy: Send + Sync {
 
 /// Every strategy the tool offers, in the order reports list them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
-    vec![Box::new(checkpoint_all::CheckpointAll)]
+    vec![
+        Box::new(checkpoint_all::CheckpointAll),
+        Box::new(dtr::DtrGreedy),
+    ]
 }
 
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {

@@ -1,0 +1,60 @@
+//! The greedy eviction heuristic: always simulator-confirmed, never below
+//! the proven optimum, and able to fit tight budgets.
+
+use proptest::prelude::*;
+use remat::graph::analysis;
+use remat::solve;
+use remat::strategies::{by_name, SolveOptions, Status};
+use remat::zoo::synthetic::{self, RandomDag};
+use remat::Bytes;
+
+#[test]
+fn linear8_never_beats_the_optimum() {
+    // Proven optima of Checkmate's 8-layer linear graph (issue fixtures).
+    let optimum = [
+        (3u64, 45.0),
+        (4, 26.0),
+        (5, 22.0),
+        (6, 21.0),
+        (7, 20.0),
+        (8, 19.0),
+        (9, 18.0),
+        (10, 17.0),
+    ];
+    let g = synthetic::linear(8);
+    let s = by_name("dtr-greedy").unwrap();
+    let mut fitted = 0;
+    for (b, opt) in optimum {
+        let out = solve::run(&g, s.as_ref(), Bytes(b), &SolveOptions::default()).unwrap();
+        if let Some(c) = out.cost() {
+            assert!(c >= opt, "budget {b}: greedy {c} below optimum {opt}");
+            assert!(out.peak().unwrap() <= Bytes(b));
+            fitted += 1;
+        }
+    }
+    // Greedy eviction needs one spare slot beyond the minimum to make progress.
+    assert!(fitted >= 7, "fitted only {fitted} of 8 budgets");
+    let out = solve::run(&g, s.as_ref(), Bytes(10), &SolveOptions::default()).unwrap();
+    assert_eq!(out.cost(), Some(17.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn plans_fit_and_cost_at_least_one_pass(seed in 0u64..5000, n in 2usize..80, frac in 0.3f64..1.0) {
+        let g = synthetic::random_layered(&RandomDag { nodes: n, width: 4, skip_prob: 0.25, cost: (1, 20), memory: (1, 30), seed });
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        let b = Bytes(lo + ((hi - lo) as f64 * frac) as u64);
+        let s = by_name("dtr-greedy").unwrap();
+        let out = solve::run(&g, s.as_ref(), b, &SolveOptions::default()).unwrap();
+        if out.status == Status::Feasible {
+            prop_assert!(out.peak().unwrap() <= b);
+            prop_assert!(out.cost().unwrap() >= g.total_cost() - 1e-9);
+        }
+        // At the checkpoint-all peak nothing needs evicting.
+        let full = solve::run(&g, s.as_ref(), Bytes(hi), &SolveOptions::default()).unwrap();
+        prop_assert_eq!(full.cost(), Some(g.total_cost()));
+    }
+}
