@@ -69,6 +69,16 @@ fn byte_unit(max: f64) -> (f64, &'static str) {
     }
 }
 
+/// Axis numbers without needless decimals: `50`, `1.25`.
+fn tick(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 * x.abs().max(1.0) {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 /// Draws with the backend the extension names, then moves the file into
 /// place, so a reader never sees a half-written plot.
 fn render(
@@ -130,7 +140,9 @@ struct SweepData {
     lp: Vec<(f64, f64)>,
     x_range: (f64, f64),
     y_range: (f64, f64),
+    /// Strategies without a plan at any budget, or that do not apply.
     no_plan: Vec<String>,
+    not_applicable: Vec<String>,
 }
 
 fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
@@ -157,6 +169,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
 
     let mut curves = Vec::new();
     let mut no_plan = Vec::new();
+    let mut not_applicable = Vec::new();
     for name in names {
         let mut pts: Vec<(f64, f64)> = rows
             .iter()
@@ -164,10 +177,10 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
             .filter_map(|r| Some((r.budget.as_f64() / div, r.overhead?)))
             .collect();
         if pts.is_empty() {
-            if rows
-                .iter()
-                .any(|r| r.strategy == name && r.status != "bound")
-            {
+            let mine = || rows.iter().filter(|r| r.strategy == name);
+            if mine().any(|r| r.status == crate::sweep::NOT_APPLICABLE) {
+                not_applicable.push(name.to_string());
+            } else if !mine().any(|r| r.status == "bound") {
                 no_plan.push(name.to_string());
             }
             continue;
@@ -223,6 +236,9 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     });
     let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1.0, 1.0) };
     let pad = ((hi - lo) * 0.08).max(0.02);
+    // Room at the top for the legend, one line per series.
+    let entries = curves.len() + usize::from(!lp.is_empty());
+    let top = (hi - lo).max(0.1) * 0.07 * entries as f64;
     let (xl, xh) = (min_budget / div, max_budget / div);
     let xpad = ((xh - xl) * 0.03).max(xh.abs() * 0.01).max(1e-9);
     Ok(SweepData {
@@ -231,8 +247,9 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
         curves,
         lp,
         x_range: (xl - xpad, xh + xpad),
-        y_range: ((lo - pad).max(0.0), hi + pad),
+        y_range: ((lo - pad).max(0.0), hi + pad + top),
         no_plan,
+        not_applicable,
     })
 }
 
@@ -243,8 +260,15 @@ fn draw_sweep<DB: DrawingBackend>(
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
     let mut caption = format!("{}: compute overhead vs memory budget", d.model);
+    let mut notes = Vec::new();
     if !d.no_plan.is_empty() {
-        caption.push_str(&format!(" (no plan: {})", d.no_plan.join(", ")));
+        notes.push(format!("no plan: {}", d.no_plan.join(", ")));
+    }
+    if !d.not_applicable.is_empty() {
+        notes.push(format!("not applicable: {}", d.not_applicable.join(", ")));
+    }
+    if !notes.is_empty() {
+        caption.push_str(&format!(" ({})", notes.join("; ")));
     }
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, ("sans-serif", 24))
@@ -256,6 +280,8 @@ fn draw_sweep<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc(format!("memory budget ({})", d.unit))
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
         .y_desc("overhead (cost / checkpoint-all cost)")
         .axis_desc_style(("sans-serif", 17))
         .label_style(("sans-serif", 14))
@@ -377,7 +403,7 @@ fn draw_plan<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(e)?;
     let n = d.trace.live.len().max(1) as f64;
     let peak = d.trace.live.iter().copied().max().unwrap_or_default();
-    let top = peak.max(d.budget.unwrap_or_default()).as_f64() / d.div * 1.1;
+    let top = peak.max(d.budget.unwrap_or_default()).as_f64() / d.div * 1.3;
     let mut chart = ChartBuilder::on(&root)
         .caption(&d.title, ("sans-serif", 22))
         .margin(16)
@@ -388,6 +414,8 @@ fn draw_plan<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc("plan statement")
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
         .y_desc(format!("memory in use ({})", d.unit))
         .axis_desc_style(("sans-serif", 17))
         .label_style(("sans-serif", 14))

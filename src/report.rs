@@ -30,7 +30,7 @@ pub struct StrategySummary {
     pub min_feasible_budget: Option<Bytes>,
     /// `None` when no budget has plans from both it and the ILP.
     pub vs_ilp: Option<Ratio>,
-    /// Every row was `not-applicable`.
+    /// No plan, and `not-applicable` at some budget.
     pub not_applicable: bool,
 }
 
@@ -99,9 +99,8 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                         feasible: feasible.len(),
                         min_feasible_budget: feasible.iter().map(|r| r.budget).min(),
                         vs_ilp,
-                        not_applicable: mine
-                            .iter()
-                            .all(|r| r.status == crate::sweep::NOT_APPLICABLE),
+                        not_applicable: feasible.is_empty()
+                            && mine.iter().any(|r| r.status == crate::sweep::NOT_APPLICABLE),
                     }
                 })
                 .collect();

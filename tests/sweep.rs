@@ -2,15 +2,14 @@
 
 mod common;
 
-use common::{recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
+use common::{fan, recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
 use remat::budgets::BudgetList;
 use remat::graph::{analysis, Graph};
 use remat::schedule::{simulate, Plan, PlanFile};
 use remat::strategies::checkpoint_all::CheckpointAll;
-use remat::strategies::{SolveOptions, Strategy, StrategyError};
+use remat::strategies::{SolveOptions, StrategyError};
 use remat::sweep::{self, Row, SweepConfig};
 use remat::units::Bytes;
-use remat::zoo::synthetic::linear;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -68,69 +67,53 @@ fn csv_rows(text: &str) -> Vec<Vec<String>> {
 #[test]
 fn rows_have_simulated_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    let g = linear(6);
+    let g = fan(3, 0);
     let peak = analysis::checkpoint_all_peak(&g);
     let min = analysis::min_feasible_budget(&g);
+    assert_eq!((peak, min), (Bytes(301), Bytes(101)));
     let b = budgets(&g);
-    assert_eq!(b.len(), 6);
-    assert_eq!((b[0], b[1], b[5]), (Bytes(2), min, peak));
+    let want: Vec<Bytes> = [2, 101, 151, 201, 251, 301].into_iter().map(Bytes).collect();
+    assert_eq!(b, want);
     let cfg = config(&dir.path().join("a.csv"), &g);
     let s = sweep::run(&g, &cfg).unwrap();
     assert!(s.failures.is_empty());
     assert_eq!((s.solved, s.resumed, s.rows.len()), (24, 0, 24));
 
     let text = std::fs::read_to_string(&cfg.output).unwrap();
-    assert!(text.starts_with(
-        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n"
-    ));
     let rows = csv_rows(&text);
-    // Canonical order: strategies as configured (registry first), budgets descending.
-    assert_eq!(rows[0][1], "checkpoint-all");
-    assert_eq!(rows[0][2], peak.to_string());
-    assert_eq!(rows[5][2], "2");
-
-    // 2n+1 unit-cost nodes; checkpoint-all is the reference.
-    assert_eq!(g.total_cost(), 13.0);
-    assert_eq!(
-        rows[0],
-        [
-            "linear6",
-            "checkpoint-all",
-            &peak.to_string(),
-            "optimal",
-            "13",
-            "1.000000",
-            &peak.to_string(),
-            "9.75",
-            "0.250000",
-            "0.000"
-        ]
-    );
-    assert_eq!(field(&rows, "checkpoint-all", b[4], "status"), "infeasible");
-    assert_eq!(field(&rows, "checkpoint-all", b[4], "cost"), "");
-    // Below the smallest feasible budget, no strategy is asked.
-    for s in ["checkpoint-all", "test-recompute-all", "test-never-applies", "test-half-bound"] {
-        assert_eq!(field(&rows, s, Bytes(2), "status"), "infeasible");
-        assert_eq!(field(&rows, s, Bytes(2), "lp_bound"), "");
-        assert_eq!(field(&rows, s, Bytes(2), "solve_seconds"), "");
+    // Canonical order: strategies in registry order, then as named;
+    // budgets descending.
+    let order: Vec<(&str, &str)> = rows.iter().map(|r| (r[1].as_str(), r[2].as_str())).collect();
+    let mut expect = Vec::new();
+    for st in ["checkpoint-all", "test-half-bound", "test-never-applies", "test-recompute-all"] {
+        for bb in ["301", "251", "201", "151", "101", "2"] {
+            expect.push((st, bb));
+        }
     }
-    // Recompute-all: the simulator's cost and peak.
+    assert_eq!(order, expect);
+    assert!(text.starts_with(
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n\
+         fan3,checkpoint-all,301,optimal,7,1.000000,301,5.25,0.250000,0.000\n\
+         fan3,checkpoint-all,251,infeasible,,,,5.25,,0.000\n"
+    ), "{text}");
+    // Below the smallest feasible budget, no strategy is asked.
+    for st in ["checkpoint-all", "test-recompute-all", "test-never-applies", "test-half-bound"] {
+        assert_eq!(field(&rows, st, Bytes(2), "status"), "infeasible");
+        assert_eq!(field(&rows, st, Bytes(2), "lp_bound"), "");
+        assert_eq!(field(&rows, st, Bytes(2), "solve_seconds"), "");
+    }
+    // Recompute-all: each output's stage recomputes x and its branch.
     let rc = recompute_all_sim(&g);
-    assert!(rc.peak <= min, "recompute-all needs {} > {min}", rc.peak);
+    assert_eq!((rc.cost, rc.peak), (16.0, Bytes(101)));
     for &bb in &b[1..] {
-        assert_eq!(field(&rows, "test-recompute-all", bb, "status"), "feasible");
-        assert_eq!(field(&rows, "test-recompute-all", bb, "cost"), rc.cost.to_string());
+        let row = |c| field(&rows, "test-recompute-all", bb, c);
         assert_eq!(
-            field(&rows, "test-recompute-all", bb, "overhead"),
-            format!("{:.6}", rc.cost / 13.0)
-        );
-        assert_eq!(
-            field(&rows, "test-recompute-all", bb, "gap"),
-            format!("{:.6}", (rc.cost - 9.75) / rc.cost)
+            [row("status"), row("cost"), row("overhead"), row("peak_bytes"), row("gap")],
+            ["feasible", "16", "2.285714", "101", "0.671875"]
         );
         assert_eq!(field(&rows, "test-never-applies", bb, "status"), "not-applicable");
         assert_eq!(field(&rows, "test-half-bound", bb, "status"), "bound");
-        assert_eq!(field(&rows, "test-half-bound", bb, "lp_bound"), "6.5");
+        assert_eq!(field(&rows, "test-half-bound", bb, "lp_bound"), "3.5");
         assert_eq!(field(&rows, "test-half-bound", bb, "cost"), "");
     }
 }
@@ -138,7 +121,7 @@ fn rows_have_simulated_numbers() {
 #[test]
 fn killed_and_resumed_sweep_matches_uninterrupted() {
     let dir = tempfile::tempdir().unwrap();
-    let g = linear(6);
+    let g = fan(3, 0);
     let full = dir.path().join("full.csv");
     sweep::run(&g, &config(&full, &g)).unwrap();
     let expected = std::fs::read(&full).unwrap();
@@ -151,7 +134,7 @@ fn killed_and_resumed_sweep_matches_uninterrupted() {
     assert_eq!(s.solved, 7);
     let mut text = std::fs::read_to_string(&part).unwrap();
     assert_eq!(text.lines().count(), 8);
-    text.push_str("linear6,test-recompute-all,71");
+    text.push_str("fan3,test-recompute-all,25");
     std::fs::write(&part, &text).unwrap();
     let s = sweep::run(&g, &config(&part, &g)).unwrap();
     assert_eq!((s.solved, s.resumed), (17, 7));
@@ -183,7 +166,7 @@ fn killed_and_resumed_sweep_matches_uninterrupted() {
 #[test]
 fn warm_start_is_the_cheapest_known_plan_that_fits() {
     let dir = tempfile::tempdir().unwrap();
-    let g = linear(6);
+    let g = fan(3, 0);
     let b = budgets(&g);
     let mut cfg = config(&dir.path().join("w.csv"), &g);
     cfg.strategies = vec![Box::new(CheckpointAll), Box::new(RecomputeAll), Box::new(WarmEcho)];
@@ -198,7 +181,7 @@ fn warm_start_is_the_cheapest_known_plan_that_fits() {
     let rc = recompute_all_sim(&g);
     // At the checkpoint-all peak the cheapest plan that fits is
     // checkpoint-all's; below it, only recompute-all's fits.
-    assert_eq!(get("test-warm-echo", b[5]).cost, Some(13.0));
+    assert_eq!(get("test-warm-echo", b[5]).cost, Some(7.0));
     assert_eq!(get("test-warm-echo", b[5]).status, "feasible");
     for &bb in &b[1..5] {
         assert_eq!(get("test-warm-echo", bb).cost, Some(rc.cost));
@@ -209,7 +192,7 @@ fn warm_start_is_the_cheapest_known_plan_that_fits() {
 #[test]
 fn plans_dir_holds_simulated_plans() {
     let dir = tempfile::tempdir().unwrap();
-    let g = linear(6);
+    let g = fan(3, 0);
     let mut cfg = config(&dir.path().join("p.csv"), &g);
     cfg.plans_dir = Some(dir.path().join("plans"));
     let s = sweep::run(&g, &cfg).unwrap();
@@ -231,36 +214,40 @@ fn plans_dir_holds_simulated_plans() {
 
 #[test]
 fn plots_are_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = linear(6);
-    let cfg = config(&dir.path().join("p.csv"), &g);
+    let tmp = tempfile::tempdir().unwrap();
+    // Set REMAT_TEST_PLOT_DIR to keep the plots for a look.
+    let keep = std::env::var_os("REMAT_TEST_PLOT_DIR").map(std::path::PathBuf::from);
+    let dir = keep.as_deref().unwrap_or(tmp.path());
+    let g = fan(3, 0);
+    let cfg = config(&tmp.path().join("p.csv"), &g);
     let s = sweep::run(&g, &cfg).unwrap();
-    let svg = dir.path().join("p.svg");
-    remat::plot::plot_sweep(&s.rows, "linear6", &svg).unwrap();
+    let svg = dir.join("p.svg");
+    remat::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     for needle in [
-        "linear6: compute overhead vs memory budget",
+        "fan3: compute overhead vs memory budget",
         "memory budget (bytes)",
         "checkpoint-all",
         "test-recompute-all",
         "LP lower bound",
-        "no plan: test-never-applies",
+        "(not applicable: test-never-applies)",
     ] {
         assert!(text.contains(needle), "missing '{needle}'");
     }
-    let png = dir.path().join("p.png");
-    remat::plot::plot_sweep(&s.rows, "linear6", &png).unwrap();
+    let png = dir.join("p.png");
+    remat::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     assert!(remat::plot::plot_sweep(&s.rows, "other", &png).is_err());
-    assert!(remat::plot::plot_sweep(&s.rows, "linear6", &dir.path().join("p.gif")).is_err());
+    assert!(remat::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
 
     // Figure 1: the recompute-all plan recomputes; the trace ends at the
     // fixed memory and peaks at the simulated peak.
     let sch = common::recompute_all_schedule(&g);
     let plan = remat::schedule::generate_plan(&g, &sch).unwrap();
-    let out = dir.path().join("mem.svg");
+    let out = dir.join("mem.svg");
     let budget = analysis::min_feasible_budget(&g);
     let trace = remat::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
+    remat::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
     let sim = simulate(&g, &plan).unwrap();
     assert_eq!(trace.live.iter().copied().max(), Some(sim.peak));
     assert_eq!(trace.recomputations.len(), sim.computations - g.len());

@@ -132,3 +132,28 @@ impl<S: Strategy> Strategy for Counting<S> {
         self.inner.solve(g, b, o)
     }
 }
+
+/// A fan: a small input `x` (1 byte) feeding `k` large values `a<i>` (100
+/// bytes each), each read by a small output `o<i>` (1 byte); unit costs.
+/// Checkpoint-all holds every `a<i>` at once (peak 100k + 1); recomputing
+/// each branch from `x` in its output's stage needs only 101 bytes, at cost
+/// 5k + 1 instead of 2k + 1.
+pub fn fan(k: usize, fixed: u64) -> Graph {
+    use remat::graph::{GraphFile, GraphKind, NodeSpec};
+    let mut nodes = vec![NodeSpec::new("x", 1.0, 1, vec![])];
+    for i in 0..k {
+        nodes.push(NodeSpec::new(format!("a{i}"), 1.0, 100, vec!["x".into()]));
+    }
+    for i in 0..k {
+        nodes.push(NodeSpec::new(format!("o{i}"), 1.0, 1, vec![format!("a{i}")]));
+    }
+    let f = GraphFile {
+        name: format!("fan{k}"),
+        graph: GraphKind::Training,
+        batch_size: 1,
+        cost_unit: None,
+        fixed_memory: fixed as f64,
+        nodes,
+    };
+    Graph::from_file(&f, "<fan>").unwrap()
+}
