@@ -6,12 +6,18 @@
 // Links the vendored, statically built CBC into every binary.
 extern crate cbc_src;
 
+pub mod budgets;
 pub mod cli;
 pub mod graph;
+pub mod maxbatch;
+pub mod plot;
+pub mod report;
+pub mod resultlog;
 pub mod schedule;
 pub mod solve;
 pub mod solver;
 pub mod strategies;
+pub mod sweep;
 pub mod units;
 pub mod zoo;
 

@@ -3,7 +3,12 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use remat::cli::{exit_code, input_err, load_graph, load_plan, parse_budget, write_atomic};
+use remat::budgets::BudgetList;
 use remat::graph::analysis;
+use remat::maxbatch::{self, CostRule, MaxBatchConfig};
+use remat::sweep::{self, select_strategies, SweepConfig};
+use remat::units::{BudgetSpec, Bytes};
+use remat::{plot, report};
 use remat::schedule::simulate;
 use remat::solve;
 use remat::solver::Backend;
@@ -94,6 +99,100 @@ enum Command {
     },
     /// List the available strategies.
     Strategies,
+    /// Solve every (strategy, budget) pair and write one CSV row per pair as it finishes;
+    /// re-running resumes.
+    Sweep {
+        /// Graph file (YAML or JSON).
+        model: PathBuf,
+        /// Budget file (YAML); default budgets/<model file stem>.yaml if it exists, else
+        /// 20 budgets from the smallest feasible one to the checkpoint-all peak.
+        #[arg(long)]
+        budgets: Option<PathBuf>,
+        /// Comma-separated strategy names, or `all`.
+        #[arg(long, default_value = "all")]
+        strategies: String,
+        /// Output CSV (appended to; rows already there are skipped).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Also plot overhead vs budget (.svg or .png).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Pairs solved in parallel (default: all cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// No progress bar or notes.
+        #[arg(long)]
+        quiet: bool,
+        /// Write every plan as DIR/<strategy>-<budget_bytes>.json.
+        #[arg(long)]
+        plans: Option<PathBuf>,
+        /// Write 0 for solve_seconds, so that the CSV is reproducible byte for byte.
+        #[arg(long, hide = true)]
+        zero_timings: bool,
+        #[command(flatten)]
+        solver: SolverArgs,
+    },
+    /// Plot overhead vs budget from a sweep CSV (.svg or .png).
+    Plot {
+        /// Sweep CSV.
+        csv: PathBuf,
+        /// Output image (.svg or .png).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Model to plot, if the CSV has several.
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Plot the memory in use over a plan's statements against the budget, recomputations marked.
+    PlotPlan {
+        /// Graph file the plan was made for.
+        model: PathBuf,
+        /// Plan JSON file.
+        plan: PathBuf,
+        /// Output image (.svg or .png).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Budget line (default: the budget recorded in the plan file).
+        #[arg(short, long)]
+        budget: Option<String>,
+    },
+    /// Summarize sweep CSVs: cost relative to the ILP per strategy, and the smallest feasible budget.
+    Report {
+        /// Sweep CSV files.
+        #[arg(required = true)]
+        csv: Vec<PathBuf>,
+        /// Also write the report (Markdown) to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Find the largest batch each strategy trains within a memory size at bounded overhead.
+    MaxBatch {
+        /// Graph file (YAML or JSON); costs and activation memory scale from its batch_size.
+        model: PathBuf,
+        /// Device memory, e.g. 16GB or 16GiB.
+        #[arg(long)]
+        memory: String,
+        /// Comma-separated strategy names, or `all` (checkpoint-all is always included).
+        #[arg(long, default_value = "all")]
+        strategies: String,
+        /// Allow cost up to F x checkpoint-all cost, instead of one extra forward pass.
+        #[arg(long)]
+        max_overhead: Option<f64>,
+        /// Largest batch tried.
+        #[arg(long, default_value_t = 1 << 24)]
+        max_batch: u32,
+        /// Write the results as CSV (rows are kept; re-running skips them).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Strategies searched in parallel (default: all cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        #[command(flatten)]
+        solver: SolverArgs,
+    },
 }
 
 fn main() -> ExitCode {
@@ -242,6 +341,179 @@ fn run(cli: Cli) -> Result<()> {
         Command::Strategies => {
             for s in strategies::all() {
                 println!("{:<18} {}", s.name(), s.describe());
+            }
+        }
+        Command::Sweep {
+            model,
+            budgets,
+            strategies,
+            output,
+            plot,
+            jobs,
+            quiet,
+            plans,
+            zero_timings,
+            solver,
+        } => {
+            let g = load_graph(&model)?;
+            let file = budgets.or_else(|| remat::budgets::default_file(&model));
+            let list = match &file {
+                Some(p) => BudgetList::load(p).map_err(|e| input_err(e.to_string()))?,
+                None => BudgetList::default_range(),
+            };
+            let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
+            cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
+            cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
+            cfg.opts = solver.options();
+            cfg.quiet = quiet;
+            cfg.plans_dir = plans;
+            cfg.zero_timings = zero_timings;
+            // The LP lower-bound column: plug in the LP relaxation here, e.g.
+            // `cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));`
+            if !quiet {
+                eprintln!(
+                    "sweep {}: {} budgets ({}) x {} strategies",
+                    g.name,
+                    cfg.budgets.len(),
+                    file.as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "default range".into()),
+                    cfg.strategies.len()
+                );
+            }
+            let summary = sweep::run(&g, &cfg).map_err(|e| match e {
+                sweep::SweepError::Log(remat::resultlog::LogError::Format { .. }) => {
+                    input_err(e.to_string())
+                }
+                e => e.into(),
+            })?;
+            if let Some(p) = &plot {
+                plot::plot_sweep(&summary.rows, &g.name, p)?;
+            }
+            if !quiet {
+                eprintln!(
+                    "wrote {} ({} new rows, {} already there){}",
+                    output.display(),
+                    summary.solved,
+                    summary.resumed,
+                    plot.map(|p| format!(", plot {}", p.display()))
+                        .unwrap_or_default()
+                );
+            }
+            if !summary.failures.is_empty() {
+                anyhow::bail!(
+                    "{} pairs failed and have no row (re-run to retry them):\n  {}",
+                    summary.failures.len(),
+                    summary.failures.join("\n  ")
+                );
+            }
+        }
+        Command::Plot { csv, output, model } => {
+            let rows = sweep::read_csv(&csv).map_err(|e| input_err(e.to_string()))?;
+            let model = match model {
+                Some(m) => m,
+                None => {
+                    let mut names: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+                    names.dedup();
+                    match names.as_slice() {
+                        [one] => one.to_string(),
+                        [] => return Err(input_err(format!("{}: no rows", csv.display()))),
+                        _ => {
+                            return Err(input_err(format!(
+                                "{} has several models; pick one with --model",
+                                csv.display()
+                            )))
+                        }
+                    }
+                }
+            };
+            plot::plot_sweep(&rows, &model, &output).map_err(|e| input_err(e.to_string()))?;
+            eprintln!("wrote {}", output.display());
+        }
+        Command::PlotPlan {
+            model,
+            plan,
+            output,
+            budget,
+        } => {
+            let g = load_graph(&model)?;
+            let (file, p) = load_plan(&g, &plan)?;
+            let budget = match budget {
+                Some(b) => Some(parse_budget(&g, &b)?),
+                None => file.budget.map(Bytes),
+            };
+            let trace = plot::plot_plan(&g, &p, budget, &file.strategy, &output).map_err(|e| {
+                match e {
+                    plot::PlotError::Plan(_) | plot::PlotError::Format { .. } => {
+                        input_err(format!("{}: {e}", plan.display()))
+                    }
+                    e => e.into(),
+                }
+            })?;
+            eprintln!(
+                "wrote {} ({} statements, {} recomputations)",
+                output.display(),
+                trace.live.len(),
+                trace.recomputations.len()
+            );
+        }
+        Command::Report { csv, output } => {
+            let mut rows = Vec::new();
+            for p in &csv {
+                rows.extend(sweep::read_csv(p).map_err(|e| input_err(e.to_string()))?);
+            }
+            let text = report::render(&report::summarize(&rows));
+            print!("{text}");
+            if let Some(o) = output {
+                write_atomic(&o, text.as_bytes())?;
+            }
+        }
+        Command::MaxBatch {
+            model,
+            memory,
+            strategies,
+            max_overhead,
+            max_batch,
+            output,
+            jobs,
+            quiet,
+            solver,
+        } => {
+            let g = load_graph(&model)?;
+            let memory = match BudgetSpec::parse(&memory) {
+                Ok(BudgetSpec::Absolute(b)) => b,
+                Ok(_) => return Err(input_err("--memory must be a size such as 16GB, not a percentage")),
+                Err(e) => return Err(input_err(format!("--memory: {e}"))),
+            };
+            let mut cfg = MaxBatchConfig::new(memory);
+            cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
+            if let Some(f) = max_overhead {
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(input_err("--max-overhead must be a positive number"));
+                }
+                cfg.rule = CostRule::MaxOverhead(f);
+            }
+            cfg.max_batch = max_batch.max(1);
+            cfg.opts = solver.options();
+            cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
+            cfg.quiet = quiet;
+            cfg.output = output.clone();
+            let rows = maxbatch::run(&g, &cfg).map_err(|e| match e {
+                maxbatch::MaxBatchError::Log(remat::resultlog::LogError::Format { .. }) => {
+                    input_err(e.to_string())
+                }
+                e => e.into(),
+            })?;
+            println!(
+                "{} at {} ({} bytes), cost rule {}",
+                g.name,
+                memory.human(),
+                memory,
+                cfg.rule.label()
+            );
+            print!("{}", maxbatch::render(&rows));
+            if let Some(o) = output {
+                eprintln!("wrote {}", o.display());
             }
         }
     }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerates everything in results/ from models/*.yaml (and budgets/*.yaml):
+#   results/<model>.csv, .svg, .png   overhead-vs-budget sweep of every strategy
+#   results/max-batch/<model>.csv     largest batch per strategy within $MEMORY
+#   results/report.md                 Table 2 style summary of all sweeps
+# Sweeps and max-batch runs resume: re-running after an interruption only
+# solves what is missing. Delete a CSV to recompute it from scratch.
+#
+#   bash results/regenerate.sh                 # all models
+#   bash results/regenerate.sh models/vgg16.yaml
+#   MEMORY=32GB TIME_LIMIT=300 bash results/regenerate.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MEMORY=${MEMORY:-16GB}
+TIME_LIMIT=${TIME_LIMIT:-600}
+cargo build --release --quiet
+remat=target/release/remat
+
+models=("$@")
+if [ ${#models[@]} -eq 0 ]; then
+  models=(models/*.yaml)
+fi
+mkdir -p results/max-batch
+for m in "${models[@]}"; do
+  name=$(basename "$m" .yaml)
+  "$remat" sweep "$m" --strategies all --time-limit "$TIME_LIMIT" \
+    -o "results/$name.csv" --plot "results/$name.svg"
+  "$remat" plot "results/$name.csv" -o "results/$name.png"
+  "$remat" max-batch "$m" --memory "$MEMORY" --time-limit "$TIME_LIMIT" \
+    -o "results/max-batch/$name.csv"
+done
+"$remat" report results/*.csv -o results/report.md

@@ -1,0 +1,490 @@
+//! `remat max-batch`: the largest batch each strategy trains within a
+//! memory size at bounded extra compute (the paper's Figure 6).
+//!
+//! A batch is allowed when the strategy's plan for the graph at that batch
+//! ([`Graph::at_batch`]) fits the memory and costs at most the bound of
+//! [`CostRule`] (by default one extra forward pass, the paper's eq. (10)).
+//! The bound goes to the strategy as `SolveOptions::cost_bound` (the ILP
+//! makes it a constraint) and is checked again here on the simulated cost,
+//! since heuristics ignore it. The search per strategy grows the batch
+//! exponentially until a batch fails, then bisects; it assumes that a
+//! strategy that fits a batch also fits every smaller one.
+
+use crate::graph::{analysis, Graph};
+use crate::resultlog::{self, LogError, ResultLog};
+use crate::solve::{self, SolveError};
+use crate::strategies::{self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError};
+use crate::units::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What "bounded extra compute" means.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CostRule {
+    /// cost ≤ 2 × forward cost + backward cost: at most one extra forward
+    /// pass (eq. (10) of the paper).
+    OneExtraForward,
+    /// cost ≤ F × checkpoint-all cost.
+    MaxOverhead(f64),
+}
+
+impl CostRule {
+    /// The cost bound for the graph at the batch being tried.
+    pub fn bound(self, g: &Graph) -> f64 {
+        match self {
+            CostRule::OneExtraForward => 2.0 * g.forward_cost() + g.backward_cost(),
+            CostRule::MaxOverhead(f) => f * g.total_cost(),
+        }
+    }
+
+    /// The rule as written in the CSV.
+    pub fn label(self) -> String {
+        match self {
+            CostRule::OneExtraForward => "one-extra-forward".into(),
+            CostRule::MaxOverhead(f) => format!("overhead<={f}"),
+        }
+    }
+}
+
+pub struct MaxBatchConfig {
+    /// Device memory (fixed memory included, like every budget).
+    pub memory: Bytes,
+    /// Strategies to search; checkpoint-all is always searched too, as the
+    /// reference for the ratios.
+    pub strategies: Vec<Box<dyn Strategy>>,
+    pub rule: CostRule,
+    /// Passed to every solve; `cost_bound` is set per probe.
+    pub opts: SolveOptions,
+    /// Largest batch tried; a strategy that fits it is reported as capped.
+    pub max_batch: u32,
+    /// Strategies searched at once.
+    pub jobs: usize,
+    pub quiet: bool,
+    /// CSV written row by row (resumable); `None`: results only returned.
+    pub output: Option<PathBuf>,
+}
+
+impl MaxBatchConfig {
+    pub fn new(memory: Bytes) -> MaxBatchConfig {
+        MaxBatchConfig {
+            memory,
+            strategies: strategies::all(),
+            rule: CostRule::OneExtraForward,
+            opts: SolveOptions::default(),
+            max_batch: 1 << 24,
+            jobs: crate::sweep::default_jobs(),
+            quiet: false,
+            output: None,
+        }
+    }
+}
+
+/// The CSV columns, in order.
+pub const HEADER: [&str; 10] = [
+    "model",
+    "strategy",
+    "memory_bytes",
+    "cost_rule",
+    "status",
+    "max_batch",
+    "ratio_to_checkpoint_all",
+    "overhead",
+    "peak_bytes",
+    "solve_seconds",
+];
+
+/// One strategy's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaxBatch {
+    pub model: String,
+    pub strategy: String,
+    pub memory: Bytes,
+    pub rule: String,
+    /// `found`, `capped` (fits the largest batch tried) or `not-applicable`.
+    pub status: String,
+    /// 0 when not even batch 1 is allowed.
+    pub max_batch: u32,
+    /// max_batch / checkpoint-all's max batch.
+    pub ratio: Option<f64>,
+    /// Cost / checkpoint-all cost of the plan at max_batch.
+    pub overhead: Option<f64>,
+    pub peak: Option<Bytes>,
+    pub seconds: f64,
+}
+
+impl MaxBatch {
+    fn key(&self) -> (String, String, Bytes, String) {
+        (
+            self.model.clone(),
+            self.strategy.clone(),
+            self.memory,
+            self.rule.clone(),
+        )
+    }
+
+    pub fn to_fields(&self) -> Vec<String> {
+        vec![
+            self.model.clone(),
+            self.strategy.clone(),
+            self.memory.to_string(),
+            self.rule.clone(),
+            self.status.clone(),
+            self.max_batch.to_string(),
+            self.ratio.map(|r| format!("{r:.4}")).unwrap_or_default(),
+            self.overhead.map(|o| format!("{o:.6}")).unwrap_or_default(),
+            self.peak.map(|p| p.to_string()).unwrap_or_default(),
+            format!("{:.3}", self.seconds),
+        ]
+    }
+
+    pub fn from_fields(f: &[String]) -> Result<MaxBatch, String> {
+        if f.len() != HEADER.len() {
+            return Err(format!("expected {} fields, found {}", HEADER.len(), f.len()));
+        }
+        fn num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
+            if s.is_empty() {
+                return Ok(None);
+            }
+            s.parse()
+                .map(Some)
+                .map_err(|_| format!("column {col}: '{s}' is not a number"))
+        }
+        Ok(MaxBatch {
+            model: f[0].clone(),
+            strategy: f[1].clone(),
+            memory: Bytes(num(&f[2], "memory_bytes")?.ok_or("memory_bytes is empty")?),
+            rule: f[3].clone(),
+            status: f[4].clone(),
+            max_batch: num(&f[5], "max_batch")?.ok_or("max_batch is empty")?,
+            ratio: num(&f[6], "ratio_to_checkpoint_all")?,
+            overhead: num(&f[7], "overhead")?,
+            peak: num(&f[8], "peak_bytes")?.map(Bytes),
+            seconds: num(&f[9], "solve_seconds")?.unwrap_or(0.0),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MaxBatchError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("{strategy} at batch {batch}: {source}")]
+    Solve {
+        strategy: String,
+        batch: u32,
+        source: SolveError,
+    },
+}
+
+/// A plan found at some batch.
+#[derive(Debug, Clone, Copy)]
+struct Fit {
+    overhead: f64,
+    peak: Bytes,
+}
+
+/// Is `batch` allowed for `strat`? `Ok(None)`: no.
+fn probe(
+    g: &Graph,
+    strat: &dyn Strategy,
+    batch: u32,
+    cfg: &MaxBatchConfig,
+) -> Result<Option<Fit>, SolveError> {
+    let gb = g.at_batch(batch);
+    // Cheap necessary condition; also what ends the exponential phase.
+    if analysis::min_feasible_budget(&gb) > cfg.memory {
+        return Ok(None);
+    }
+    let bound = cfg.rule.bound(&gb);
+    let mut opts = cfg.opts.clone();
+    opts.cost_bound = Some(bound);
+    opts.warm_start = None;
+    let out = match solve::run(&gb, strat, cfg.memory, &opts) {
+        Ok(o) => o,
+        Err(SolveError::BelowMinimum { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (Some(cost), Some(peak)) = (out.cost(), out.peak()) else {
+        return Ok(None);
+    };
+    // Tolerate float round-off in the bound, not real excess.
+    if cost > bound * (1.0 + 1e-9) + 1e-12 {
+        return Ok(None);
+    }
+    let base = gb.total_cost();
+    Ok(Some(Fit {
+        overhead: if base > 0.0 { cost / base } else { 1.0 },
+        peak,
+    }))
+}
+
+/// Exponential growth then bisection for one strategy. `on_probe` sees
+/// each batch before it is tried.
+pub fn search(
+    g: &Graph,
+    strat: &dyn Strategy,
+    cfg: &MaxBatchConfig,
+    on_probe: &dyn Fn(u32),
+) -> Result<MaxBatch, MaxBatchError> {
+    let start = Instant::now();
+    let mut result = MaxBatch {
+        model: g.name.clone(),
+        strategy: strat.name().to_string(),
+        memory: cfg.memory,
+        rule: cfg.rule.label(),
+        status: "found".into(),
+        max_batch: 0,
+        ratio: None,
+        overhead: None,
+        peak: None,
+        seconds: 0.0,
+    };
+    let cap = cfg.max_batch.max(1);
+    // Not-applicable is a property of the graph's shape, not of the batch:
+    // the first probe that says so ends the search.
+    let not_applicable = std::cell::Cell::new(false);
+    let try_batch = |b: u32| -> Result<Option<Fit>, MaxBatchError> {
+        if not_applicable.get() {
+            return Ok(None);
+        }
+        on_probe(b);
+        match probe(g, strat, b, cfg) {
+            Err(SolveError::Strategy(StrategyError::NotApplicable { .. })) => {
+                not_applicable.set(true);
+                Ok(None)
+            }
+            Err(source) => Err(MaxBatchError::Solve {
+                strategy: strat.name().to_string(),
+                batch: b,
+                source,
+            }),
+            Ok(f) => Ok(f),
+        }
+    };
+    let mut best: Option<(u32, Fit)> = None;
+    let mut hi: Option<u32> = None;
+    let mut b = 1u32;
+    loop {
+        match try_batch(b)? {
+            Some(f) => {
+                best = Some((b, f));
+                if b >= cap {
+                    result.status = "capped".into();
+                    break;
+                }
+                b = b.saturating_mul(2).min(cap);
+            }
+            None => {
+                hi = Some(b);
+                break;
+            }
+        }
+    }
+    if let (Some(mut hi), Some((mut lo, _))) = (hi, best) {
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match try_batch(mid)? {
+                Some(f) => {
+                    lo = mid;
+                    best = Some((mid, f));
+                }
+                None => hi = mid,
+            }
+        }
+    }
+    if not_applicable.get() {
+        result.status = crate::sweep::NOT_APPLICABLE.into();
+    } else if let Some((b, f)) = best {
+        result.max_batch = b;
+        result.overhead = Some(f.overhead);
+        result.peak = Some(f.peak);
+    }
+    result.seconds = start.elapsed().as_secs_f64();
+    Ok(result)
+}
+
+fn sort_results(rows: &mut [MaxBatch]) {
+    let order: HashMap<&'static str, usize> = strategies::names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i))
+        .collect();
+    rows.sort_by(|a, b| {
+        let rank = |r: &MaxBatch| order.get(r.strategy.as_str()).copied().unwrap_or(usize::MAX);
+        (a.model.as_str(), a.memory, a.rule.as_str())
+            .cmp(&(b.model.as_str(), b.memory, b.rule.as_str()))
+            .then(rank(a).cmp(&rank(b)))
+            .then_with(|| a.strategy.cmp(&b.strategy))
+    });
+}
+
+/// Searches every strategy (checkpoint-all first, as the reference), writing
+/// each result to the CSV as it is found. Results already in the CSV for
+/// the same model, memory and rule are reused. Returns this run's
+/// strategies in registry order.
+pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchError> {
+    let mut strats: Vec<&dyn Strategy> = cfg.strategies.iter().map(|s| s.as_ref()).collect();
+    let reference = CheckpointAll;
+    if !strats.iter().any(|s| s.name() == reference.name()) {
+        strats.insert(0, &reference);
+    }
+    let (log, existing) = match &cfg.output {
+        Some(p) => {
+            let (log, rows) = ResultLog::open(p, &HEADER)?;
+            (Some(log), parse_all(p, rows)?)
+        }
+        None => (None, Vec::new()),
+    };
+    let want_key = |name: &str| (g.name.clone(), name.to_string(), cfg.memory, cfg.rule.label());
+    let mut done: Vec<MaxBatch> = existing
+        .iter()
+        .filter(|r| strats.iter().any(|s| r.key() == want_key(s.name())))
+        .cloned()
+        .collect();
+    let pending: Vec<&dyn Strategy> = strats
+        .iter()
+        .copied()
+        .filter(|s| !done.iter().any(|r| r.strategy == s.name()))
+        .collect();
+
+    let bar = if cfg.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(pending.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:20}] {pos}/{len} strategies, {elapsed}  {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.set_prefix(format!("max-batch {}", g.name));
+        b.enable_steady_tick(std::time::Duration::from_millis(500));
+        b
+    };
+    let probing: Mutex<std::collections::BTreeMap<String, u32>> = Mutex::default();
+    let show = |name: &str, b: Option<u32>| {
+        let mut p = probing.lock().unwrap_or_else(|e| e.into_inner());
+        match b {
+            Some(b) => p.insert(name.to_string(), b),
+            None => p.remove(name),
+        };
+        bar.set_message(
+            p.iter()
+                .map(|(n, b)| format!("{n}: batch {b}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    };
+    let finish = |mut r: MaxBatch, reference: Option<u32>| -> Result<MaxBatch, MaxBatchError> {
+        r.ratio = reference
+            .filter(|&c| c > 0 && r.status != crate::sweep::NOT_APPLICABLE)
+            .map(|c| r.max_batch as f64 / c as f64);
+        if let Some(log) = &log {
+            log.append(&r.to_fields())?;
+        }
+        bar.inc(1);
+        Ok(r)
+    };
+
+    // The reference first: every other row's ratio needs it.
+    let mut ref_batch = done
+        .iter()
+        .find(|r| r.strategy == reference.name())
+        .map(|r| r.max_batch);
+    let mut rest = pending.clone();
+    if ref_batch.is_none() {
+        let s = strats
+            .iter()
+            .copied()
+            .find(|s| s.name() == reference.name())
+            .unwrap_or(&reference);
+        let r = search(g, s, cfg, &|b| show(s.name(), Some(b)))?;
+        show(s.name(), None);
+        ref_batch = Some(r.max_batch);
+        rest.retain(|x| x.name() != reference.name());
+        done.push(finish(r, ref_batch)?);
+    }
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<MaxBatch>> = Mutex::default();
+    let error: Mutex<Option<MaxBatchError>> = Mutex::default();
+    std::thread::scope(|sc| {
+        for _ in 0..cfg.jobs.clamp(1, rest.len().max(1)) {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= rest.len() {
+                    break;
+                }
+                let s = rest[i];
+                let r = search(g, s, cfg, &|b| show(s.name(), Some(b)))
+                    .and_then(|r| finish(r, ref_batch));
+                show(s.name(), None);
+                match r {
+                    Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner()).push(r),
+                    Err(e) => {
+                        bar.suspend(|| eprintln!("error: {e}"));
+                        error
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    done.extend(results.into_inner().unwrap_or_else(|e| e.into_inner()));
+    drop(log);
+    if let Some(p) = &cfg.output {
+        let mut all = parse_all(p, resultlog::read_rows(p, &HEADER)?)?;
+        sort_results(&mut all);
+        let fields: Vec<Vec<String>> = all.iter().map(MaxBatch::to_fields).collect();
+        resultlog::rewrite(p, &HEADER, &fields)?;
+    }
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    sort_results(&mut done);
+    Ok(done)
+}
+
+fn parse_all(path: &Path, rows: Vec<Vec<String>>) -> Result<Vec<MaxBatch>, LogError> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            MaxBatch::from_fields(f).map_err(|msg| LogError::Format {
+                path: path.to_path_buf(),
+                msg: format!("line {}: {msg}", i + 2),
+            })
+        })
+        .collect()
+}
+
+/// A table for the terminal.
+pub fn render(rows: &[MaxBatch]) -> String {
+    let mut s = format!(
+        "{:<20} {:>10} {:>8} {:>10} {:>12}\n",
+        "strategy", "max batch", "ratio", "overhead", "peak"
+    );
+    for r in rows {
+        let batch = match r.status.as_str() {
+            "capped" => format!(">={}", r.max_batch),
+            "not-applicable" => "n/a".into(),
+            _ => r.max_batch.to_string(),
+        };
+        s.push_str(&format!(
+            "{:<20} {:>10} {:>8} {:>10} {:>12}\n",
+            r.strategy,
+            batch,
+            r.ratio.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "–".into()),
+            r.overhead.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into()),
+            r.peak.map(|p| p.human()).unwrap_or_else(|| "–".into()),
+        ));
+    }
+    s
+}

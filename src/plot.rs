@@ -1,0 +1,547 @@
+//! Plots people read without the CSV next to them: the overhead-vs-budget
+//! trade-off of a sweep (the paper's Figure 5) and the memory profile of one
+//! plan (Figure 1). SVG or PNG, by the output's extension.
+//!
+//! Text is rendered with an embedded DejaVu Sans (assets/fonts, Bitstream
+//! Vera license) through ab_glyph, so plotting needs no system font
+//! libraries.
+
+use crate::graph::Graph;
+use crate::schedule::{simulate, Plan, SimError, Statement};
+use crate::strategies;
+use crate::sweep::Row;
+use crate::units::Bytes;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+
+static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("{path}: unsupported plot format (use .svg or .png)")]
+    Format { path: String },
+    #[error("{path}: {msg}")]
+    Draw { path: String, msg: String },
+    #[error("nothing to plot: {0}")]
+    Empty(String),
+    #[error("plan rejected by the simulator: {0}")]
+    Plan(#[from] SimError),
+}
+
+/// Ten colors that stay distinguishable (matplotlib's tab10).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+const SIZE: (u32, u32) = (1000, 640);
+
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The font is compiled in and known to parse; a failure would only
+        // make text invisible, not wrong.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, FONT);
+    });
+}
+
+/// A byte scale for axis labels: divisor and unit name.
+fn byte_unit(max: f64) -> (f64, &'static str) {
+    if max >= 1e9 {
+        (1e9, "GB")
+    } else if max >= 1e6 {
+        (1e6, "MB")
+    } else if max >= 1e3 {
+        (1e3, "KB")
+    } else {
+        (1.0, "bytes")
+    }
+}
+
+/// Axis numbers without needless decimals: `50`, `1.25`.
+fn tick(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 * x.abs().max(1.0) {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Draws with the backend the extension names, then moves the file into
+/// place, so a reader never sees a half-written plot.
+fn render(
+    path: &Path,
+    draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+    draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> Result<(), String>,
+) -> Result<(), PlotError> {
+    register_font();
+    let name = path.display().to_string();
+    let fail = |msg: String| PlotError::Draw {
+        path: name.clone(),
+        msg,
+    };
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "svg" => {
+            let mut text = String::new();
+            {
+                let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+                draw(root.clone()).map_err(fail)?;
+                root.present().map_err(|e| fail(e.to_string()))?;
+            }
+            crate::cli::write_atomic(path, text.as_bytes()).map_err(|e| fail(format!("{e:#}")))
+        }
+        "png" => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+            let tmp = dir.join(format!(".plot-{}.tmp.png", std::process::id()));
+            {
+                let root = BitMapBackend::new(&tmp, SIZE).into_drawing_area();
+                draw_png(root.clone()).map_err(fail)?;
+                root.present().map_err(|e| fail(e.to_string()))?;
+            }
+            std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+        }
+        _ => Err(PlotError::Format { path: name }),
+    }
+}
+
+/// One strategy's best overhead at or below each budget, as the corners of
+/// a step line (budgets ascending), plus the budgets actually solved.
+struct StepCurve {
+    strategy: String,
+    steps: Vec<(f64, f64)>,
+    points: Vec<(f64, f64)>,
+}
+
+/// The data of a sweep plot, in plotting units.
+struct SweepData {
+    model: String,
+    unit: &'static str,
+    curves: Vec<StepCurve>,
+    lp: Vec<(f64, f64)>,
+    x_range: (f64, f64),
+    y_range: (f64, f64),
+    /// Strategies without a plan at any budget, or that do not apply.
+    no_plan: Vec<String>,
+    not_applicable: Vec<String>,
+}
+
+fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.model == model).collect();
+    if rows.is_empty() {
+        return Err(PlotError::Empty(format!("no rows for model '{model}'")));
+    }
+    let max_budget = rows.iter().map(|r| r.budget.as_f64()).fold(0.0, f64::max);
+    let min_budget = rows
+        .iter()
+        .map(|r| r.budget.as_f64())
+        .fold(f64::INFINITY, f64::min);
+    let (div, unit) = byte_unit(max_budget);
+
+    // Strategies in registry order, then any others by name.
+    let order: HashMap<&str, usize> = strategies::names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i))
+        .collect();
+    let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
+    names.sort_by_key(|n| (order.get(n).copied().unwrap_or(usize::MAX), *n));
+    names.dedup();
+
+    let mut curves = Vec::new();
+    let mut no_plan = Vec::new();
+    let mut not_applicable = Vec::new();
+    for name in names {
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.strategy == name)
+            .filter_map(|r| Some((r.budget.as_f64() / div, r.overhead?)))
+            .collect();
+        if pts.is_empty() {
+            let mine = || rows.iter().filter(|r| r.strategy == name);
+            if mine().any(|r| r.status == crate::sweep::NOT_APPLICABLE) {
+                not_applicable.push(name.to_string());
+            } else if !mine().any(|r| r.status == "bound") {
+                no_plan.push(name.to_string());
+            }
+            continue;
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut steps = Vec::new();
+        let mut best = f64::INFINITY;
+        for &(x, y) in &pts {
+            if y < best {
+                if let Some(&(_, prev)) = steps.last() {
+                    steps.push((x, prev));
+                }
+                best = y;
+                steps.push((x, best));
+            }
+        }
+        steps.push((max_budget / div, best));
+        curves.push(StepCurve {
+            strategy: name.to_string(),
+            steps,
+            points: pts,
+        });
+    }
+    // The LP bound in overhead units: cost / overhead recovers the
+    // checkpoint-all cost from any row with a plan.
+    let base = rows
+        .iter()
+        .find_map(|r| Some(r.cost? / r.overhead?).filter(|b| b.is_finite() && *b > 0.0));
+    let mut lp: Vec<(f64, f64)> = match base {
+        Some(base) => {
+            let mut by_budget: HashMap<Bytes, f64> = HashMap::new();
+            for r in &rows {
+                if let Some(b) = r.lp_bound {
+                    let e = by_budget.entry(r.budget).or_insert(b);
+                    *e = e.max(b);
+                }
+            }
+            by_budget
+                .into_iter()
+                .map(|(b, v)| (b.as_f64() / div, v / base))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    lp.sort_by(|a, b| a.0.total_cmp(&b.0));
+
+    let ys = curves
+        .iter()
+        .flat_map(|c| c.steps.iter().map(|p| p.1))
+        .chain(lp.iter().map(|p| p.1));
+    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), y| {
+        (l.min(y), h.max(y))
+    });
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1.0, 1.0) };
+    let pad = ((hi - lo) * 0.08).max(0.02);
+    // Room at the top for the legend, one line per series.
+    let entries = curves.len() + usize::from(!lp.is_empty());
+    let top = (hi - lo).max(0.1) * 0.07 * entries as f64;
+    let (xl, xh) = (min_budget / div, max_budget / div);
+    let xpad = ((xh - xl) * 0.03).max(xh.abs() * 0.01).max(1e-9);
+    Ok(SweepData {
+        model: model.to_string(),
+        unit,
+        curves,
+        lp,
+        x_range: (xl - xpad, xh + xpad),
+        y_range: ((lo - pad).max(0.0), hi + pad + top),
+        no_plan,
+        not_applicable,
+    })
+}
+
+fn draw_sweep<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    d: &SweepData,
+) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let mut caption = format!("{}: compute overhead vs memory budget", d.model);
+    let mut notes = Vec::new();
+    if !d.no_plan.is_empty() {
+        notes.push(format!("no plan: {}", d.no_plan.join(", ")));
+    }
+    if !d.not_applicable.is_empty() {
+        notes.push(format!("not applicable: {}", d.not_applicable.join(", ")));
+    }
+    if !notes.is_empty() {
+        caption.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(d.x_range.0..d.x_range.1, d.y_range.0..d.y_range.1)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("memory budget ({})", d.unit))
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .y_desc("overhead (cost / checkpoint-all cost)")
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    for (i, c) in d.curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(
+                c.steps.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(c.strategy.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(
+                c.points
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, color.filled())),
+            )
+            .map_err(e)?;
+    }
+    if !d.lp.is_empty() {
+        let gray = RGBColor(90, 90, 90);
+        chart
+            .draw_series(DashedLineSeries::new(
+                d.lp.iter().copied(),
+                6,
+                4,
+                gray.stroke_width(1),
+            ))
+            .map_err(e)?
+            .label("LP lower bound")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// Figure 5: for each strategy, the best overhead among its plans at or
+/// below each budget, as a step line; dots mark the budgets solved; the LP
+/// bound (when the CSV has it) is dashed.
+pub fn plot_sweep(rows: &[Row], model: &str, path: &Path) -> Result<(), PlotError> {
+    let d = sweep_data(rows, model)?;
+    render(path, |r| draw_sweep(r, &d), |r| draw_sweep(r, &d))
+}
+
+/// Memory (fixed memory included) after each statement of a plan.
+pub struct MemoryTrace {
+    pub live: Vec<Bytes>,
+    /// Statement indices of computations of a node already computed.
+    pub recomputations: Vec<usize>,
+    /// Statement index of the first backward computation, if any.
+    pub backward_start: Option<usize>,
+}
+
+/// Replays a plan's allocations; the plan must pass the simulator first,
+/// so this replay can trust every register.
+pub fn memory_trace(g: &Graph, plan: &Plan) -> Result<MemoryTrace, PlotError> {
+    simulate(g, plan)?;
+    let mut sizes: HashMap<u32, Bytes> = HashMap::new();
+    let mut seen = vec![false; g.len()];
+    let mut live = g.fixed_memory;
+    let mut out = MemoryTrace {
+        live: Vec::with_capacity(plan.statements.len()),
+        recomputations: Vec::new(),
+        backward_start: None,
+    };
+    for (i, st) in plan.statements.iter().enumerate() {
+        match st {
+            Statement::Allocate {
+                register, bytes, ..
+            } => {
+                sizes.insert(*register, *bytes);
+                live += *bytes;
+            }
+            Statement::Deallocate { register } => {
+                live = live.saturating_sub(sizes.remove(register).unwrap_or_default());
+            }
+            Statement::Compute { node, .. } => {
+                if std::mem::replace(&mut seen[node.idx()], true) {
+                    out.recomputations.push(i);
+                }
+                if out.backward_start.is_none() && g.node(*node).backward {
+                    out.backward_start = Some(i);
+                }
+            }
+        }
+        out.live.push(live);
+    }
+    Ok(out)
+}
+
+struct PlanData {
+    title: String,
+    unit: &'static str,
+    div: f64,
+    trace: MemoryTrace,
+    budget: Option<Bytes>,
+    fixed: Bytes,
+}
+
+fn draw_plan<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    d: &PlanData,
+) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let n = d.trace.live.len().max(1) as f64;
+    let peak = d.trace.live.iter().copied().max().unwrap_or_default();
+    let top = peak.max(d.budget.unwrap_or_default()).as_f64() / d.div * 1.3;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&d.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..n, 0f64..top.max(1e-9))
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("plan statement")
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .y_desc(format!("memory in use ({})", d.unit))
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    let blue = COLORS[0];
+    let mut pts = Vec::with_capacity(2 * d.trace.live.len());
+    let mut prev = d.fixed.as_f64() / d.div;
+    for (i, b) in d.trace.live.iter().enumerate() {
+        let y = b.as_f64() / d.div;
+        pts.push((i as f64, prev));
+        pts.push((i as f64, y));
+        prev = y;
+    }
+    pts.push((n, prev));
+    chart
+        .draw_series(AreaSeries::new(pts.iter().copied(), 0.0, blue.mix(0.18)))
+        .map_err(e)?;
+    chart
+        .draw_series(LineSeries::new(pts.iter().copied(), blue.stroke_width(2)))
+        .map_err(e)?
+        .label(format!("memory in use (peak {})", peak.human()))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], blue.stroke_width(2)));
+    if d.fixed > Bytes::ZERO {
+        let gray = RGBColor(120, 120, 120);
+        let f = d.fixed.as_f64() / d.div;
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, f), (n, f)],
+                4,
+                4,
+                gray.stroke_width(1),
+            ))
+            .map_err(e)?
+            .label(format!("fixed memory {}", d.fixed.human()))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray));
+    }
+    if let Some(b) = d.budget {
+        let red = COLORS[3];
+        let y = b.as_f64() / d.div;
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, y), (n, y)],
+                10,
+                5,
+                red.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(format!("budget {}", b.human()))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+    }
+    if let Some(s) = d.trace.backward_start {
+        let green = COLORS[2];
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(s as f64, 0.0), (s as f64, top)],
+                3,
+                3,
+                green.stroke_width(1),
+            ))
+            .map_err(e)?
+            .label("backward pass starts")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], green));
+    }
+    if !d.trace.recomputations.is_empty() {
+        let orange = COLORS[1];
+        chart
+            .draw_series(d.trace.recomputations.iter().map(|&i| {
+                TriangleMarker::new(
+                    (i as f64, d.trace.live[i].as_f64() / d.div),
+                    5,
+                    orange.filled(),
+                )
+            }))
+            .map_err(e)?
+            .label(format!(
+                "recomputation ({})",
+                d.trace.recomputations.len()
+            ))
+            .legend(move |(x, y)| TriangleMarker::new((x + 11, y), 5, orange.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// Figure 1: memory in use over the plan's statements against the budget,
+/// with recomputations marked.
+pub fn plot_plan(
+    g: &Graph,
+    plan: &Plan,
+    budget: Option<Bytes>,
+    strategy: &str,
+    path: &Path,
+) -> Result<MemoryTrace, PlotError> {
+    let trace = memory_trace(g, plan)?;
+    let sim = simulate(g, plan)?;
+    let max = trace
+        .live
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or_default()
+        .max(budget.unwrap_or_default());
+    let (div, unit) = byte_unit(max.as_f64());
+    let base = g.total_cost();
+    let d = PlanData {
+        title: format!(
+            "{} ({strategy}): cost {:.3}x checkpoint-all, {} recomputations",
+            g.name,
+            if base > 0.0 { sim.cost / base } else { 1.0 },
+            trace.recomputations.len()
+        ),
+        unit,
+        div,
+        trace,
+        budget,
+        fixed: g.fixed_memory,
+    };
+    render(path, |r| draw_plan(r, &d), |r| draw_plan(r, &d))?;
+    Ok(d.trace)
+}

@@ -1,0 +1,221 @@
+//! `remat report`: the paper's Table 2 from sweep CSVs. For each strategy,
+//! how much more it costs than the optimal ILP at the budgets where both
+//! have a plan (geometric mean of cost ratios, since ratios compose
+//! multiplicatively), and the smallest budget at which it has a plan at all.
+
+use crate::strategies;
+use crate::sweep::Row;
+use crate::units::Bytes;
+use std::collections::{BTreeMap, HashMap};
+
+/// The strategy every ratio is taken against.
+pub const ILP: &str = "checkmate-ilp";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ratio {
+    /// Geometric mean of cost / ILP cost.
+    pub geomean: f64,
+    pub max: f64,
+    /// Budgets where both have a plan.
+    pub budgets: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategySummary {
+    pub strategy: String,
+    /// Budgets this strategy was run at.
+    pub budgets: usize,
+    /// Budgets at which it has a plan.
+    pub feasible: usize,
+    pub min_feasible_budget: Option<Bytes>,
+    /// `None` when no budget has plans from both it and the ILP.
+    pub vs_ilp: Option<Ratio>,
+    /// No plan, and `not-applicable` at some budget.
+    pub not_applicable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelReport {
+    pub model: String,
+    /// Distinct budgets across all strategies.
+    pub budgets: usize,
+    /// ILP rows with a plan, and how many of those are proven optimal.
+    pub ilp_plans: usize,
+    pub ilp_optimal: usize,
+    pub strategies: Vec<StrategySummary>,
+}
+
+/// Summaries per model (models by name; strategies in registry order).
+pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
+    let order: HashMap<&str, usize> = strategies::names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i))
+        .collect();
+    let mut by_model: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        by_model.entry(r.model.as_str()).or_default().push(r);
+    }
+    by_model
+        .into_iter()
+        .map(|(model, rows)| {
+            let ilp: HashMap<Bytes, f64> = rows
+                .iter()
+                .filter(|r| r.strategy == ILP)
+                .filter_map(|r| Some((r.budget, r.cost?)))
+                .collect();
+            let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
+            names.sort_by_key(|n| (order.get(n).copied().unwrap_or(usize::MAX), *n));
+            names.dedup();
+            let strategies = names
+                .into_iter()
+                .map(|name| {
+                    let mine: Vec<&&Row> = rows.iter().filter(|r| r.strategy == name).collect();
+                    let feasible: Vec<&&Row> = mine.iter().copied().filter(|r| r.feasible()).collect();
+                    let ratios: Vec<f64> = feasible
+                        .iter()
+                        .filter_map(|r| {
+                            let base = *ilp.get(&r.budget)?;
+                            let c = r.cost?;
+                            if base > 0.0 {
+                                Some(c / base)
+                            } else if c == 0.0 {
+                                Some(1.0)
+                            } else {
+                                None
+                            }
+                        })
+                        .collect();
+                    let vs_ilp = (!ratios.is_empty()).then(|| Ratio {
+                        geomean: (ratios.iter().map(|r| r.ln()).sum::<f64>()
+                            / ratios.len() as f64)
+                            .exp(),
+                        max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        budgets: ratios.len(),
+                    });
+                    StrategySummary {
+                        strategy: name.to_string(),
+                        budgets: mine.len(),
+                        feasible: feasible.len(),
+                        min_feasible_budget: feasible.iter().map(|r| r.budget).min(),
+                        vs_ilp,
+                        not_applicable: feasible.is_empty()
+                            && mine.iter().any(|r| r.status == crate::sweep::NOT_APPLICABLE),
+                    }
+                })
+                .collect();
+            let mut budgets: Vec<Bytes> = rows.iter().map(|r| r.budget).collect();
+            budgets.sort_unstable();
+            budgets.dedup();
+            ModelReport {
+                model: model.to_string(),
+                budgets: budgets.len(),
+                ilp_plans: ilp.len(),
+                ilp_optimal: rows
+                    .iter()
+                    .filter(|r| r.strategy == ILP && r.status == "optimal")
+                    .count(),
+                strategies,
+            }
+        })
+        .collect()
+}
+
+/// Markdown tables, one per model, readable in a terminal and pasteable
+/// into a README.
+pub fn render(reports: &[ModelReport]) -> String {
+    let mut s = String::new();
+    for m in reports {
+        s.push_str(&format!("## {} ({} budgets)\n\n", m.model, m.budgets));
+        if m.ilp_plans == 0 {
+            s.push_str(&format!(
+                "No {ILP} plans for this model: cost ratios need the ILP (run `remat sweep` with --strategies {ILP}).\n\n"
+            ));
+        } else if m.ilp_optimal < m.ilp_plans {
+            s.push_str(&format!(
+                "{ILP} is proven optimal at {} of its {} budgets with a plan; elsewhere it is the best plan the time limit allowed, so ratios below 1 can occur.\n\n",
+                m.ilp_optimal, m.ilp_plans
+            ));
+        }
+        s.push_str("| strategy | plans | smallest feasible budget | cost / ILP cost (geomean) | worst | budgets compared |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|\n");
+        for st in &m.strategies {
+            let (geo, worst, n) = match &st.vs_ilp {
+                Some(r) => (
+                    format!("{:.3}", r.geomean),
+                    format!("{:.3}", r.max),
+                    r.budgets.to_string(),
+                ),
+                None => ("–".into(), "–".into(), "0".into()),
+            };
+            let min = match (st.not_applicable, st.min_feasible_budget) {
+                (true, _) => "not applicable".to_string(),
+                (false, Some(b)) => b.human(),
+                (false, None) => "none".to_string(),
+            };
+            s.push_str(&format!(
+                "| {} | {}/{} | {} | {} | {} | {} |\n",
+                st.strategy, st.feasible, st.budgets, min, geo, worst, n
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(strategy: &str, budget: u64, cost: Option<f64>) -> Row {
+        Row {
+            model: "m".into(),
+            strategy: strategy.into(),
+            budget: Bytes(budget),
+            status: if cost.is_some() { "optimal" } else { "infeasible" }.into(),
+            cost,
+            overhead: cost.map(|c| c / 10.0),
+            peak: cost.map(|_| Bytes(budget)),
+            lp_bound: None,
+            gap: None,
+            solve_seconds: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn geomean_over_budgets_where_both_have_plans() {
+        let rows = vec![
+            row(ILP, 100, Some(10.0)),
+            row(ILP, 80, Some(12.0)),
+            row(ILP, 60, Some(15.0)),
+            row("chen", 100, Some(20.0)), // 2.0
+            row("chen", 80, Some(15.0)),  // 1.25... geomean with 2 is sqrt(2.5)
+            row("chen", 60, None),
+            row("only-heuristic", 50, Some(30.0)),
+        ];
+        let r = summarize(&rows);
+        assert_eq!(r.len(), 1);
+        let m = &r[0];
+        assert_eq!((m.budgets, m.ilp_plans, m.ilp_optimal), (4, 3, 3));
+        let chen = m.strategies.iter().find(|s| s.strategy == "chen").unwrap();
+        let v = chen.vs_ilp.as_ref().unwrap();
+        assert!((v.geomean - 2.5f64.sqrt()).abs() < 1e-12);
+        assert_eq!((v.max, v.budgets), (2.0, 2));
+        assert_eq!(chen.min_feasible_budget, Some(Bytes(80)));
+        assert_eq!((chen.feasible, chen.budgets), (2, 3));
+        let h = m.strategies.iter().find(|s| s.strategy == "only-heuristic").unwrap();
+        assert!(h.vs_ilp.is_none());
+        let ilp = m.strategies.iter().find(|s| s.strategy == ILP).unwrap();
+        assert_eq!(ilp.vs_ilp.as_ref().unwrap().geomean, 1.0);
+        let text = render(&r);
+        assert!(text.contains("| chen | 2/3 | 80 B | 1.581 | 2.000 | 2 |"), "{text}");
+    }
+
+    #[test]
+    fn missing_ilp_is_explained_not_fatal() {
+        let rows = vec![row("chen", 100, Some(20.0))];
+        let text = render(&summarize(&rows));
+        assert!(text.contains("No checkmate-ilp plans"), "{text}");
+        assert!(text.contains("| chen | 1/1 | 100 B | – | – | 0 |"), "{text}");
+    }
+}

@@ -1,0 +1,194 @@
+//! Crash-safe CSV result logs for long runs (sweeps, max-batch searches).
+//!
+//! A long run must never lose finished work, so each result is appended as
+//! one whole line the moment it exists; a kill can at worst leave one
+//! partial last line, which [`ResultLog::open`] cuts off before appending
+//! again. Re-running reads the rows already present, so the caller can skip
+//! them (resume). When a run completes, [`rewrite_sorted`] replaces the log
+//! atomically with its rows in a canonical order, so an interrupted and
+//! resumed run ends with the same file as an uninterrupted one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file exists but is not a log of this kind: refusing to append to
+    /// (or later rewrite) someone else's file.
+    #[error("{path}: {msg}")]
+    Format { path: PathBuf, msg: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+    move |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// An open log; appends are serialized, so worker threads share one.
+pub struct ResultLog {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl ResultLog {
+    /// Opens (creating if needed) a log with this header, repairs a torn
+    /// last line, and returns the rows already in it.
+    pub fn open(path: &Path, header: &[&str]) -> Result<(ResultLog, Vec<Vec<String>>), LogError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err(path))?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(io_err(path))?;
+        // Keep only whole lines: a run killed mid-write leaves a tail
+        // without its newline.
+        let keep = text
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        if keep < text.len() {
+            file.set_len(keep as u64).map_err(io_err(path))?;
+            text.truncate(keep);
+        }
+        let rows = if text.is_empty() {
+            let line = record_line(header.iter().copied());
+            file.write_all(line.as_bytes()).map_err(io_err(path))?;
+            Vec::new()
+        } else {
+            parse_rows(path, &text, header)?
+        };
+        file.seek(SeekFrom::End(0)).map_err(io_err(path))?;
+        Ok((
+            ResultLog {
+                path: path.to_path_buf(),
+                file: Mutex::new(file),
+            },
+            rows,
+        ))
+    }
+
+    /// Appends one row as a single write of a whole line, then flushes.
+    pub fn append<S: AsRef<str>>(&self, row: &[S]) -> Result<(), LogError> {
+        let line = record_line(row.iter().map(|s| s.as_ref()));
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        f.write_all(line.as_bytes())
+            .and_then(|_| f.flush())
+            .map_err(io_err(&self.path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One CSV line (with quoting where a field needs it), newline included.
+pub fn record_line<'a>(fields: impl Iterator<Item = &'a str>) -> String {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    // Writing to a Vec cannot fail.
+    let _ = w.write_record(fields);
+    let bytes = w.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Reads a whole log file (header checked) into rows.
+pub fn read_rows(path: &Path, header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
+    let text = std::fs::read(path).map_err(io_err(path))?;
+    parse_rows(path, &text, header)
+}
+
+fn parse_rows(path: &Path, text: &[u8], header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
+    let fmt = |msg: String| LogError::Format {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(text);
+    let got = rd
+        .headers()
+        .map_err(|e| fmt(format!("not a CSV file: {e}")))?
+        .clone();
+    if got.iter().map(str::trim).ne(header.iter().copied()) {
+        return Err(fmt(format!(
+            "unexpected header '{}' (expected '{}'); not overwriting a file of another kind",
+            got.iter().collect::<Vec<_>>().join(","),
+            header.join(",")
+        )));
+    }
+    let mut rows = Vec::new();
+    for (i, rec) in rd.records().enumerate() {
+        let rec = rec.map_err(|e| fmt(format!("line {}: {e}", i + 2)))?;
+        rows.push(rec.iter().map(|s| s.trim().to_string()).collect());
+    }
+    Ok(rows)
+}
+
+/// Atomically replaces the log with `header` and `rows` (already in the
+/// order the caller wants).
+pub fn rewrite(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(), LogError> {
+    let mut out = record_line(header.iter().copied());
+    for r in rows {
+        out.push_str(&record_line(r.iter().map(String::as_str)));
+    }
+    crate::cli::write_atomic(path, out.as_bytes()).map_err(|e| LogError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(format!("{e:#}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &[&str] = &["a", "b"];
+
+    #[test]
+    fn torn_tail_is_cut_and_rows_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        {
+            let (log, rows) = ResultLog::open(&p, H).unwrap();
+            assert!(rows.is_empty());
+            log.append(&["1", "two, with comma"]).unwrap();
+        }
+        // A kill mid-write.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"3,fo").unwrap();
+        drop(f);
+        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        assert_eq!(rows, vec![vec!["1".to_string(), "two, with comma".into()]]);
+        log.append(&["5", "6"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "a,b\n1,\"two, with comma\"\n5,6\n"
+        );
+    }
+
+    #[test]
+    fn refuses_a_foreign_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        std::fs::write(&p, "name,value\n1,2\n").unwrap();
+        let e = ResultLog::open(&p, H).err().unwrap();
+        assert!(e.to_string().contains("unexpected header"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
+    }
+}

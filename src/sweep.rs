@@ -1,0 +1,608 @@
+//! Budget sweeps: every (strategy, budget) pair through [`solve::run`], one
+//! CSV row per pair, written the moment it finishes.
+//!
+//! A sweep of a large model runs for hours, so it is built to be stopped:
+//! rows are appended as whole lines (see [`crate::resultlog`]), a re-run
+//! skips the pairs already in the CSV, and a completed run rewrites the CSV
+//! in a canonical order, so an interrupted-then-resumed sweep ends with the
+//! same file as an uninterrupted one (timings aside; see
+//! [`SweepConfig::zero_timings`]).
+//!
+//! Budgets go from large to small and each solve is offered the cheapest
+//! simulator-confirmed schedule found so far that fits its budget (from any
+//! strategy) as a warm start: a plan that fits a larger budget's optimum
+//! rarely fits a smaller one, but one found at a smaller budget always fits
+//! a larger one, and large budgets are the easy solves that produce them.
+//!
+//! Strategies that do not apply to a graph (`NotApplicable`) get a row with
+//! status `not-applicable` at every budget (and one warning), so the CSV
+//! says why a strategy is missing and a re-run does not retry it. Solver
+//! failures and internal errors get no row: they are reported, and the
+//! next run retries them.
+
+use crate::graph::{analysis, Graph};
+use crate::resultlog::{self, LogError, ResultLog};
+use crate::schedule::Schedule;
+use crate::solve::{self, Outcome, SolveError};
+use crate::strategies::{self, Solution, SolveOptions, Status, Strategy, StrategyError};
+use crate::units::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The CSV columns, in order.
+pub const HEADER: [&str; 10] = [
+    "model",
+    "strategy",
+    "budget_bytes",
+    "status",
+    "cost",
+    "overhead",
+    "peak_bytes",
+    "lp_bound",
+    "gap",
+    "solve_seconds",
+];
+
+/// Status written for a strategy that does not apply to the graph.
+pub const NOT_APPLICABLE: &str = "not-applicable";
+
+/// A lower bound on the optimal cost at a budget, independent of any
+/// strategy (the LP relaxation). `Ok(None)`: no bound (e.g. the relaxation
+/// is infeasible). The sweep calls it once per budget.
+pub type LpBoundFn =
+    dyn Fn(&Graph, Bytes, &SolveOptions) -> Result<Option<f64>, StrategyError> + Send + Sync;
+
+/// One CSV row. Empty cells are `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub model: String,
+    pub strategy: String,
+    pub budget: Bytes,
+    /// A [`Status`] name or [`NOT_APPLICABLE`].
+    pub status: String,
+    /// Simulated cost of the plan.
+    pub cost: Option<f64>,
+    /// cost / checkpoint-all cost (every node computed once).
+    pub overhead: Option<f64>,
+    /// Simulated peak, fixed memory included.
+    pub peak: Option<Bytes>,
+    pub lp_bound: Option<f64>,
+    /// (cost − lp_bound) / cost.
+    pub gap: Option<f64>,
+    pub solve_seconds: Option<f64>,
+}
+
+impl Row {
+    /// The resume key.
+    pub fn key(&self) -> (String, String, Bytes) {
+        (self.model.clone(), self.strategy.clone(), self.budget)
+    }
+
+    /// A plan that fits was found (and simulated).
+    pub fn feasible(&self) -> bool {
+        self.cost.is_some()
+    }
+
+    /// The CSV fields. Floats use formats that re-parse to the same text,
+    /// so reading and rewriting a CSV keeps it byte-identical.
+    pub fn to_fields(&self) -> Vec<String> {
+        fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+            v.map(f).unwrap_or_default()
+        }
+        vec![
+            self.model.clone(),
+            self.strategy.clone(),
+            self.budget.to_string(),
+            self.status.clone(),
+            opt(self.cost, |c| format!("{c}")),
+            opt(self.overhead, |o| format!("{o:.6}")),
+            opt(self.peak, |p| p.to_string()),
+            opt(self.lp_bound, |b| format!("{b}")),
+            opt(self.gap, |g| format!("{g:.6}")),
+            opt(self.solve_seconds, |s| format!("{s:.3}")),
+        ]
+    }
+
+    /// Parses CSV fields; the error names the column.
+    pub fn from_fields(f: &[String]) -> Result<Row, String> {
+        if f.len() != HEADER.len() {
+            return Err(format!(
+                "expected {} fields, found {}",
+                HEADER.len(),
+                f.len()
+            ));
+        }
+        fn num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
+            if s.is_empty() {
+                return Ok(None);
+            }
+            s.parse()
+                .map(Some)
+                .map_err(|_| format!("column {col}: '{s}' is not a number"))
+        }
+        Ok(Row {
+            model: f[0].clone(),
+            strategy: f[1].clone(),
+            budget: Bytes(num(&f[2], "budget_bytes")?.ok_or("column budget_bytes is empty")?),
+            status: f[3].clone(),
+            cost: num(&f[4], "cost")?,
+            overhead: num(&f[5], "overhead")?,
+            peak: num(&f[6], "peak_bytes")?.map(Bytes),
+            lp_bound: num(&f[7], "lp_bound")?,
+            gap: num(&f[8], "gap")?,
+            solve_seconds: num(&f[9], "solve_seconds")?,
+        })
+    }
+}
+
+/// Reads a sweep CSV.
+pub fn read_csv(path: &Path) -> Result<Vec<Row>, SweepError> {
+    rows_from_fields(path, resultlog::read_rows(path, &HEADER)?)
+}
+
+fn rows_from_fields(path: &Path, fields: Vec<Vec<String>>) -> Result<Vec<Row>, SweepError> {
+    fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            Row::from_fields(f).map_err(|msg| {
+                SweepError::Log(LogError::Format {
+                    path: path.to_path_buf(),
+                    msg: format!("line {}: {msg}", i + 2),
+                })
+            })
+        })
+        .collect()
+}
+
+/// The canonical row order: model, then strategy in registry order
+/// ([`strategies::all`]; unknown names after, alphabetically), then budget
+/// descending (the order a sweep solves them in).
+pub fn sort_rows(rows: &mut [Row]) {
+    let order: HashMap<&'static str, usize> = strategies::names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i))
+        .collect();
+    rows.sort_by(|a, b| {
+        let rank = |r: &Row| order.get(r.strategy.as_str()).copied().unwrap_or(usize::MAX);
+        a.model
+            .cmp(&b.model)
+            .then(rank(a).cmp(&rank(b)))
+            .then_with(|| a.strategy.cmp(&b.strategy))
+            .then(b.budget.cmp(&a.budget))
+    });
+}
+
+pub struct SweepConfig {
+    /// Budgets in any order; the sweep solves them largest first.
+    pub budgets: Vec<Bytes>,
+    pub strategies: Vec<Box<dyn Strategy>>,
+    /// The CSV (appended to; created if missing).
+    pub output: PathBuf,
+    /// Write each plan as `<dir>/<strategy>-<budget_bytes>.json`.
+    pub plans_dir: Option<PathBuf>,
+    /// Pairs solved at once.
+    pub jobs: usize,
+    /// Passed to every solve; `warm_start` is set per pair by the sweep.
+    pub opts: SolveOptions,
+    /// No progress bar and no notes (warnings still go to stderr).
+    pub quiet: bool,
+    /// Fills the `lp_bound` and `gap` columns; `None` leaves them empty
+    /// (except on rows of bound-only strategies, which carry their own).
+    pub lp_bound: Option<Arc<LpBoundFn>>,
+    /// Write 0 for solve_seconds, making the whole CSV reproducible.
+    pub zero_timings: bool,
+    /// Stop after this many pairs without the final rewrite, as if killed
+    /// (for testing resume).
+    pub stop_after: Option<usize>,
+}
+
+impl SweepConfig {
+    /// Every registered strategy, all cores, default solver options.
+    pub fn new(budgets: Vec<Bytes>, output: PathBuf) -> SweepConfig {
+        SweepConfig {
+            budgets,
+            strategies: strategies::all(),
+            output,
+            plans_dir: None,
+            jobs: default_jobs(),
+            opts: SolveOptions::default(),
+            quiet: false,
+            lp_bound: None,
+            zero_timings: false,
+            stop_after: None,
+        }
+    }
+}
+
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone)]
+pub struct SweepSummary {
+    /// Rows written in this run.
+    pub solved: usize,
+    /// Pairs skipped because the CSV already had them.
+    pub resumed: usize,
+    /// Every row of the CSV after the run (all models), canonical order.
+    pub rows: Vec<Row>,
+    /// Pairs that failed (solver failure, internal error) and so have no
+    /// row; a re-run retries them.
+    pub failures: Vec<String>,
+}
+
+/// A schedule the simulator confirmed, kept as a warm start.
+struct Known {
+    cost: f64,
+    peak: Bytes,
+    origin: String,
+    schedule: Arc<Schedule>,
+}
+
+/// The cheapest known schedule for each peak; dominated ones are dropped,
+/// so the pool stays small (a Pareto front of cost against peak).
+#[derive(Default)]
+struct WarmPool(Vec<Known>);
+
+impl WarmPool {
+    fn best_within(&self, budget: Bytes) -> Option<(String, Arc<Schedule>)> {
+        self.0
+            .iter()
+            .filter(|k| k.peak <= budget)
+            .min_by(|a, b| a.cost.total_cmp(&b.cost).then(a.peak.cmp(&b.peak)))
+            .map(|k| (k.origin.clone(), k.schedule.clone()))
+    }
+
+    fn insert(&mut self, k: Known) {
+        if self
+            .0
+            .iter()
+            .any(|o| o.peak <= k.peak && o.cost <= k.cost)
+        {
+            return;
+        }
+        self.0.retain(|o| !(k.peak <= o.peak && k.cost <= o.cost));
+        self.0.push(k);
+    }
+}
+
+/// Wraps a strategy to keep the schedule it returns, which the pipeline's
+/// [`Outcome`] does not carry, for the warm-start pool.
+struct Recorder<'a> {
+    inner: &'a dyn Strategy,
+    schedule: Mutex<Option<Schedule>>,
+}
+
+impl Strategy for Recorder<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn describe(&self) -> &'static str {
+        self.inner.describe()
+    }
+    fn solve(&self, g: &Graph, b: Bytes, o: &SolveOptions) -> Result<Solution, StrategyError> {
+        let sol = self.inner.solve(g, b, o)?;
+        if sol.status.has_plan() {
+            *self.schedule.lock().unwrap_or_else(|e| e.into_inner()) = sol.schedule.clone();
+        }
+        Ok(sol)
+    }
+}
+
+/// Strategies by a comma-separated list of names, or `all`.
+pub fn select_strategies(list: &str) -> Result<Vec<Box<dyn Strategy>>, String> {
+    if list.trim() == "all" {
+        return Ok(strategies::all());
+    }
+    let mut out: Vec<Box<dyn Strategy>> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let s = strategies::by_name(name).ok_or_else(|| {
+            format!(
+                "unknown strategy '{name}'; available: {}",
+                strategies::names().join(", ")
+            )
+        })?;
+        if !out.iter().any(|o| o.name() == s.name()) {
+            out.push(s);
+        }
+    }
+    if out.is_empty() {
+        return Err("no strategies given".into());
+    }
+    Ok(out)
+}
+
+/// Short name of a pair for the progress bar and messages.
+fn pair_label(strategy: &str, budget: Bytes) -> String {
+    format!("{strategy} @ {}", budget.human())
+}
+
+/// Runs the sweep of `g` described by `cfg`.
+pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
+    let (log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
+    let existing = rows_from_fields(&cfg.output, existing)?;
+    let done: HashSet<(String, String, Bytes)> = existing.iter().map(Row::key).collect();
+
+    let mut budgets = cfg.budgets.clone();
+    budgets.sort_unstable_by(|a, b| b.cmp(a));
+    budgets.dedup();
+    // Largest budget first; within a budget, strategies in the given order.
+    let pending: Vec<(usize, Bytes)> = budgets
+        .iter()
+        .flat_map(|&b| (0..cfg.strategies.len()).map(move |s| (s, b)))
+        .filter(|&(s, b)| !done.contains(&(g.name.clone(), cfg.strategies[s].name().to_string(), b)))
+        .collect();
+    let total_pairs = budgets.len() * cfg.strategies.len();
+    let resumed = total_pairs - pending.len();
+
+    let bar = if cfg.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(pending.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} pairs, {elapsed} elapsed, ETA {eta}  {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.set_prefix(format!("sweep {}", g.name));
+        b.enable_steady_tick(std::time::Duration::from_millis(500));
+        b
+    };
+    if !cfg.quiet && resumed > 0 {
+        bar.suspend(|| {
+            eprintln!(
+                "{}: {resumed} of {total_pairs} pairs already done, {} to go",
+                cfg.output.display(),
+                pending.len()
+            )
+        });
+    }
+
+    let checkpoint_all_cost = g.total_cost();
+    let min_budget = analysis::min_feasible_budget(g);
+    let bounds: HashMap<Bytes, OnceLock<Option<f64>>> = pending
+        .iter()
+        .map(|&(_, b)| (b, OnceLock::new()))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let solved = AtomicUsize::new(0);
+    let pool = Mutex::new(WarmPool::default());
+    let running: Mutex<BTreeSet<(usize, String)>> = Mutex::new(BTreeSet::new());
+    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let warned: Mutex<HashSet<&'static str>> = Mutex::new(HashSet::new());
+    let write_failed: Mutex<Option<LogError>> = Mutex::new(None);
+    let limit = cfg.stop_after.unwrap_or(usize::MAX).min(pending.len());
+
+    let show_running = |running: &BTreeSet<(usize, String)>| {
+        bar.set_message(
+            running
+                .iter()
+                .map(|(_, l)| l.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    };
+
+    let worker = || loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= limit {
+            break;
+        }
+        if write_failed.lock().map(|w| w.is_some()).unwrap_or(true) {
+            break;
+        }
+        let (si, budget) = pending[i];
+        let strat = cfg.strategies[si].as_ref();
+        let label = pair_label(strat.name(), budget);
+        {
+            let mut r = running.lock().unwrap_or_else(|e| e.into_inner());
+            r.insert((i, label.clone()));
+            show_running(&r);
+        }
+
+        let mut opts = cfg.opts.clone();
+        opts.warm_start = pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .best_within(budget)
+            .map(|(o, s)| (o, (*s).clone()));
+        let rec = Recorder {
+            inner: strat,
+            schedule: Mutex::new(None),
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            solve::run(g, &rec, budget, &opts)
+        }));
+        let mut row = Row {
+            model: g.name.clone(),
+            strategy: strat.name().to_string(),
+            budget,
+            status: String::new(),
+            cost: None,
+            overhead: None,
+            peak: None,
+            lp_bound: None,
+            gap: None,
+            solve_seconds: None,
+        };
+        let mut keep = true;
+        match result {
+            Ok(Ok(out)) => {
+                fill_row(&mut row, &out, checkpoint_all_cost, cfg.zero_timings);
+                if out.status == Status::Bound {
+                    row.lp_bound = out.lower_bound;
+                } else if let (Some(f), true) = (&cfg.lp_bound, budget >= min_budget) {
+                    row.lp_bound = *bounds[&budget].get_or_init(|| {
+                        let mut o = cfg.opts.clone();
+                        o.warm_start = None;
+                        o.cost_bound = None;
+                        match f(g, budget, &o) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                bar.suspend(|| {
+                                    eprintln!("warning: no LP bound at {}: {e}", budget.human())
+                                });
+                                None
+                            }
+                        }
+                    });
+                }
+                if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
+                    row.gap = Some(if c > 0.0 { ((c - lb) / c).max(0.0) } else { 0.0 });
+                }
+                if let (Some(sim), Some(sch)) = (
+                    &out.sim,
+                    rec.schedule.into_inner().unwrap_or_else(|e| e.into_inner()),
+                ) {
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).insert(Known {
+                        cost: sim.cost,
+                        peak: sim.peak,
+                        origin: strat.name().to_string(),
+                        schedule: Arc::new(sch),
+                    });
+                }
+                if let (Some(dir), Some(pf)) = (&cfg.plans_dir, out.plan_file(g)) {
+                    let path = dir.join(format!("{}-{}.json", strat.name(), budget));
+                    let written = serde_json::to_vec_pretty(&pf)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|bytes| crate::cli::write_atomic(&path, &bytes));
+                    if let Err(e) = written {
+                        bar.suspend(|| eprintln!("warning: {}: {e:#}", path.display()));
+                    }
+                }
+            }
+            Ok(Err(SolveError::BelowMinimum { .. })) => {
+                row.status = Status::Infeasible.as_str().to_string();
+            }
+            Ok(Err(SolveError::Strategy(StrategyError::NotApplicable { strategy, reason }))) => {
+                row.status = NOT_APPLICABLE.to_string();
+                if warned.lock().unwrap_or_else(|e| e.into_inner()).insert(strategy) {
+                    bar.suspend(|| {
+                        eprintln!("warning: {strategy} does not apply to {}: {reason}", g.name)
+                    });
+                }
+            }
+            Ok(Err(e)) => {
+                keep = false;
+                let msg = format!("{label}: {e}");
+                bar.suspend(|| eprintln!("error: {msg}"));
+                failures.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+            }
+            Err(panic) => {
+                keep = false;
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into());
+                let msg = format!("{label}: panicked: {what}");
+                bar.suspend(|| eprintln!("error: {msg}"));
+                failures.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+            }
+        }
+        if keep {
+            match log.append(&row.to_fields()) {
+                Ok(()) => {
+                    solved.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => *write_failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e),
+            }
+        }
+        bar.inc(1);
+        let mut r = running.lock().unwrap_or_else(|e| e.into_inner());
+        r.remove(&(i, label));
+        show_running(&r);
+    };
+
+    std::thread::scope(|s| {
+        for _ in 0..cfg.jobs.clamp(1, pending.len().max(1)) {
+            s.spawn(worker);
+        }
+    });
+    bar.finish_and_clear();
+
+    if let Some(e) = write_failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e.into());
+    }
+    drop(log);
+    let mut rows = read_csv(&cfg.output)?;
+    sort_rows(&mut rows);
+    if cfg.stop_after.is_none_or(|n| n >= pending.len()) {
+        let fields: Vec<Vec<String>> = rows.iter().map(Row::to_fields).collect();
+        resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
+    }
+    Ok(SweepSummary {
+        solved: solved.into_inner(),
+        resumed,
+        rows,
+        failures: failures.into_inner().unwrap_or_else(|e| e.into_inner()),
+    })
+}
+
+fn fill_row(row: &mut Row, out: &Outcome, base: f64, zero_timings: bool) {
+    row.status = out.status.as_str().to_string();
+    row.cost = out.cost();
+    row.overhead = out.cost().map(|c| if base > 0.0 { c / base } else { 1.0 });
+    row.peak = out.peak();
+    row.solve_seconds = Some(if zero_timings { 0.0 } else { out.seconds });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_fields_round_trip() {
+        let r = Row {
+            model: "m, with comma".into(),
+            strategy: "s".into(),
+            budget: Bytes(123),
+            status: "feasible".into(),
+            cost: Some(1.0 / 3.0),
+            overhead: Some(1.2),
+            peak: Some(Bytes(99)),
+            lp_bound: None,
+            gap: Some(0.1),
+            solve_seconds: Some(0.25),
+        };
+        let f = r.to_fields();
+        let back = Row::from_fields(&f).unwrap();
+        assert_eq!(back.to_fields(), f);
+        assert_eq!(back.cost, r.cost);
+    }
+
+    #[test]
+    fn warm_pool_keeps_the_pareto_front() {
+        let s = Arc::new(Schedule::identity(1));
+        let k = |cost, peak| Known {
+            cost,
+            peak: Bytes(peak),
+            origin: format!("{cost}/{peak}"),
+            schedule: s.clone(),
+        };
+        let mut p = WarmPool::default();
+        p.insert(k(10.0, 100));
+        p.insert(k(12.0, 80));
+        p.insert(k(13.0, 90)); // dominated by 12/80
+        p.insert(k(9.0, 100)); // replaces 10/100
+        assert_eq!(p.0.len(), 2);
+        assert_eq!(p.best_within(Bytes(100)).unwrap().0, "9/100");
+        assert_eq!(p.best_within(Bytes(99)).unwrap().0, "12/80");
+        assert!(p.best_within(Bytes(79)).is_none());
+    }
+}

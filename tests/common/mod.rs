@@ -1,0 +1,159 @@
+//! Test-only strategies for the sweep and max-batch tests: they exercise
+//! every path of the drivers (plans of several costs, infeasible budgets,
+//! not-applicable graphs, bound-only rows, warm starts) without a solver.
+#![allow(dead_code)]
+
+use remat::graph::Graph;
+use remat::schedule::{generate_plan, simulate, Schedule};
+use remat::strategies::{Solution, SolveOptions, Status, Strategy, StrategyError};
+use remat::units::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Keeps nothing between stages: every stage recomputes all ancestors of its
+/// frontier node. The least memory, the most compute. Feasible iff its
+/// simulated peak fits.
+pub struct RecomputeAll;
+
+pub fn recompute_all_schedule(g: &Graph) -> Schedule {
+    let n = g.len();
+    let mut sch = Schedule::identity(n);
+    for t in 0..n {
+        let mut need = vec![false; n];
+        need[t] = true;
+        for k in (0..=t).rev() {
+            if need[k] {
+                for d in g.deps(remat::NodeId::from(k)) {
+                    need[d.idx()] = true;
+                }
+            }
+        }
+        for (i, &nd) in need.iter().enumerate().take(t) {
+            if nd {
+                sch.set_r(t, i, true);
+            }
+        }
+    }
+    sch
+}
+
+pub fn recompute_all_sim(g: &Graph) -> remat::schedule::SimReport {
+    let plan = generate_plan(g, &recompute_all_schedule(g)).unwrap();
+    simulate(g, &plan).unwrap()
+}
+
+impl Strategy for RecomputeAll {
+    fn name(&self) -> &'static str {
+        "test-recompute-all"
+    }
+    fn describe(&self) -> &'static str {
+        "test: recompute every ancestor in every stage"
+    }
+    fn solve(&self, g: &Graph, budget: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
+        if recompute_all_sim(g).peak > budget {
+            return Ok(Solution::infeasible("peak too high"));
+        }
+        Ok(Solution::feasible(recompute_all_schedule(g), None))
+    }
+}
+
+/// Returns its warm start as its answer: shows which schedule the driver
+/// offered.
+pub struct WarmEcho;
+
+impl Strategy for WarmEcho {
+    fn name(&self) -> &'static str {
+        "test-warm-echo"
+    }
+    fn describe(&self) -> &'static str {
+        "test: answer with the warm start"
+    }
+    fn solve(&self, _: &Graph, _: Bytes, o: &SolveOptions) -> Result<Solution, StrategyError> {
+        Ok(match &o.warm_start {
+            Some((origin, s)) => Solution::feasible(s.clone(), Some(format!("from {origin}"))),
+            None => Solution::infeasible("no warm start"),
+        })
+    }
+}
+
+pub struct NeverApplies;
+
+impl Strategy for NeverApplies {
+    fn name(&self) -> &'static str {
+        "test-never-applies"
+    }
+    fn describe(&self) -> &'static str {
+        "test: not applicable to any graph"
+    }
+    fn solve(&self, _: &Graph, _: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
+        Err(StrategyError::NotApplicable {
+            strategy: "test-never-applies",
+            reason: "it never does".into(),
+        })
+    }
+}
+
+/// A bound-only strategy: half the checkpoint-all cost.
+pub struct HalfBound;
+
+impl Strategy for HalfBound {
+    fn name(&self) -> &'static str {
+        "test-half-bound"
+    }
+    fn describe(&self) -> &'static str {
+        "test: a lower bound only"
+    }
+    fn solve(&self, g: &Graph, _: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
+        Ok(Solution {
+            status: Status::Bound,
+            schedule: None,
+            lower_bound: Some(g.total_cost() / 2.0),
+            detail: None,
+            solver_peak: None,
+        })
+    }
+}
+
+/// Counts the solves of the strategy it wraps.
+pub struct Counting<S> {
+    pub inner: S,
+    pub calls: Arc<AtomicUsize>,
+}
+
+impl<S: Strategy> Strategy for Counting<S> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn describe(&self) -> &'static str {
+        self.inner.describe()
+    }
+    fn solve(&self, g: &Graph, b: Bytes, o: &SolveOptions) -> Result<Solution, StrategyError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.solve(g, b, o)
+    }
+}
+
+/// A fan: a small input `x` (1 byte) feeding `k` large values `a<i>` (100
+/// bytes each), each read by a small output `o<i>` (1 byte); unit costs.
+/// Checkpoint-all holds every `a<i>` at once (peak 100k + 1); recomputing
+/// each branch from `x` in its output's stage needs only 101 bytes, at cost
+/// 5k + 1 instead of 2k + 1.
+pub fn fan(k: usize, fixed: u64) -> Graph {
+    use remat::graph::{GraphFile, GraphKind, NodeSpec};
+    let mut nodes = vec![NodeSpec::new("x", 1.0, 1, vec![])];
+    for i in 0..k {
+        nodes.push(NodeSpec::new(format!("a{i}"), 1.0, 100, vec!["x".into()]));
+    }
+    for i in 0..k {
+        nodes.push(NodeSpec::new(format!("o{i}"), 1.0, 1, vec![format!("a{i}")]));
+    }
+    let f = GraphFile {
+        name: format!("fan{k}"),
+        graph: GraphKind::Training,
+        batch_size: 1,
+        cost_unit: None,
+        fixed_memory: fixed as f64,
+        nodes,
+    };
+    Graph::from_file(&f, "<fan>").unwrap()
+}

@@ -1,0 +1,170 @@
+//! Max-batch search: analytic answers on graphs where everything is linear
+//! in the batch size.
+
+mod common;
+
+use common::{recompute_all_sim, Counting, NeverApplies, RecomputeAll};
+use remat::graph::{analysis, Graph, GraphFile};
+use remat::maxbatch::{self, CostRule, MaxBatchConfig};
+use remat::strategies::checkpoint_all::CheckpointAll;
+use remat::units::Bytes;
+use remat::zoo::synthetic::{random_layered_file, RandomDag};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A random DAG whose file batch size is `batch` and whose memories are
+/// multiples of it, so that `at_batch` scales every size exactly.
+fn graph(batch: u32, fixed: u64) -> Graph {
+    let mut f: GraphFile = random_layered_file(&RandomDag {
+        nodes: 24,
+        seed: 7,
+        ..RandomDag::default()
+    });
+    f.batch_size = batch;
+    f.fixed_memory = fixed as f64;
+    for n in &mut f.nodes {
+        n.memory *= batch as f64 * 1000.0;
+    }
+    Graph::from_file(&f, "<test>").unwrap()
+}
+
+fn config(memory: Bytes) -> MaxBatchConfig {
+    let mut c = MaxBatchConfig::new(memory);
+    c.strategies = vec![Box::new(CheckpointAll)];
+    c.quiet = true;
+    c.jobs = 2;
+    c
+}
+
+#[test]
+fn checkpoint_all_matches_the_closed_form() {
+    for (file_batch, fixed, k) in [(1u32, 1_000_000u64, 37u64), (8, 5_000_000, 100), (4, 0, 1)] {
+        let g = graph(file_batch, fixed);
+        // Per-sample checkpoint-all activation peak.
+        let act = analysis::checkpoint_all_peak(&g).get() - fixed;
+        assert_eq!(act % file_batch as u64, 0);
+        let per_sample = act / file_batch as u64;
+        // Memory for k samples plus a bit less than one more.
+        let memory = Bytes(fixed + k * per_sample + per_sample - 1);
+        let expected = (memory.get() - fixed) / per_sample;
+        assert_eq!(expected, k);
+        let r = maxbatch::run(&g, &config(memory)).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].strategy, "checkpoint-all");
+        assert_eq!(r[0].status, "found");
+        assert_eq!(r[0].max_batch as u64, expected, "file batch {file_batch}");
+        assert_eq!(r[0].peak, Some(Bytes(fixed + k * per_sample)));
+        assert_eq!(r[0].overhead, Some(1.0));
+        assert_eq!(r[0].ratio, Some(1.0));
+    }
+}
+
+#[test]
+fn too_little_memory_gives_zero_and_cost_rule_is_enforced() {
+    let g = common::fan(3, 1000);
+    let one = analysis::checkpoint_all_peak(&g);
+    let r = maxbatch::run(&g, &config(Bytes(one.get() - 1))).unwrap();
+    assert_eq!(r[0].max_batch, 0);
+    assert_eq!((r[0].ratio, r[0].peak), (None, None));
+
+    // Recompute-all costs far more than one extra forward pass, so the
+    // default rule rejects it at every batch; a loose rule admits it and
+    // its smaller peak fits more samples.
+    let rc = recompute_all_sim(&g);
+    let per_ckpt = one.get() - 1000;
+    let per_rc = rc.peak.get() - 1000;
+    assert_eq!((per_ckpt, per_rc), (301, 101));
+    let bound = 2.0 * g.forward_cost() + g.backward_cost();
+    assert!(rc.cost > bound, "{} <= {bound}", rc.cost);
+    let memory = Bytes(1000 + 50 * per_ckpt);
+    let mut cfg = config(memory);
+    cfg.strategies = vec![Box::new(CheckpointAll), Box::new(RecomputeAll), Box::new(NeverApplies)];
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    let get = |s: &str| r.iter().find(|x| x.strategy == s).unwrap();
+    assert_eq!(get("checkpoint-all").max_batch, 50);
+    assert_eq!(get("test-recompute-all").max_batch, 0);
+    assert_eq!(get("test-recompute-all").ratio, Some(0.0));
+    assert_eq!(get("test-never-applies").status, "not-applicable");
+    assert_eq!(get("test-never-applies").ratio, None);
+
+    let overhead = rc.cost / g.total_cost();
+    cfg.rule = CostRule::MaxOverhead(overhead * 1.0001);
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    let get = |s: &str| r.iter().find(|x| x.strategy == s).unwrap();
+    let want = (50 * per_ckpt) / per_rc;
+    assert_eq!(want, 149);
+    assert_eq!(get("test-recompute-all").max_batch as u64, want);
+    assert!((get("test-recompute-all").ratio.unwrap() - want as f64 / 50.0).abs() < 1e-12);
+    // Just below its overhead, it never qualifies.
+    cfg.rule = CostRule::MaxOverhead(overhead * 0.9999);
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!(r.iter().find(|x| x.strategy == "test-recompute-all").unwrap().max_batch, 0);
+}
+
+#[test]
+fn cap_is_reported() {
+    let g = graph(1, 0);
+    let mut cfg = config(Bytes(u64::MAX / 4));
+    cfg.max_batch = 1000;
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!((r[0].max_batch, r[0].status.as_str()), (1000, "capped"));
+}
+
+#[test]
+fn csv_rows_are_kept_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mb.csv");
+    let g = graph(1, 1000);
+    let per = analysis::checkpoint_all_peak(&g).get() - 1000;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut cfg = config(Bytes(1000 + 20 * per));
+    cfg.strategies = vec![Box::new(Counting {
+        inner: CheckpointAll,
+        calls: calls.clone(),
+    })];
+    cfg.output = Some(out.clone());
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!(r[0].max_batch, 20);
+    let probes = calls.load(Ordering::SeqCst);
+    // 1, 2, 4, 8, 16 fit; 32 fails; bisection tries 24, 20, 22, 21.
+    // Batches whose smallest feasible budget exceeds the memory are
+    // rejected without a solve, so at most 10 solves.
+    assert!((6..=10).contains(&probes), "{probes} probes");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds\n"));
+    assert!(text.contains(&format!(
+        ",checkpoint-all,{},one-extra-forward,found,20,1.0000,1.000000,{},",
+        1000 + 20 * per,
+        1000 + 20 * per
+    )), "{text}");
+    // Re-running reuses the row: no solves.
+    let r2 = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!(r2[0].max_batch, 20);
+    assert_eq!(calls.load(Ordering::SeqCst), probes);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+}
+
+#[test]
+fn cli_max_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = graph(1, 1000);
+    let model = dir.path().join("g.yaml");
+    std::fs::write(&model, g.to_file().to_yaml(None)).unwrap();
+    let per = analysis::checkpoint_all_peak(&g).get() - 1000;
+    let mem = (1000 + 13 * per).to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(["max-batch", model.to_str().unwrap(), "--memory", &mem])
+        .args(["--strategies", "checkpoint-all", "--quiet", "-o"])
+        .arg(dir.path().join("mb.csv"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with("checkpoint-all") && l.contains(" 13 ")), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(["max-batch", model.to_str().unwrap(), "--memory", "90%"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -1,0 +1,342 @@
+//! Sweeps: rows, resume after a kill, warm starts, plans, plots, the CLI.
+
+mod common;
+
+use common::{fan, recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
+use remat::budgets::BudgetList;
+use remat::graph::{analysis, Graph};
+use remat::schedule::{simulate, Plan, PlanFile};
+use remat::strategies::checkpoint_all::CheckpointAll;
+use remat::strategies::{SolveOptions, StrategyError};
+use remat::sweep::{self, Row, SweepConfig};
+use remat::units::Bytes;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+/// The shape of the hook the LP relaxation plugs into: a plain function.
+fn three_quarters_bound(
+    g: &Graph,
+    _: Bytes,
+    _: &SolveOptions,
+) -> Result<Option<f64>, StrategyError> {
+    Ok(Some(g.total_cost() * 0.75))
+}
+
+fn budgets(g: &Graph) -> Vec<Bytes> {
+    // Five budgets from the smallest feasible to the checkpoint-all peak,
+    // plus one below the smallest feasible.
+    let mut b = BudgetList::parse("budgets: [{from: min, to: 100%, steps: 5}, 2]", "t")
+        .unwrap()
+        .resolve(g);
+    b.sort();
+    b
+}
+
+fn config(path: &Path, g: &Graph) -> SweepConfig {
+    let mut c = SweepConfig::new(budgets(g), path.to_path_buf());
+    c.strategies = vec![
+        Box::new(CheckpointAll),
+        Box::new(RecomputeAll),
+        Box::new(NeverApplies),
+        Box::new(HalfBound),
+    ];
+    c.jobs = 2;
+    c.quiet = true;
+    c.zero_timings = true;
+    c.lp_bound = Some(Arc::new(three_quarters_bound));
+    c
+}
+
+fn field<'a>(rows: &'a [Vec<String>], strategy: &str, budget: Bytes, col: &str) -> &'a str {
+    let c = sweep::HEADER.iter().position(|h| *h == col).unwrap();
+    let r = rows
+        .iter()
+        .find(|r| r[1] == strategy && r[2] == budget.to_string())
+        .unwrap_or_else(|| panic!("no row {strategy} @ {budget}"));
+    &r[c]
+}
+
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn rows_have_simulated_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let peak = analysis::checkpoint_all_peak(&g);
+    let min = analysis::min_feasible_budget(&g);
+    assert_eq!((peak, min), (Bytes(301), Bytes(101)));
+    let b = budgets(&g);
+    let want: Vec<Bytes> = [2, 101, 151, 201, 251, 301].into_iter().map(Bytes).collect();
+    assert_eq!(b, want);
+    let cfg = config(&dir.path().join("a.csv"), &g);
+    let s = sweep::run(&g, &cfg).unwrap();
+    assert!(s.failures.is_empty());
+    assert_eq!((s.solved, s.resumed, s.rows.len()), (24, 0, 24));
+
+    let text = std::fs::read_to_string(&cfg.output).unwrap();
+    let rows = csv_rows(&text);
+    // Canonical order: strategies in registry order, then as named;
+    // budgets descending.
+    let order: Vec<(&str, &str)> = rows.iter().map(|r| (r[1].as_str(), r[2].as_str())).collect();
+    let mut expect = Vec::new();
+    for st in ["checkpoint-all", "test-half-bound", "test-never-applies", "test-recompute-all"] {
+        for bb in ["301", "251", "201", "151", "101", "2"] {
+            expect.push((st, bb));
+        }
+    }
+    assert_eq!(order, expect);
+    assert!(text.starts_with(
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n\
+         fan3,checkpoint-all,301,optimal,7,1.000000,301,5.25,0.250000,0.000\n\
+         fan3,checkpoint-all,251,infeasible,,,,5.25,,0.000\n"
+    ), "{text}");
+    // Below the smallest feasible budget, no strategy is asked.
+    for st in ["checkpoint-all", "test-recompute-all", "test-never-applies", "test-half-bound"] {
+        assert_eq!(field(&rows, st, Bytes(2), "status"), "infeasible");
+        assert_eq!(field(&rows, st, Bytes(2), "lp_bound"), "");
+        assert_eq!(field(&rows, st, Bytes(2), "solve_seconds"), "");
+    }
+    // Recompute-all: each output's stage recomputes x and its branch.
+    let rc = recompute_all_sim(&g);
+    assert_eq!((rc.cost, rc.peak), (16.0, Bytes(101)));
+    for &bb in &b[1..] {
+        let row = |c| field(&rows, "test-recompute-all", bb, c);
+        assert_eq!(
+            [row("status"), row("cost"), row("overhead"), row("peak_bytes"), row("gap")],
+            ["feasible", "16", "2.285714", "101", "0.671875"]
+        );
+        assert_eq!(field(&rows, "test-never-applies", bb, "status"), "not-applicable");
+        assert_eq!(field(&rows, "test-half-bound", bb, "status"), "bound");
+        assert_eq!(field(&rows, "test-half-bound", bb, "lp_bound"), "3.5");
+        assert_eq!(field(&rows, "test-half-bound", bb, "cost"), "");
+    }
+}
+
+#[test]
+fn killed_and_resumed_sweep_matches_uninterrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let full = dir.path().join("full.csv");
+    sweep::run(&g, &config(&full, &g)).unwrap();
+    let expected = std::fs::read(&full).unwrap();
+
+    // Killed after 7 pairs, mid-way through writing an 8th row.
+    let part = dir.path().join("part.csv");
+    let mut cfg = config(&part, &g);
+    cfg.stop_after = Some(7);
+    let s = sweep::run(&g, &cfg).unwrap();
+    assert_eq!(s.solved, 7);
+    let mut text = std::fs::read_to_string(&part).unwrap();
+    assert_eq!(text.lines().count(), 8);
+    text.push_str("fan3,test-recompute-all,25");
+    std::fs::write(&part, &text).unwrap();
+    let s = sweep::run(&g, &config(&part, &g)).unwrap();
+    assert_eq!((s.solved, s.resumed), (17, 7));
+    assert_eq!(
+        String::from_utf8(std::fs::read(&part).unwrap()).unwrap(),
+        String::from_utf8(expected.clone()).unwrap()
+    );
+
+    // Rows in any order, some missing, a torn tail: the same file again.
+    let full_text = String::from_utf8(expected.clone()).unwrap();
+    let lines: Vec<&str> = full_text.lines().collect();
+    let mut shuffled = vec![lines[0].to_string()];
+    shuffled.extend(lines[1..].iter().rev().step_by(2).map(|l| l.to_string()));
+    let mut text = shuffled.join("\n");
+    text.push('\n');
+    text.push_str(&lines[2][..10]);
+    let third = dir.path().join("third.csv");
+    std::fs::write(&third, text).unwrap();
+    let s = sweep::run(&g, &config(&third, &g)).unwrap();
+    assert_eq!((s.solved, s.resumed), (12, 12));
+    assert_eq!(std::fs::read(&third).unwrap(), expected);
+
+    // A finished sweep re-run solves nothing and changes nothing.
+    let s = sweep::run(&g, &config(&full, &g)).unwrap();
+    assert_eq!((s.solved, s.resumed), (0, 24));
+    assert_eq!(std::fs::read(&full).unwrap(), expected);
+}
+
+#[test]
+fn warm_start_is_the_cheapest_known_plan_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let b = budgets(&g);
+    let mut cfg = config(&dir.path().join("w.csv"), &g);
+    cfg.strategies = vec![Box::new(CheckpointAll), Box::new(RecomputeAll), Box::new(WarmEcho)];
+    cfg.jobs = 1;
+    let s = sweep::run(&g, &cfg).unwrap();
+    let get = |st: &str, bb: Bytes| -> &Row {
+        s.rows
+            .iter()
+            .find(|r| r.strategy == st && r.budget == bb)
+            .unwrap()
+    };
+    let rc = recompute_all_sim(&g);
+    // At the checkpoint-all peak the cheapest plan that fits is
+    // checkpoint-all's; below it, only recompute-all's fits.
+    assert_eq!(get("test-warm-echo", b[5]).cost, Some(7.0));
+    assert_eq!(get("test-warm-echo", b[5]).status, "feasible");
+    for &bb in &b[1..5] {
+        assert_eq!(get("test-warm-echo", bb).cost, Some(rc.cost));
+    }
+    assert_eq!(get("test-warm-echo", Bytes(2)).status, "infeasible");
+}
+
+#[test]
+fn plans_dir_holds_simulated_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let mut cfg = config(&dir.path().join("p.csv"), &g);
+    cfg.plans_dir = Some(dir.path().join("plans"));
+    let s = sweep::run(&g, &cfg).unwrap();
+    let with_plan: Vec<&Row> = s.rows.iter().filter(|r| r.feasible()).collect();
+    assert_eq!(with_plan.len(), 1 + 5);
+    for r in with_plan {
+        let p = dir
+            .path()
+            .join("plans")
+            .join(format!("{}-{}.json", r.strategy, r.budget));
+        let f: PlanFile = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let plan = Plan::from_file_statements(&g, &f.statements).unwrap();
+        let sim = simulate(&g, &plan).unwrap();
+        assert_eq!(Some(sim.cost), r.cost);
+        assert_eq!(Some(sim.peak), r.peak);
+        assert_eq!(f.budget, Some(r.budget.get()));
+    }
+}
+
+#[test]
+fn plots_are_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Set REMAT_TEST_PLOT_DIR to keep the plots for a look.
+    let keep = std::env::var_os("REMAT_TEST_PLOT_DIR").map(std::path::PathBuf::from);
+    let dir = keep.as_deref().unwrap_or(tmp.path());
+    let g = fan(3, 0);
+    let cfg = config(&tmp.path().join("p.csv"), &g);
+    let s = sweep::run(&g, &cfg).unwrap();
+    let svg = dir.join("p.svg");
+    remat::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for needle in [
+        "fan3: compute overhead vs memory budget",
+        "memory budget (bytes)",
+        "checkpoint-all",
+        "test-recompute-all",
+        "LP lower bound",
+        "(not applicable: test-never-applies)",
+    ] {
+        assert!(text.contains(needle), "missing '{needle}'");
+    }
+    let png = dir.join("p.png");
+    remat::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    assert!(remat::plot::plot_sweep(&s.rows, "other", &png).is_err());
+    assert!(remat::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
+
+    // Figure 1: the recompute-all plan recomputes; the trace ends at the
+    // fixed memory and peaks at the simulated peak.
+    let sch = common::recompute_all_schedule(&g);
+    let plan = remat::schedule::generate_plan(&g, &sch).unwrap();
+    let out = dir.join("mem.svg");
+    let budget = analysis::min_feasible_budget(&g);
+    let trace = remat::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
+    remat::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
+    let sim = simulate(&g, &plan).unwrap();
+    assert_eq!(trace.live.iter().copied().max(), Some(sim.peak));
+    assert_eq!(trace.recomputations.len(), sim.computations - g.len());
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains(&format!("recomputation ({})", sim.computations - g.len())));
+}
+
+fn remat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_remat"))
+}
+
+#[test]
+fn cli_sweep_uses_the_budget_file_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("models")).unwrap();
+    std::fs::create_dir_all(root.join("budgets")).unwrap();
+    let yaml = remat::zoo::synthetic::linear_file(4).to_yaml(None);
+    std::fs::write(root.join("models/lin.yaml"), yaml).unwrap();
+    std::fs::write(
+        root.join("budgets/lin.yaml"),
+        "model: lin\nbudgets: [100%, 90%, {from: min, to: 100%, steps: 3}]\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = remat();
+        c.current_dir(root).args([
+            "sweep",
+            "models/lin.yaml",
+            "--strategies",
+            "checkpoint-all",
+            "-o",
+            "results/lin.csv",
+            "--jobs",
+            "1",
+            "--quiet",
+        ]);
+        c.args(extra);
+        c.output().unwrap()
+    };
+    let out = run(&["--plot", "results/lin.svg"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(root.join("results/lin.csv")).unwrap();
+    // linear(4): checkpoint-all peak 6, min budget 3: budgets 6, 5.4→6, 3, 4.5→5.
+    let budgets: Vec<&str> = text.lines().skip(1).map(|l| l.split(',').nth(2).unwrap()).collect();
+    assert_eq!(budgets, ["6", "5", "3"]);
+    assert!(root.join("results/lin.svg").is_file());
+    let again = run(&[]);
+    assert!(again.status.success());
+    assert_eq!(std::fs::read_to_string(root.join("results/lin.csv")).unwrap(), text);
+
+    // Bad input: exit code 2 and a message naming the file.
+    std::fs::write(root.join("bad.yaml"), "budgets: [90%, 12XB]\n").unwrap();
+    let out = run(&["--budgets", "bad.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml: budgets entry 2"), "{err}");
+    let out = remat()
+        .current_dir(root)
+        .args(["sweep", "models/lin.yaml", "--strategies", "nope", "-o", "x.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A CSV of another kind is not appended to.
+    std::fs::write(root.join("other.csv"), "a,b\n1,2\n").unwrap();
+    let out = remat()
+        .current_dir(root)
+        .args(["sweep", "models/lin.yaml", "--quiet", "-o", "other.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(root.join("other.csv")).unwrap(), "a,b\n1,2\n");
+
+    // Report and re-plot from the CSV.
+    let out = remat()
+        .current_dir(root)
+        .args(["report", "results/lin.csv"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rep = String::from_utf8_lossy(&out.stdout);
+    assert!(rep.contains("## linear4 (3 budgets)"), "{rep}");
+    assert!(rep.contains("| checkpoint-all | 1/3 | 6 B |"), "{rep}");
+    let out = remat()
+        .current_dir(root)
+        .args(["plot", "results/lin.csv", "-o", "results/lin.png"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(root.join("results/lin.png").is_file());
+}
