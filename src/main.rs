@@ -193,6 +193,8 @@ enum Command {
         #[command(flatten)]
         solver: SolverArgs,
     },
+    /// Generate model graphs: the paper's networks, GPT-2, synthetic families; --all regenerates models/ and budgets/.
+    Zoo(remat::zoo::command::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -338,6 +340,7 @@ fn run(cli: Cli) -> Result<()> {
                 println!("budget           {} ({} bytes): fits", b.human(), b);
             }
         }
+        Command::Zoo(args) => remat::zoo::command::run(&args)?,
         Command::Strategies => {
             for s in strategies::all() {
                 println!("{:<18} {}", s.name(), s.describe());

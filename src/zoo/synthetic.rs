@@ -2,8 +2,9 @@
 //! use a portable RNG (ChaCha8), so a seed names the same graph everywhere.
 
 use crate::graph::{Graph, GraphFile, GraphKind, NodeSpec};
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::fmt;
 
 /// Checkmate's `gen_linear_graph(n)`: n forward layers, a loss, and n
 /// gradients, every node of unit cost and unit memory; edges i→i+1 along
@@ -42,18 +43,110 @@ pub fn linear(n: usize) -> Graph {
     Graph::from_file(&linear_file(n), "<linear>").expect("the linear family is valid")
 }
 
+/// A distribution of whole numbers for node costs or sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dist {
+    Const(u64),
+    /// Uniform on `lo..=hi`.
+    Uniform(u64, u64),
+    /// `exp` of a uniform on `ln lo..ln hi`, rounded: spreads values over
+    /// orders of magnitude, as activation sizes in real networks are.
+    LogUniform(u64, u64),
+}
+
+impl Dist {
+    /// Accepts `7`, `1..10` (uniform, inclusive) and `log:10..100000`.
+    pub fn parse(s: &str) -> Result<Dist, String> {
+        let s = s.trim();
+        let err = || format!("invalid distribution '{s}': use N, LO..HI or log:LO..HI");
+        let num = |t: &str| t.trim().parse::<u64>().map_err(|_| err());
+        let (log, body) = match s.strip_prefix("log:") {
+            Some(b) => (true, b),
+            None => (false, s),
+        };
+        let d = match body.split_once("..") {
+            None if !log => Dist::Const(num(body)?),
+            None => return Err(err()),
+            Some((a, b)) => {
+                let (lo, hi) = (num(a)?, num(b.trim_start_matches('='))?);
+                if lo > hi {
+                    return Err(format!("invalid distribution '{s}': {lo} > {hi}"));
+                }
+                if log && lo == 0 {
+                    return Err(format!(
+                        "invalid distribution '{s}': a log-uniform range must start above 0"
+                    ));
+                }
+                if log {
+                    Dist::LogUniform(lo, hi)
+                } else {
+                    Dist::Uniform(lo, hi)
+                }
+            }
+        };
+        Ok(d)
+    }
+
+    pub fn sample<R: Rng>(&self, rng: &mut R) -> u64 {
+        match *self {
+            Dist::Const(v) => v,
+            Dist::Uniform(lo, hi) => rng.random_range(lo..=hi),
+            Dist::LogUniform(lo, hi) => {
+                let (a, b) = ((lo as f64).ln(), (hi as f64).ln());
+                let v = if a < b { rng.random_range(a..=b) } else { a };
+                (v.exp().round() as u64).clamp(lo, hi)
+            }
+        }
+    }
+
+    /// Like [`Dist::sample`], but a uniform draw that fits in 32 bits uses
+    /// 32-bit sampling: costs were drawn that way by the first version of
+    /// this generator, and seeds must keep naming the same graphs.
+    fn sample_narrow<R: Rng>(&self, rng: &mut R) -> u64 {
+        match *self {
+            Dist::Uniform(lo, hi) if hi <= u32::MAX as u64 => {
+                rng.random_range(lo as u32..=hi as u32) as u64
+            }
+            _ => self.sample(rng),
+        }
+    }
+}
+
+impl fmt::Display for Dist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dist::Const(v) => write!(f, "{v}"),
+            Dist::Uniform(lo, hi) => write!(f, "{lo}..{hi}"),
+            Dist::LogUniform(lo, hi) => write!(f, "log:{lo}..{hi}"),
+        }
+    }
+}
+
 /// Parameters of a random layered DAG (in the style of the Neural
-/// Topological Ordering generator used by MOCCASIN's benchmarks).
+/// Topological Ordering generator used by MOCCASIN's benchmarks): a single
+/// source, then layers of random width; each node reads one random node
+/// of the layer before (so every layer hangs together) plus, with
+/// probability `skip_prob` each, any node of the `skip_span` layers before.
 #[derive(Debug, Clone)]
 pub struct RandomDag {
+    /// Total node count (exact; a `forward` graph adds a loss node).
     pub nodes: usize,
     /// Nodes per layer, at most.
     pub width: usize,
-    /// Probability of an extra edge from each node in the two layers before.
+    /// Number of layers including the source layer; `None` draws each
+    /// layer's width in `1..=width` until `nodes` are placed.
+    pub depth: Option<usize>,
+    /// Probability of each extra edge from the layers within `skip_span`.
     pub skip_prob: f64,
-    pub cost: (u32, u32),
-    pub memory: (u64, u64),
+    /// How many layers back an edge may reach (1 = previous layer only).
+    pub skip_span: usize,
+    pub cost: Dist,
+    /// Output bytes per node.
+    pub memory: Dist,
     pub seed: u64,
+    /// Emit `graph: forward` with a `loss` node reading every sink, so the
+    /// tool generates a backward pass; otherwise a plain DAG.
+    pub forward: bool,
 }
 
 impl Default for RandomDag {
@@ -61,34 +154,102 @@ impl Default for RandomDag {
         RandomDag {
             nodes: 20,
             width: 3,
+            depth: None,
             skip_prob: 0.2,
-            cost: (1, 10),
-            memory: (1, 10),
+            skip_span: 3,
+            cost: Dist::Uniform(1, 10),
+            memory: Dist::Uniform(1, 10),
             seed: 0,
+            forward: false,
         }
     }
 }
 
-/// A plain DAG (`graph: training`, no gradient nodes): every node after the
-/// first layer reads one random node of the previous layer, plus skip
-/// edges. One source, so the graph is connected.
-pub fn random_layered_file(p: &RandomDag) -> GraphFile {
-    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-    let mut layers: Vec<Vec<usize>> = vec![vec![0]];
-    let mut count = 1;
-    while count < p.nodes {
-        let w = rng.random_range(1..=p.width.max(1)).min(p.nodes - count);
-        layers.push((count..count + w).collect());
-        count += w;
+impl RandomDag {
+    /// Why these parameters cannot make a graph, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes == 0 {
+            return Err("a random DAG needs at least one node".into());
+        }
+        if self.width == 0 {
+            return Err("the width must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.skip_prob) {
+            return Err(format!(
+                "the skip probability must be in [0, 1], got {}",
+                self.skip_prob
+            ));
+        }
+        if self.skip_span == 0 {
+            return Err("the skip span must be at least 1 layer".into());
+        }
+        if let Some(d) = self.depth {
+            let rest = self.nodes - 1;
+            if d == 0
+                || (d == 1 && rest > 0)
+                || (d > 1 && (rest < d - 1 || rest > (d - 1) * self.width))
+            {
+                return Err(format!(
+                    "{} nodes do not fit {d} layers of width 1..={} after a single source",
+                    self.nodes, self.width
+                ));
+            }
+        }
+        Ok(())
     }
-    let mut nodes = Vec::with_capacity(p.nodes);
+
+    /// The layer sizes, source layer first.
+    fn layer_sizes(&self, rng: &mut ChaCha8Rng) -> Vec<usize> {
+        let mut sizes = vec![1];
+        match self.depth {
+            None => {
+                let mut count = 1;
+                while count < self.nodes {
+                    let w = rng.random_range(1..=self.width).min(self.nodes - count);
+                    sizes.push(w);
+                    count += w;
+                }
+            }
+            Some(d) if d > 1 => {
+                // One node per layer, then the rest one at a time into
+                // random layers that still have room.
+                let mut rest = vec![1usize; d - 1];
+                for _ in 0..(self.nodes - d) {
+                    let open: Vec<usize> =
+                        (0..rest.len()).filter(|&i| rest[i] < self.width).collect();
+                    let pick = open[rng.random_range(0..open.len())];
+                    rest[pick] += 1;
+                }
+                sizes.extend(rest);
+            }
+            Some(_) => {}
+        }
+        sizes
+    }
+}
+
+/// The graph file for these parameters. Panics if `p.check()` fails;
+/// callers taking user input check first.
+pub fn random_layered_file(p: &RandomDag) -> GraphFile {
+    if let Err(e) = p.check() {
+        panic!("invalid RandomDag: {e}");
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    let mut layers: Vec<Vec<usize>> = Vec::new();
+    let mut next = 0;
+    for w in p.layer_sizes(&mut rng) {
+        layers.push((next..next + w).collect());
+        next += w;
+    }
+    let mut nodes = Vec::with_capacity(p.nodes + 1);
+    let mut used = vec![false; p.nodes];
     for (li, layer) in layers.iter().enumerate() {
         for &v in layer {
             let mut deps: Vec<usize> = Vec::new();
             if li > 0 {
                 let prev = &layers[li - 1];
                 deps.push(prev[rng.random_range(0..prev.len())]);
-                let lo = li.saturating_sub(3);
+                let lo = li.saturating_sub(p.skip_span);
                 for earlier in &layers[lo..li] {
                     for &u in earlier {
                         if !deps.contains(&u) && rng.random_bool(p.skip_prob) {
@@ -98,8 +259,11 @@ pub fn random_layered_file(p: &RandomDag) -> GraphFile {
                 }
                 deps.sort_unstable();
             }
-            let cost = rng.random_range(p.cost.0..=p.cost.1) as f64;
-            let mem = rng.random_range(p.memory.0..=p.memory.1);
+            for &d in &deps {
+                used[d] = true;
+            }
+            let cost = p.cost.sample_narrow(&mut rng) as f64;
+            let mem = p.memory.sample(&mut rng);
             nodes.push(NodeSpec::new(
                 format!("v{v}"),
                 cost,
@@ -108,9 +272,21 @@ pub fn random_layered_file(p: &RandomDag) -> GraphFile {
             ));
         }
     }
+    let graph = if p.forward {
+        let sinks = (0..p.nodes)
+            .filter(|&v| !used[v])
+            .map(|v| format!("v{v}"))
+            .collect();
+        let cost = p.cost.sample_narrow(&mut rng) as f64;
+        let mem = p.memory.sample(&mut rng);
+        nodes.push(NodeSpec::new("loss", cost, mem, sinks));
+        GraphKind::Forward
+    } else {
+        GraphKind::Training
+    };
     GraphFile {
         name: format!("random-n{}-s{}", p.nodes, p.seed),
-        graph: GraphKind::Training,
+        graph,
         batch_size: 1,
         cost_unit: Some("unit".into()),
         fixed_memory: 0.0,
@@ -120,6 +296,91 @@ pub fn random_layered_file(p: &RandomDag) -> GraphFile {
 
 pub fn random_layered(p: &RandomDag) -> Graph {
     Graph::from_file(&random_layered_file(p), "<random>").expect("random DAGs are valid")
+}
+
+/// A chain of residual blocks: a stem, then `blocks` times a branch of
+/// `branch` layers whose output is added to the block's input, then a
+/// loss. Every layer has the same cost and size, so the structure alone
+/// decides what is worth keeping. Branch layers save their input (like a
+/// convolution); the adds save nothing.
+#[derive(Debug, Clone)]
+pub struct ResidualChain {
+    pub blocks: usize,
+    /// Layers per residual branch (ResNet's bottleneck has 3 convs).
+    pub branch: usize,
+    pub cost: u64,
+    pub memory: u64,
+}
+
+impl Default for ResidualChain {
+    fn default() -> Self {
+        ResidualChain {
+            blocks: 8,
+            branch: 2,
+            cost: 1,
+            memory: 1,
+        }
+    }
+}
+
+impl ResidualChain {
+    pub fn check(&self) -> Result<(), String> {
+        if self.branch == 0 {
+            return Err("a residual branch needs at least one layer".into());
+        }
+        Ok(())
+    }
+}
+
+/// `graph: forward`: 2 + blocks × (branch + 1) forward nodes. Panics if
+/// `p.check()` fails.
+pub fn residual_file(p: &ResidualChain) -> GraphFile {
+    if let Err(e) = p.check() {
+        panic!("invalid ResidualChain: {e}");
+    }
+    let (cost, mem) = (p.cost as f64, p.memory);
+    let layer = |name: String, dep: &str| NodeSpec {
+        op: Some("layer".into()),
+        saves: Some(vec![dep.to_string()]),
+        ..NodeSpec::new(name, cost, mem, vec![dep.to_string()])
+    };
+    let mut nodes = vec![NodeSpec {
+        op: Some("layer".into()),
+        saves: Some(vec![]),
+        ..NodeSpec::new("stem", cost, mem, vec![])
+    }];
+    let mut x = "stem".to_string();
+    for b in 1..=p.blocks {
+        let mut y = x.clone();
+        for l in 1..=p.branch {
+            let name = format!("b{b}_f{l}");
+            nodes.push(layer(name.clone(), &y));
+            y = name;
+        }
+        let add = format!("b{b}_add");
+        nodes.push(NodeSpec {
+            op: Some("add".into()),
+            saves: Some(vec![]),
+            ..NodeSpec::new(add.clone(), cost, mem, vec![x.clone(), y])
+        });
+        x = add;
+    }
+    nodes.push(NodeSpec {
+        op: Some("loss".into()),
+        ..NodeSpec::new("loss", cost, mem, vec![x])
+    });
+    GraphFile {
+        name: format!("residual{}x{}", p.blocks, p.branch),
+        graph: GraphKind::Forward,
+        batch_size: 1,
+        cost_unit: Some("unit".into()),
+        fixed_memory: 0.0,
+        nodes,
+    }
+}
+
+pub fn residual(p: &ResidualChain) -> Graph {
+    Graph::from_file(&residual_file(p), "<residual>").expect("residual chains are valid")
 }
 
 #[cfg(test)]

@@ -1,0 +1,322 @@
+//! `remat zoo`: the command-line face of the zoo (main.rs only forwards).
+
+use super::networks::{self, Input};
+use super::synthetic::{self, Dist, RandomDag, ResidualChain};
+use super::{committed_files, ZooError, REGENERATE};
+use crate::cli::{input_err, write_atomic};
+use crate::graph::{Graph, GraphFile};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ZooArgs {
+    /// A network (see --list) or a synthetic family: linear, random, residual.
+    pub name: Option<String>,
+    /// Regenerate every file in models/ and budgets/ (under --dir).
+    #[arg(long, conflicts_with_all = ["name", "list"])]
+    pub all: bool,
+    /// With --all: compare instead of writing, and fail if any file differs.
+    #[arg(long, requires = "all")]
+    pub check: bool,
+    /// With --all: the repository root holding models/ and budgets/.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// List the networks with their default batch and input.
+    #[arg(long, conflicts_with = "name")]
+    pub list: bool,
+    /// Output file (YAML); standard output if left out.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Batch size (networks; default: the paper's).
+    #[arg(long)]
+    pub batch: Option<u32>,
+    /// Input resolution HxW (image networks).
+    #[arg(long)]
+    pub resolution: Option<String>,
+    /// Sequence length in tokens (gpt2).
+    #[arg(long)]
+    pub seq_len: Option<u64>,
+    /// linear: number of forward layers.
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// random: total nodes.
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// random: nodes per layer, at most.
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// random: number of layers (default: drawn from the width).
+    #[arg(long)]
+    pub depth: Option<usize>,
+    /// random: probability of each extra edge from the nearby layers.
+    #[arg(long)]
+    pub skip_prob: Option<f64>,
+    /// random: how many layers back an extra edge may reach.
+    #[arg(long)]
+    pub skip_span: Option<usize>,
+    /// random: node cost distribution, N, LO..HI or log:LO..HI; residual: a number.
+    #[arg(long)]
+    pub cost: Option<String>,
+    /// random: node bytes distribution, N, LO..HI or log:LO..HI; residual: a number.
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// random: RNG seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// random: emit a forward graph with a loss (the tool adds gradients).
+    #[arg(long)]
+    pub forward: bool,
+    /// residual: number of residual blocks.
+    #[arg(long)]
+    pub blocks: Option<usize>,
+    /// residual: layers per residual branch.
+    #[arg(long)]
+    pub branch: Option<usize>,
+}
+
+impl ZooArgs {
+    /// Names of the flags given that belong to none of `allowed`.
+    fn stray(&self, allowed: &[&str]) -> Option<String> {
+        let given = [
+            ("--batch", self.batch.is_some()),
+            ("--resolution", self.resolution.is_some()),
+            ("--seq-len", self.seq_len.is_some()),
+            ("--layers", self.layers.is_some()),
+            ("--nodes", self.nodes.is_some()),
+            ("--width", self.width.is_some()),
+            ("--depth", self.depth.is_some()),
+            ("--skip-prob", self.skip_prob.is_some()),
+            ("--skip-span", self.skip_span.is_some()),
+            ("--cost", self.cost.is_some()),
+            ("--memory", self.memory.is_some()),
+            ("--seed", self.seed.is_some()),
+            ("--forward", self.forward),
+            ("--blocks", self.blocks.is_some()),
+            ("--branch", self.branch.is_some()),
+        ];
+        let bad: Vec<&str> = given
+            .iter()
+            .filter(|(flag, on)| *on && !allowed.contains(flag))
+            .map(|(flag, _)| *flag)
+            .collect();
+        (!bad.is_empty()).then(|| bad.join(", "))
+    }
+}
+
+fn zoo_err(e: ZooError) -> anyhow::Error {
+    input_err(e.to_string())
+}
+
+/// Runs `remat zoo`.
+pub fn run(args: &ZooArgs) -> anyhow::Result<()> {
+    if args.list {
+        print_list();
+        return Ok(());
+    }
+    if args.all {
+        if let Some(flags) = args.stray(&[]) {
+            return Err(input_err(format!(
+                "--all regenerates the committed files as they are; it takes no {flags}"
+            )));
+        }
+        return regenerate(&args.dir, args.check);
+    }
+    let Some(name) = args.name.as_deref() else {
+        return Err(input_err(
+            "name a network or family (see `remat zoo --list`), or use --all",
+        ));
+    };
+    let (file, header) = generate(name, args)?;
+    Graph::from_file(&file, name)
+        .map_err(|e| anyhow::anyhow!("generated graph is invalid (a zoo bug): {e}"))?;
+    let text = file.to_yaml(Some(&header));
+    match &args.output {
+        Some(path) => {
+            write_atomic(path, text.as_bytes())?;
+            eprintln!("wrote {} ({} nodes)", path.display(), file.nodes.len());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// The file for one `remat zoo NAME ...` call and its header comment.
+fn generate(name: &str, args: &ZooArgs) -> anyhow::Result<(GraphFile, String)> {
+    let wrong = |flags: String| input_err(format!("{name} does not take {flags}"));
+    match name {
+        "linear" => {
+            if let Some(f) = args.stray(&["--layers"]) {
+                return Err(wrong(f));
+            }
+            let n = args.layers.unwrap_or(8);
+            let header = format!(
+                "Checkmate's linear graph with {n} layers (unit costs and sizes); made by `remat zoo linear --layers {n}`."
+            );
+            Ok((synthetic::linear_file(n), header))
+        }
+        "random" => {
+            let allowed = [
+                "--nodes",
+                "--width",
+                "--depth",
+                "--skip-prob",
+                "--skip-span",
+                "--cost",
+                "--memory",
+                "--seed",
+                "--forward",
+            ];
+            if let Some(f) = args.stray(&allowed) {
+                return Err(wrong(f));
+            }
+            let d = RandomDag::default();
+            let dist = |s: &Option<String>, default: Dist, flag: &str| match s {
+                Some(s) => Dist::parse(s).map_err(|e| input_err(format!("{flag}: {e}"))),
+                None => Ok(default),
+            };
+            let p = RandomDag {
+                nodes: args.nodes.unwrap_or(d.nodes),
+                width: args.width.unwrap_or(d.width),
+                depth: args.depth,
+                skip_prob: args.skip_prob.unwrap_or(d.skip_prob),
+                skip_span: args.skip_span.unwrap_or(d.skip_span),
+                cost: dist(&args.cost, d.cost, "--cost")?,
+                memory: dist(&args.memory, d.memory, "--memory")?,
+                seed: args.seed.unwrap_or(d.seed),
+                forward: args.forward,
+            };
+            p.check().map_err(input_err)?;
+            let header = format!(
+                "Random layered DAG; made by `remat zoo random --nodes {} --width {}{} --skip-prob {} --skip-span {} --cost {} --memory {} --seed {}{}`.",
+                p.nodes,
+                p.width,
+                p.depth.map(|d| format!(" --depth {d}")).unwrap_or_default(),
+                p.skip_prob,
+                p.skip_span,
+                p.cost,
+                p.memory,
+                p.seed,
+                if p.forward { " --forward" } else { "" },
+            );
+            Ok((synthetic::random_layered_file(&p), header))
+        }
+        "residual" => {
+            if let Some(f) = args.stray(&["--blocks", "--branch", "--cost", "--memory"]) {
+                return Err(wrong(f));
+            }
+            let d = ResidualChain::default();
+            let num = |s: &Option<String>, default: u64, flag: &str| match s {
+                Some(s) => s
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| input_err(format!("{flag}: expected a whole number, got '{s}'"))),
+                None => Ok(default),
+            };
+            let p = ResidualChain {
+                blocks: args.blocks.unwrap_or(d.blocks),
+                branch: args.branch.unwrap_or(d.branch),
+                cost: num(&args.cost, d.cost, "--cost")?,
+                memory: num(&args.memory, d.memory, "--memory")?,
+            };
+            p.check().map_err(input_err)?;
+            let header = format!(
+                "Residual chain; made by `remat zoo residual --blocks {} --branch {} --cost {} --memory {}`.",
+                p.blocks, p.branch, p.cost, p.memory
+            );
+            Ok((synthetic::residual_file(&p), header))
+        }
+        _ => {
+            let spec =
+                networks::spec(name).ok_or_else(|| zoo_err(ZooError::Unknown(name.into())))?;
+            if let Some(f) = args.stray(&["--batch", "--resolution", "--seq-len"]) {
+                return Err(wrong(f));
+            }
+            let input = match (&args.resolution, args.seq_len) {
+                (Some(_), Some(_)) => {
+                    return Err(input_err("give --resolution or --seq-len, not both"))
+                }
+                (Some(r), None) => Some(parse_resolution(r)?),
+                (None, Some(t)) => Some(Input::Tokens(t)),
+                (None, None) => None,
+            };
+            let batch = args.batch.unwrap_or(spec.batch);
+            if batch == 0 {
+                return Err(input_err("--batch must be at least 1"));
+            }
+            let net = networks::build(name, input).map_err(zoo_err)?;
+            let input = input.unwrap_or(spec.input);
+            let flags = match input {
+                Input::Image(h, w) => format!("--resolution {h}x{w}"),
+                Input::Tokens(t) => format!("--seq-len {t}"),
+            };
+            let header = net.header(batch, &format!("remat zoo {name} --batch {batch} {flags}"));
+            Ok((net.to_file(batch), header))
+        }
+    }
+}
+
+fn parse_resolution(s: &str) -> anyhow::Result<Input> {
+    let bad = || {
+        input_err(format!(
+            "--resolution: expected HxW such as 224x224, got '{s}'"
+        ))
+    };
+    let (h, w) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let h: u64 = h.trim().parse().map_err(|_| bad())?;
+    let w: u64 = w.trim().parse().map_err(|_| bad())?;
+    if h == 0 || w == 0 {
+        return Err(bad());
+    }
+    Ok(Input::Image(h, w))
+}
+
+fn print_list() {
+    println!("{:<12} {:>6}  {:<10} about", "name", "batch", "input");
+    for s in networks::NETWORKS {
+        let input = match s.input {
+            Input::Image(h, w) => format!("{h}x{w}"),
+            Input::Tokens(t) => format!("{t} tokens"),
+        };
+        println!("{:<12} {:>6}  {:<10} {}", s.name, s.batch, input, s.about);
+    }
+    println!(
+        "{:<12} {:>6}  {:<10} Checkmate's linear graph (--layers N)",
+        "linear", 1, "-"
+    );
+    println!(
+        "{:<12} {:>6}  {:<10} random layered DAG (--nodes --width --depth --skip-prob --skip-span --cost --memory --seed --forward)",
+        "random", 1, "-"
+    );
+    println!(
+        "{:<12} {:>6}  {:<10} chain of residual blocks (--blocks --branch --cost --memory)",
+        "residual", 1, "-"
+    );
+}
+
+/// `remat zoo --all [--check]`.
+fn regenerate(dir: &Path, check: bool) -> anyhow::Result<()> {
+    let files = committed_files().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut differ = Vec::new();
+    for f in &files {
+        let path = dir.join(&f.path);
+        if check {
+            let same = std::fs::read(&path).is_ok_and(|b| b == f.contents.as_bytes());
+            if !same {
+                differ.push(f.path.clone());
+            }
+        } else {
+            write_atomic(&path, f.contents.as_bytes())?;
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if !differ.is_empty() {
+        anyhow::bail!(
+            "{} file(s) differ from what `{REGENERATE}` makes: {}",
+            differ.len(),
+            differ.join(", ")
+        );
+    }
+    if check {
+        eprintln!("all {} files match", files.len());
+    }
+    Ok(())
+}
