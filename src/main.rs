@@ -94,6 +94,17 @@ enum Command {
     },
     /// List the available strategies.
     Strategies,
+    /// Every prior-work heuristic at every knob setting: simulated cost and peak (trade-off curves).
+    Baselines {
+        /// Graph file (YAML or JSON).
+        model: PathBuf,
+        /// Also write every setting as CSV.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// List every setting, not only each strategy's trade-off (Pareto) points.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -237,6 +248,24 @@ fn run(cli: Cli) -> Result<()> {
                     )));
                 }
                 println!("budget           {} ({} bytes): fits", b.human(), b);
+            }
+        }
+        Command::Baselines { model, output, all } => {
+            let g = load_graph(&model)?;
+            let bar = indicatif::ProgressBar::new(0).with_style(
+                indicatif::ProgressStyle::with_template("{msg:15} [{bar:30}] {pos}/{len}")
+                    .expect("valid template"),
+            );
+            let curves = remat::baselines::curves(&g, &mut |name, done, total| {
+                bar.set_message(name.to_string());
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish_and_clear();
+            print!("{}", remat::baselines::to_table(&g, &curves, all));
+            if let Some(path) = output {
+                write_atomic(&path, &remat::baselines::to_csv(&g, &curves)?)?;
+                eprintln!("wrote {}", path.display());
             }
         }
         Command::Strategies => {
