@@ -69,9 +69,9 @@ fn checkpoint_all_point(g: &Graph) -> Result<Evaluated, StrategyError> {
 
 fn mark_pareto(points: Vec<Evaluated>) -> Vec<Point> {
     let dominated = |p: &Evaluated| {
-        points.iter().any(|q| {
-            q.cost <= p.cost && q.peak <= p.peak && (q.cost < p.cost || q.peak < p.peak)
-        })
+        points
+            .iter()
+            .any(|q| q.cost <= p.cost && q.peak <= p.peak && (q.cost < p.cost || q.peak < p.peak))
     };
     // Quadratic, but curves have at most a few thousand points and this is
     // negligible next to simulating them.
@@ -168,8 +168,7 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
         match &c.result {
             Err(reason) => s.push_str(&format!("{:<15} not applicable: {reason}\n", c.strategy)),
             Ok(points) => {
-                let mut shown: Vec<&Point> =
-                    points.iter().filter(|p| all || p.pareto).collect();
+                let mut shown: Vec<&Point> = points.iter().filter(|p| all || p.pareto).collect();
                 shown.sort_by(|a, b| a.eval.peak.cmp(&b.eval.peak));
                 for p in &shown {
                     let e = &p.eval;
@@ -177,7 +176,11 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                         "{:<15} {:>9} {:>9.4}x {:>18} {:>7.2}% {:>7}  {}{}\n",
                         c.strategy,
                         trim(e.cost),
-                        if base_cost > 0.0 { e.cost / base_cost } else { 1.0 },
+                        if base_cost > 0.0 {
+                            e.cost / base_cost
+                        } else {
+                            1.0
+                        },
                         e.peak.get(),
                         if base_peak.get() > 0 {
                             100.0 * e.peak.as_f64() / base_peak.as_f64()
@@ -186,7 +189,11 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                         },
                         e.computations - g.len(),
                         e.knob,
-                        if all && !p.pareto { "  (dominated)" } else { "" }
+                        if all && !p.pareto {
+                            "  (dominated)"
+                        } else {
+                            ""
+                        }
                     ));
                 }
                 if shown.len() < points.len() {

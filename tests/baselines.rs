@@ -223,7 +223,7 @@ fn sqrtn_picks_every_isqrt_th_candidate() {
 fn greedy_checkpoints_when_the_running_sum_exceeds_b() {
     let g = chain_graph(&[4, 1, 1, 5, 2, 2, 2], &[1.0; 7]);
     let c = forward_nodes(&g); // l0..l6, loss (memory 1)
-    // b = 5: 4,5(>5? no)... sums: l0 4, l1 5, l2 6>5 ck; l3 5, l4 7>5 ck; l5 2, l6 4, loss 5.
+                               // b = 5: 4,5(>5? no)... sums: l0 4, l1 5, l2 6>5 ck; l3 5, l4 7>5 ck; l5 2, l6 4, loss 5.
     assert_eq!(greedy_checkpoints(&g, &c, 5), ids(&[2, 4]));
     assert_eq!(greedy_checkpoints(&g, &c, 0), c);
     assert!(greedy_checkpoints(&g, &c, 1000).is_empty());
@@ -250,12 +250,21 @@ fn ap_and_linearized_reproduce_chen_on_linear_graphs() {
     let graphs = vec![
         linear(8),
         linear(17),
-        chain_graph(&[4, 1, 1, 5, 2, 2, 2, 9, 1, 3], &[1.0, 2.0, 3.0, 1.0, 1.0, 5.0, 1.0, 2.0, 2.0, 1.0]),
+        chain_graph(
+            &[4, 1, 1, 5, 2, 2, 2, 9, 1, 3],
+            &[1.0, 2.0, 3.0, 1.0, 1.0, 5.0, 1.0, 2.0, 2.0, 1.0],
+        ),
     ];
     for g in &graphs {
-        let chen: Vec<NodeId> = Chen::new(Candidates::Chain, Rule::Sqrtn).candidate_set(g).unwrap();
-        let ap = Chen::new(Candidates::ArticulationPoints, Rule::Sqrtn).candidate_set(g).unwrap();
-        let lin = Chen::new(Candidates::Linearized, Rule::Sqrtn).candidate_set(g).unwrap();
+        let chen: Vec<NodeId> = Chen::new(Candidates::Chain, Rule::Sqrtn)
+            .candidate_set(g)
+            .unwrap();
+        let ap = Chen::new(Candidates::ArticulationPoints, Rule::Sqrtn)
+            .candidate_set(g)
+            .unwrap();
+        let lin = Chen::new(Candidates::Linearized, Rule::Sqrtn)
+            .candidate_set(g)
+            .unwrap();
         assert_eq!(ap, chen);
         assert_eq!(lin, chen);
         assert_eq!(sqrtn_checkpoints(&ap), sqrtn_checkpoints(&chen));
@@ -288,7 +297,14 @@ fn linear8_checkpoint_all_and_chen_sqrtn() {
     assert_eq!(sim(&g, &Schedule::checkpoint_all(&g)), (17.0, 10));
     let chen = Chen::new(Candidates::Chain, Rule::Sqrtn);
     let ck = sqrtn_checkpoints(&chen.candidate_set(&g).unwrap());
-    assert_eq!(ck, vec![g.find("f2").unwrap(), g.find("f5").unwrap(), g.find("loss").unwrap()]);
+    assert_eq!(
+        ck,
+        vec![
+            g.find("f2").unwrap(),
+            g.find("f5").unwrap(),
+            g.find("loss").unwrap()
+        ]
+    );
     let sch = segments_to_schedule(&g, &ck);
     assert_eq!(sch.recomputations(), 9);
     assert_eq!(sim(&g, &sch), (26.0, 5));
@@ -349,7 +365,11 @@ fn binomial_formula_matches_the_recurrence() {
     let t = recurrence_table(80, 7);
     for l in 1..=80 {
         for s in 1..=7 {
-            assert_eq!(min_forward_steps(l as u64, s as u64), t[l][s], "l={l} s={s}");
+            assert_eq!(
+                min_forward_steps(l as u64, s as u64),
+                t[l][s],
+                "l={l} s={s}"
+            );
         }
     }
     // A few by hand: with one slot every step re-advances from y_0.
@@ -399,7 +419,10 @@ fn replay(l: usize, snaps: usize, actions: &[Action]) -> Vec<u64> {
                 current = Some(i);
             }
             Action::Release(i) => {
-                let pos = slots.iter().position(|&s| s == i).expect("released a held slot");
+                let pos = slots
+                    .iter()
+                    .position(|&s| s == i)
+                    .expect("released a held slot");
                 slots.remove(pos);
             }
         }
@@ -449,7 +472,11 @@ fn revolve_schedule_on_linear_graphs_costs_what_revolve_counts() {
             let (cost, _) = sim(&g, &sch);
             assert_eq!(cost, (2 * n + 1) as f64 + expect as f64);
             if s == *chain.snapshot_range().end() {
-                assert_eq!(cost, (2 * n + 1) as f64, "enough snapshots: no recomputation");
+                assert_eq!(
+                    cost,
+                    (2 * n + 1) as f64,
+                    "enough snapshots: no recomputation"
+                );
             }
         }
     }
@@ -490,8 +517,7 @@ fn check_all_baselines(g: &Graph, linear_graph: bool) -> Result<(), TestCaseErro
             Err(StrategyError::NotApplicable { strategy, .. }) => {
                 prop_assert!(
                     strategy.starts_with("chen-") && !linear_graph
-                        || strategy == "griewank-logn"
-                            && !g.nodes().iter().any(|n| n.backward),
+                        || strategy == "griewank-logn" && !g.nodes().iter().any(|n| n.backward),
                     "{strategy} refused"
                 );
             }

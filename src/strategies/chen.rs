@@ -142,6 +142,27 @@ pub fn greedy_sweep(g: &Graph, candidates: &[NodeId]) -> Vec<(u64, Vec<NodeId>)>
     out
 }
 
+/// The most greedy settings a strategy evaluates. Every setting costs a
+/// plan and a simulation (quadratic in the graph size), and a 1000-node
+/// graph has thousands of distinct outcomes; a few hundred, spread evenly
+/// over the outcomes in order of b, still trace the curve densely.
+pub const MAX_GREEDY_SETTINGS: usize = 200;
+
+/// Keeps at most `max` entries, evenly spaced, always the first and last.
+fn thin<T>(v: Vec<T>, max: usize) -> Vec<T> {
+    let n = v.len();
+    if n <= max || max < 2 {
+        return v;
+    }
+    let keep: std::collections::HashSet<usize> =
+        (0..max).map(|k| k * (n - 1) / (max - 1)).collect();
+    v.into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, x)| x)
+        .collect()
+}
+
 impl Strategy for Chen {
     fn name(&self) -> &'static str {
         match (self.candidates, self.rule) {
@@ -177,7 +198,12 @@ impl Strategy for Chen {
         }
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         solve_by_points(self, g, budget, opts)
     }
 }
@@ -204,7 +230,7 @@ impl TradeOff for Chen {
                 }
             }
             Rule::Greedy => {
-                let sweep = greedy_sweep(g, &cands);
+                let sweep = thin(greedy_sweep(g, &cands), MAX_GREEDY_SETTINGS);
                 Points {
                     len: sweep.len(),
                     iter: Box::new(sweep.into_iter().map(move |(b, ck)| KnobPoint {

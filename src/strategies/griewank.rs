@@ -153,7 +153,10 @@ fn reverse(a: usize, b: usize, free: usize, first: bool, out: &mut Vec<Action>) 
             + min_forward_steps(i as u64, free as u64 + 1)
     };
     let best = (1..m).map(cost).min().expect("m >= 2");
-    let i = (1..m).rev().find(|&i| cost(i) == best).expect("a minimum exists");
+    let i = (1..m)
+        .rev()
+        .find(|&i| cost(i) == best)
+        .expect("a minimum exists");
     out.push(Action::Advance { from: a, to: a + i });
     out.push(Action::Takeshot(a + i));
     reverse(a + i, b, free - 1, first, out);
@@ -360,7 +363,12 @@ impl Strategy for Griewank {
         "Griewank & Walther revolve: optimal binomial checkpointing over the articulation-point chain, snapshot count swept"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         solve_by_points(self, g, budget, opts)
     }
 }

@@ -50,10 +50,7 @@ pub trait TradeOff: Strategy {
 /// is a bug in the heuristic, reported with the knob that caused it.
 pub fn evaluate(g: &Graph, strategy: &str, p: &KnobPoint) -> Result<Evaluated, StrategyError> {
     let bug = |msg: String| {
-        StrategyError::Other(format!(
-            "internal error in {strategy} ({}): {msg}",
-            p.knob
-        ))
+        StrategyError::Other(format!("internal error in {strategy} ({}): {msg}", p.knob))
     };
     let plan = generate_plan(g, &p.schedule).map_err(|e| bug(format!("invalid schedule: {e}")))?;
     let sim = simulate(g, &plan).map_err(|e| bug(format!("plan rejected: {e}")))?;
@@ -103,12 +100,9 @@ pub fn solve_by_points(
             least_peak = Some(e.clone());
         }
         let fits = e.peak <= budget && opts.cost_bound.is_none_or(|b| e.cost <= b);
-        let better = best.as_ref().is_none_or(|(b, _)| {
-            e.cost
-                .total_cmp(&b.cost)
-                .then(e.peak.cmp(&b.peak))
-                .is_lt()
-        });
+        let better = best
+            .as_ref()
+            .is_none_or(|(b, _)| e.cost.total_cmp(&b.cost).then(e.peak.cmp(&b.peak)).is_lt());
         if fits && better {
             best = Some((e, p.schedule));
         }
