@@ -81,14 +81,14 @@ impl BudgetList {
             .map_err(|e| err(format!("not YAML: {}", e.to_string().replace('\n', " "))))?;
         let serde_yaml::Value::Mapping(mut map) = value else {
             return Err(err(
-                "the top level must be a mapping with a 'budgets' list".into(),
+                "the top level must be a mapping with a 'budgets' list".into()
             ));
         };
         let model = match map.remove("model") {
             None | Some(serde_yaml::Value::Null) => None,
-            Some(v) => Some(
-                scalar_string(&v).ok_or_else(|| err("'model' must be a name".to_string()))?,
-            ),
+            Some(v) => {
+                Some(scalar_string(&v).ok_or_else(|| err("'model' must be a name".to_string()))?)
+            }
         };
         let list = match map.remove("budgets") {
             Some(serde_yaml::Value::Sequence(s)) => s,
@@ -179,7 +179,8 @@ fn scalar_string(v: &serde_yaml::Value) -> Option<String> {
 }
 
 fn parse_spec(v: &serde_yaml::Value) -> Result<BudgetSpec, String> {
-    let s = scalar_string(v).ok_or_else(|| "expected a size like 12GB, 90% or 1000000".to_string())?;
+    let s =
+        scalar_string(v).ok_or_else(|| "expected a size like 12GB, 90% or 1000000".to_string())?;
     BudgetSpec::parse(&s).map_err(|e| e.to_string())
 }
 
@@ -214,7 +215,9 @@ fn parse_item(v: &serde_yaml::Value) -> Result<BudgetItem, String> {
         .ok_or("a range needs 'steps' (how many budgets)")?
         .as_u64()
         .filter(|&s| (1..=MAX_STEPS).contains(&s))
-        .ok_or(format!("steps must be a whole number from 1 to {MAX_STEPS}"))?;
+        .ok_or(format!(
+            "steps must be a whole number from 1 to {MAX_STEPS}"
+        ))?;
     Ok(BudgetItem::Range {
         from,
         to,
@@ -280,7 +283,11 @@ mod tests {
         let e = BudgetList::parse("budgets: [{from: min, step: 3}]", "b.yaml").unwrap_err();
         assert!(e.to_string().contains("unknown range key 'step'"), "{e}");
         let e = BudgetList::parse("budget: [1]", "b.yaml").unwrap_err();
-        assert!(e.to_string().contains("unknown key 'budget'") || e.to_string().contains("missing key 'budgets'"), "{e}");
+        assert!(
+            e.to_string().contains("unknown key 'budget'")
+                || e.to_string().contains("missing key 'budgets'"),
+            "{e}"
+        );
         let e = BudgetList::parse("budgets: [{steps: 0}]", "b.yaml").unwrap_err();
         assert!(e.to_string().contains("steps must be"), "{e}");
         assert!(BudgetList::parse("budgets: []", "b.yaml").is_err());

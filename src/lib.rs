@@ -6,6 +6,7 @@
 // Links the vendored, statically built CBC into every binary.
 extern crate cbc_src;
 
+pub mod baselines;
 pub mod budgets;
 pub mod cli;
 pub mod graph;

@@ -2,17 +2,17 @@
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use remat::cli::{exit_code, input_err, load_graph, load_plan, parse_budget, write_atomic};
 use remat::budgets::BudgetList;
+use remat::cli::{exit_code, input_err, load_graph, load_plan, parse_budget, write_atomic};
 use remat::graph::analysis;
 use remat::maxbatch::{self, CostRule, MaxBatchConfig};
-use remat::sweep::{self, select_strategies, SweepConfig};
-use remat::units::{BudgetSpec, Bytes};
-use remat::{plot, report};
 use remat::schedule::simulate;
 use remat::solve;
 use remat::solver::Backend;
 use remat::strategies::{self, SolveOptions};
+use remat::sweep::{self, select_strategies, SweepConfig};
+use remat::units::{BudgetSpec, Bytes};
+use remat::{plot, report};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -195,6 +195,17 @@ enum Command {
     },
     /// Generate model graphs: the paper's networks, GPT-2, synthetic families; --all regenerates models/ and budgets/.
     Zoo(remat::zoo::command::ZooArgs),
+    /// Every prior-work heuristic at every knob setting: simulated cost and peak (trade-off curves).
+    Baselines {
+        /// Graph file (YAML or JSON).
+        model: PathBuf,
+        /// Also write every setting as CSV.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// List every setting, not only each strategy's trade-off (Pareto) points.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -341,6 +352,24 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Zoo(args) => remat::zoo::command::run(&args)?,
+        Command::Baselines { model, output, all } => {
+            let g = load_graph(&model)?;
+            let bar = indicatif::ProgressBar::new(0).with_style(
+                indicatif::ProgressStyle::with_template("{msg:15} [{bar:30}] {pos}/{len}")
+                    .expect("valid template"),
+            );
+            let curves = remat::baselines::curves(&g, &mut |name, done, total| {
+                bar.set_message(name.to_string());
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish_and_clear();
+            print!("{}", remat::baselines::to_table(&g, &curves, all));
+            if let Some(path) = output {
+                write_atomic(&path, &remat::baselines::to_csv(&g, &curves)?)?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
         Command::Strategies => {
             for s in strategies::all() {
                 println!("{:<18} {}", s.name(), s.describe());
@@ -445,14 +474,13 @@ fn run(cli: Cli) -> Result<()> {
                 Some(b) => Some(parse_budget(&g, &b)?),
                 None => file.budget.map(Bytes),
             };
-            let trace = plot::plot_plan(&g, &p, budget, &file.strategy, &output).map_err(|e| {
-                match e {
+            let trace =
+                plot::plot_plan(&g, &p, budget, &file.strategy, &output).map_err(|e| match e {
                     plot::PlotError::Plan(_) | plot::PlotError::Format { .. } => {
                         input_err(format!("{}: {e}", plan.display()))
                     }
                     e => e.into(),
-                }
-            })?;
+                })?;
             eprintln!(
                 "wrote {} ({} statements, {} recomputations)",
                 output.display(),
@@ -485,7 +513,11 @@ fn run(cli: Cli) -> Result<()> {
             let g = load_graph(&model)?;
             let memory = match BudgetSpec::parse(&memory) {
                 Ok(BudgetSpec::Absolute(b)) => b,
-                Ok(_) => return Err(input_err("--memory must be a size such as 16GB, not a percentage")),
+                Ok(_) => {
+                    return Err(input_err(
+                        "--memory must be a size such as 16GB, not a percentage",
+                    ))
+                }
                 Err(e) => return Err(input_err(format!("--memory: {e}"))),
             };
             let mut cfg = MaxBatchConfig::new(memory);

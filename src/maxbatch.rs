@@ -13,7 +13,9 @@
 use crate::graph::{analysis, Graph};
 use crate::resultlog::{self, LogError, ResultLog};
 use crate::solve::{self, SolveError};
-use crate::strategies::{self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError};
+use crate::strategies::{
+    self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError,
+};
 use crate::units::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
@@ -144,7 +146,11 @@ impl MaxBatch {
 
     pub fn from_fields(f: &[String]) -> Result<MaxBatch, String> {
         if f.len() != HEADER.len() {
-            return Err(format!("expected {} fields, found {}", HEADER.len(), f.len()));
+            return Err(format!(
+                "expected {} fields, found {}",
+                HEADER.len(),
+                f.len()
+            ));
         }
         fn num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
             if s.is_empty() {
@@ -315,7 +321,12 @@ fn sort_results(rows: &mut [MaxBatch]) {
         .map(|(i, n)| (n, i))
         .collect();
     rows.sort_by(|a, b| {
-        let rank = |r: &MaxBatch| order.get(r.strategy.as_str()).copied().unwrap_or(usize::MAX);
+        let rank = |r: &MaxBatch| {
+            order
+                .get(r.strategy.as_str())
+                .copied()
+                .unwrap_or(usize::MAX)
+        };
         (a.model.as_str(), a.memory, a.rule.as_str())
             .cmp(&(b.model.as_str(), b.memory, b.rule.as_str()))
             .then(rank(a).cmp(&rank(b)))
@@ -340,7 +351,14 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
         }
         None => (None, Vec::new()),
     };
-    let want_key = |name: &str| (g.name.clone(), name.to_string(), cfg.memory, cfg.rule.label());
+    let want_key = |name: &str| {
+        (
+            g.name.clone(),
+            name.to_string(),
+            cfg.memory,
+            cfg.rule.label(),
+        )
+    };
     let mut done: Vec<MaxBatch> = existing
         .iter()
         .filter(|r| strats.iter().any(|s| r.key() == want_key(s.name())))
@@ -481,8 +499,12 @@ pub fn render(rows: &[MaxBatch]) -> String {
             "{:<20} {:>10} {:>8} {:>10} {:>12}\n",
             r.strategy,
             batch,
-            r.ratio.map(|x| format!("{x:.2}x")).unwrap_or_else(|| "–".into()),
-            r.overhead.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into()),
+            r.ratio
+                .map(|x| format!("{x:.2}x"))
+                .unwrap_or_else(|| "–".into()),
+            r.overhead
+                .map(|x| format!("{x:.3}"))
+                .unwrap_or_else(|| "–".into()),
             r.peak.map(|p| p.human()).unwrap_or_else(|| "–".into()),
         ));
     }

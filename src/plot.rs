@@ -301,11 +301,7 @@ fn draw_sweep<DB: DrawingBackend>(
                 PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(2))
             });
         chart
-            .draw_series(
-                c.points
-                    .iter()
-                    .map(|&p| Circle::new(p, 3, color.filled())),
-            )
+            .draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(e)?;
     }
     if !d.lp.is_empty() {
@@ -395,10 +391,7 @@ struct PlanData {
     fixed: Bytes,
 }
 
-fn draw_plan<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    d: &PlanData,
-) -> Result<(), String> {
+fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
     let n = d.trace.live.len().max(1) as f64;
@@ -492,10 +485,7 @@ fn draw_plan<DB: DrawingBackend>(
                 )
             }))
             .map_err(e)?
-            .label(format!(
-                "recomputation ({})",
-                d.trace.recomputations.len()
-            ))
+            .label(format!("recomputation ({})", d.trace.recomputations.len()))
             .legend(move |(x, y)| TriangleMarker::new((x + 11, y), 5, orange.filled()));
     }
     chart

@@ -71,7 +71,8 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                 .into_iter()
                 .map(|name| {
                     let mine: Vec<&&Row> = rows.iter().filter(|r| r.strategy == name).collect();
-                    let feasible: Vec<&&Row> = mine.iter().copied().filter(|r| r.feasible()).collect();
+                    let feasible: Vec<&&Row> =
+                        mine.iter().copied().filter(|r| r.feasible()).collect();
                     let ratios: Vec<f64> = feasible
                         .iter()
                         .filter_map(|r| {
@@ -87,8 +88,7 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                         })
                         .collect();
                     let vs_ilp = (!ratios.is_empty()).then(|| Ratio {
-                        geomean: (ratios.iter().map(|r| r.ln()).sum::<f64>()
-                            / ratios.len() as f64)
+                        geomean: (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64)
                             .exp(),
                         max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                         budgets: ratios.len(),
@@ -100,7 +100,9 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                         min_feasible_budget: feasible.iter().map(|r| r.budget).min(),
                         vs_ilp,
                         not_applicable: feasible.is_empty()
-                            && mine.iter().any(|r| r.status == crate::sweep::NOT_APPLICABLE),
+                            && mine
+                                .iter()
+                                .any(|r| r.status == crate::sweep::NOT_APPLICABLE),
                     }
                 })
                 .collect();
@@ -172,7 +174,12 @@ mod tests {
             model: "m".into(),
             strategy: strategy.into(),
             budget: Bytes(budget),
-            status: if cost.is_some() { "optimal" } else { "infeasible" }.into(),
+            status: if cost.is_some() {
+                "optimal"
+            } else {
+                "infeasible"
+            }
+            .into(),
             cost,
             overhead: cost.map(|c| c / 10.0),
             peak: cost.map(|_| Bytes(budget)),
@@ -203,12 +210,19 @@ mod tests {
         assert_eq!((v.max, v.budgets), (2.0, 2));
         assert_eq!(chen.min_feasible_budget, Some(Bytes(80)));
         assert_eq!((chen.feasible, chen.budgets), (2, 3));
-        let h = m.strategies.iter().find(|s| s.strategy == "only-heuristic").unwrap();
+        let h = m
+            .strategies
+            .iter()
+            .find(|s| s.strategy == "only-heuristic")
+            .unwrap();
         assert!(h.vs_ilp.is_none());
         let ilp = m.strategies.iter().find(|s| s.strategy == ILP).unwrap();
         assert_eq!(ilp.vs_ilp.as_ref().unwrap().geomean, 1.0);
         let text = render(&r);
-        assert!(text.contains("| chen | 2/3 | 80 B | 1.581 | 2.000 | 2 |"), "{text}");
+        assert!(
+            text.contains("| chen | 2/3 | 80 B | 1.581 | 2.000 | 2 |"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -216,6 +230,9 @@ mod tests {
         let rows = vec![row("chen", 100, Some(20.0))];
         let text = render(&summarize(&rows));
         assert!(text.contains("No checkmate-ilp plans"), "{text}");
-        assert!(text.contains("| chen | 1/1 | 100 B | – | – | 0 |"), "{text}");
+        assert!(
+            text.contains("| chen | 1/1 | 100 B | – | – | 0 |"),
+            "{text}"
+        );
     }
 }

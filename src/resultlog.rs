@@ -57,10 +57,7 @@ impl ResultLog {
         file.read_to_end(&mut text).map_err(io_err(path))?;
         // Keep only whole lines: a run killed mid-write leaves a tail
         // without its newline.
-        let keep = text
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |p| p + 1);
+        let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
         if keep < text.len() {
             file.set_len(keep as u64).map_err(io_err(path))?;
             text.truncate(keep);

@@ -169,7 +169,12 @@ pub fn sort_rows(rows: &mut [Row]) {
         .map(|(i, n)| (n, i))
         .collect();
     rows.sort_by(|a, b| {
-        let rank = |r: &Row| order.get(r.strategy.as_str()).copied().unwrap_or(usize::MAX);
+        let rank = |r: &Row| {
+            order
+                .get(r.strategy.as_str())
+                .copied()
+                .unwrap_or(usize::MAX)
+        };
         a.model
             .cmp(&b.model)
             .then(rank(a).cmp(&rank(b)))
@@ -267,11 +272,7 @@ impl WarmPool {
     }
 
     fn insert(&mut self, k: Known) {
-        if self
-            .0
-            .iter()
-            .any(|o| o.peak <= k.peak && o.cost <= k.cost)
-        {
+        if self.0.iter().any(|o| o.peak <= k.peak && o.cost <= k.cost) {
             return;
         }
         self.0.retain(|o| !(k.peak <= o.peak && k.cost <= o.cost));
@@ -343,7 +344,9 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let pending: Vec<(usize, Bytes)> = budgets
         .iter()
         .flat_map(|&b| (0..cfg.strategies.len()).map(move |s| (s, b)))
-        .filter(|&(s, b)| !done.contains(&(g.name.clone(), cfg.strategies[s].name().to_string(), b)))
+        .filter(|&(s, b)| {
+            !done.contains(&(g.name.clone(), cfg.strategies[s].name().to_string(), b))
+        })
         .collect();
     let total_pairs = budgets.len() * cfg.strategies.len();
     let resumed = total_pairs - pending.len();
@@ -375,10 +378,8 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
 
     let checkpoint_all_cost = g.total_cost();
     let min_budget = analysis::min_feasible_budget(g);
-    let bounds: HashMap<Bytes, OnceLock<Option<f64>>> = pending
-        .iter()
-        .map(|&(_, b)| (b, OnceLock::new()))
-        .collect();
+    let bounds: HashMap<Bytes, OnceLock<Option<f64>>> =
+        pending.iter().map(|&(_, b)| (b, OnceLock::new())).collect();
     let next = AtomicUsize::new(0);
     let solved = AtomicUsize::new(0);
     let pool = Mutex::new(WarmPool::default());
@@ -463,18 +464,24 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                     });
                 }
                 if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
-                    row.gap = Some(if c > 0.0 { ((c - lb) / c).max(0.0) } else { 0.0 });
+                    row.gap = Some(if c > 0.0 {
+                        ((c - lb) / c).max(0.0)
+                    } else {
+                        0.0
+                    });
                 }
                 if let (Some(sim), Some(sch)) = (
                     &out.sim,
                     rec.schedule.into_inner().unwrap_or_else(|e| e.into_inner()),
                 ) {
-                    pool.lock().unwrap_or_else(|e| e.into_inner()).insert(Known {
-                        cost: sim.cost,
-                        peak: sim.peak,
-                        origin: strat.name().to_string(),
-                        schedule: Arc::new(sch),
-                    });
+                    pool.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(Known {
+                            cost: sim.cost,
+                            peak: sim.peak,
+                            origin: strat.name().to_string(),
+                            schedule: Arc::new(sch),
+                        });
                 }
                 if let (Some(dir), Some(pf)) = (&cfg.plans_dir, out.plan_file(g)) {
                     let path = dir.join(format!("{}-{}.json", strat.name(), budget));
@@ -491,7 +498,11 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             }
             Ok(Err(SolveError::Strategy(StrategyError::NotApplicable { strategy, reason }))) => {
                 row.status = NOT_APPLICABLE.to_string();
-                if warned.lock().unwrap_or_else(|e| e.into_inner()).insert(strategy) {
+                if warned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(strategy)
+                {
                     bar.suspend(|| {
                         eprintln!("warning: {strategy} does not apply to {}: {reason}", g.name)
                     });

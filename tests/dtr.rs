@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use remat::graph::analysis;
 use remat::solve;
 use remat::strategies::{by_name, SolveOptions, Status};
-use remat::zoo::synthetic::{self, RandomDag};
+use remat::zoo::synthetic::{self, Dist, RandomDag};
 use remat::Bytes;
 
 #[test]
@@ -43,7 +43,7 @@ proptest! {
 
     #[test]
     fn plans_fit_and_cost_at_least_one_pass(seed in 0u64..5000, n in 2usize..80, frac in 0.3f64..1.0) {
-        let g = synthetic::random_layered(&RandomDag { nodes: n, width: 4, skip_prob: 0.25, cost: (1, 20), memory: (1, 30), seed });
+        let g = synthetic::random_layered(&RandomDag { nodes: n, width: 4, skip_prob: 0.25, cost: Dist::Uniform(1, 20), memory: Dist::Uniform(1, 30), seed, ..RandomDag::default() });
         let lo = analysis::min_feasible_budget(&g).get();
         let hi = analysis::checkpoint_all_peak(&g).get();
         let b = Bytes(lo + ((hi - lo) as f64 * frac) as u64);

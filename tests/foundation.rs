@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use remat::graph::{analysis, Graph, GraphFile};
 use remat::schedule::{generate_plan, simulate, Plan, Schedule, Statement};
-use remat::zoo::synthetic::{self, RandomDag};
+use remat::zoo::synthetic::{self, Dist, RandomDag};
 use remat::{Bytes, NodeId};
 
 fn parse(text: &str) -> Result<Graph, String> {
@@ -291,9 +291,10 @@ fn random_graph(seed: u64, nodes: usize, width: usize) -> Graph {
         nodes,
         width,
         skip_prob: 0.3,
-        cost: (0, 9),
-        memory: (0, 50),
+        cost: Dist::Uniform(0, 9),
+        memory: Dist::Uniform(0, 50),
         seed,
+        ..RandomDag::default()
     })
 }
 

@@ -79,7 +79,11 @@ fn too_little_memory_gives_zero_and_cost_rule_is_enforced() {
     assert!(rc.cost > bound, "{} <= {bound}", rc.cost);
     let memory = Bytes(1000 + 50 * per_ckpt);
     let mut cfg = config(memory);
-    cfg.strategies = vec![Box::new(CheckpointAll), Box::new(RecomputeAll), Box::new(NeverApplies)];
+    cfg.strategies = vec![
+        Box::new(CheckpointAll),
+        Box::new(RecomputeAll),
+        Box::new(NeverApplies),
+    ];
     let r = maxbatch::run(&g, &cfg).unwrap();
     let get = |s: &str| r.iter().find(|x| x.strategy == s).unwrap();
     assert_eq!(get("checkpoint-all").max_batch, 50);
@@ -99,7 +103,13 @@ fn too_little_memory_gives_zero_and_cost_rule_is_enforced() {
     // Just below its overhead, it never qualifies.
     cfg.rule = CostRule::MaxOverhead(overhead * 0.9999);
     let r = maxbatch::run(&g, &cfg).unwrap();
-    assert_eq!(r.iter().find(|x| x.strategy == "test-recompute-all").unwrap().max_batch, 0);
+    assert_eq!(
+        r.iter()
+            .find(|x| x.strategy == "test-recompute-all")
+            .unwrap()
+            .max_batch,
+        0
+    );
 }
 
 #[test]
@@ -133,11 +143,14 @@ fn csv_rows_are_kept_and_reused() {
     assert!((6..=10).contains(&probes), "{probes} probes");
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds\n"));
-    assert!(text.contains(&format!(
-        ",checkpoint-all,{},one-extra-forward,found,20,1.0000,1.000000,{},",
-        1000 + 20 * per,
-        1000 + 20 * per
-    )), "{text}");
+    assert!(
+        text.contains(&format!(
+            ",checkpoint-all,{},one-extra-forward,found,20,1.0000,1.000000,{},",
+            1000 + 20 * per,
+            1000 + 20 * per
+        )),
+        "{text}"
+    );
     // Re-running reuses the row: no solves.
     let r2 = maxbatch::run(&g, &cfg).unwrap();
     assert_eq!(r2[0].max_batch, 20);
@@ -159,9 +172,17 @@ fn cli_max_batch() {
         .arg(dir.path().join("mb.csv"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.lines().any(|l| l.starts_with("checkpoint-all") && l.contains(" 13 ")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("checkpoint-all") && l.contains(" 13 ")),
+        "{text}"
+    );
     let bad = Command::new(env!("CARGO_BIN_EXE_remat"))
         .args(["max-batch", model.to_str().unwrap(), "--memory", "90%"])
         .output()

@@ -72,7 +72,10 @@ fn rows_have_simulated_numbers() {
     let min = analysis::min_feasible_budget(&g);
     assert_eq!((peak, min), (Bytes(301), Bytes(101)));
     let b = budgets(&g);
-    let want: Vec<Bytes> = [2, 101, 151, 201, 251, 301].into_iter().map(Bytes).collect();
+    let want: Vec<Bytes> = [2, 101, 151, 201, 251, 301]
+        .into_iter()
+        .map(Bytes)
+        .collect();
     assert_eq!(b, want);
     let cfg = config(&dir.path().join("a.csv"), &g);
     let s = sweep::run(&g, &cfg).unwrap();
@@ -83,9 +86,17 @@ fn rows_have_simulated_numbers() {
     let rows = csv_rows(&text);
     // Canonical order: strategies in registry order, then as named;
     // budgets descending.
-    let order: Vec<(&str, &str)> = rows.iter().map(|r| (r[1].as_str(), r[2].as_str())).collect();
+    let order: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r[1].as_str(), r[2].as_str()))
+        .collect();
     let mut expect = Vec::new();
-    for st in ["checkpoint-all", "test-half-bound", "test-never-applies", "test-recompute-all"] {
+    for st in [
+        "checkpoint-all",
+        "test-half-bound",
+        "test-never-applies",
+        "test-recompute-all",
+    ] {
         for bb in ["301", "251", "201", "151", "101", "2"] {
             expect.push((st, bb));
         }
@@ -97,7 +108,12 @@ fn rows_have_simulated_numbers() {
          fan3,checkpoint-all,251,infeasible,,,,5.25,,0.000\n"
     ), "{text}");
     // Below the smallest feasible budget, no strategy is asked.
-    for st in ["checkpoint-all", "test-recompute-all", "test-never-applies", "test-half-bound"] {
+    for st in [
+        "checkpoint-all",
+        "test-recompute-all",
+        "test-never-applies",
+        "test-half-bound",
+    ] {
         assert_eq!(field(&rows, st, Bytes(2), "status"), "infeasible");
         assert_eq!(field(&rows, st, Bytes(2), "lp_bound"), "");
         assert_eq!(field(&rows, st, Bytes(2), "solve_seconds"), "");
@@ -108,10 +124,19 @@ fn rows_have_simulated_numbers() {
     for &bb in &b[1..] {
         let row = |c| field(&rows, "test-recompute-all", bb, c);
         assert_eq!(
-            [row("status"), row("cost"), row("overhead"), row("peak_bytes"), row("gap")],
+            [
+                row("status"),
+                row("cost"),
+                row("overhead"),
+                row("peak_bytes"),
+                row("gap")
+            ],
             ["feasible", "16", "2.285714", "101", "0.671875"]
         );
-        assert_eq!(field(&rows, "test-never-applies", bb, "status"), "not-applicable");
+        assert_eq!(
+            field(&rows, "test-never-applies", bb, "status"),
+            "not-applicable"
+        );
         assert_eq!(field(&rows, "test-half-bound", bb, "status"), "bound");
         assert_eq!(field(&rows, "test-half-bound", bb, "lp_bound"), "3.5");
         assert_eq!(field(&rows, "test-half-bound", bb, "cost"), "");
@@ -169,7 +194,11 @@ fn warm_start_is_the_cheapest_known_plan_that_fits() {
     let g = fan(3, 0);
     let b = budgets(&g);
     let mut cfg = config(&dir.path().join("w.csv"), &g);
-    cfg.strategies = vec![Box::new(CheckpointAll), Box::new(RecomputeAll), Box::new(WarmEcho)];
+    cfg.strategies = vec![
+        Box::new(CheckpointAll),
+        Box::new(RecomputeAll),
+        Box::new(WarmEcho),
+    ];
     cfg.jobs = 1;
     let s = sweep::run(&g, &cfg).unwrap();
     let get = |st: &str, bb: Bytes| -> &Row {
@@ -290,15 +319,26 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
         c.output().unwrap()
     };
     let out = run(&["--plot", "results/lin.svg"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(root.join("results/lin.csv")).unwrap();
     // linear(4): checkpoint-all peak 6, min budget 3: budgets 6, 5.4→6, 3, 4.5→5.
-    let budgets: Vec<&str> = text.lines().skip(1).map(|l| l.split(',').nth(2).unwrap()).collect();
+    let budgets: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(2).unwrap())
+        .collect();
     assert_eq!(budgets, ["6", "5", "3"]);
     assert!(root.join("results/lin.svg").is_file());
     let again = run(&[]);
     assert!(again.status.success());
-    assert_eq!(std::fs::read_to_string(root.join("results/lin.csv")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(root.join("results/lin.csv")).unwrap(),
+        text
+    );
 
     // Bad input: exit code 2 and a message naming the file.
     std::fs::write(root.join("bad.yaml"), "budgets: [90%, 12XB]\n").unwrap();
@@ -308,7 +348,14 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
     assert!(err.contains("bad.yaml: budgets entry 2"), "{err}");
     let out = remat()
         .current_dir(root)
-        .args(["sweep", "models/lin.yaml", "--strategies", "nope", "-o", "x.csv"])
+        .args([
+            "sweep",
+            "models/lin.yaml",
+            "--strategies",
+            "nope",
+            "-o",
+            "x.csv",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -320,7 +367,10 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(std::fs::read_to_string(root.join("other.csv")).unwrap(), "a,b\n1,2\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("other.csv")).unwrap(),
+        "a,b\n1,2\n"
+    );
 
     // Report and re-plot from the CSV.
     let out = remat()
@@ -337,6 +387,10 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
         .args(["plot", "results/lin.csv", "-o", "results/lin.png"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(root.join("results/lin.png").is_file());
 }

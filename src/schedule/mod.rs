@@ -6,12 +6,14 @@
 
 pub mod plan;
 pub mod simulator;
+pub mod solve_r;
 
 use crate::graph::{Graph, NodeId};
 use fixedbitset::FixedBitSet;
 
 pub use plan::{generate_plan, Plan, PlanFile, Statement};
 pub use simulator::{simulate, SimError, SimReport};
+pub use solve_r::solve_r;
 
 /// Binary matrices R (compute) and S (keep), one bit row per stage. Rows are
 /// bitsets because schedules of 10^4-node graphs have 10^8 cells.

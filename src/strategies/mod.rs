@@ -2,8 +2,13 @@
 //! plan generator and one simulator (see [`crate::solve`]), so a strategy
 //! cannot report a figure that the simulator did not confirm.
 
+pub mod candidates;
 pub mod checkpoint_all;
+pub mod chen;
 pub mod dtr;
+pub mod griewank;
+pub mod knobs;
+pub mod segments;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -154,10 +159,21 @@ pub trait Strategy: Send + Sync {
 
 /// Every strategy the tool offers, in the order reports list them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
-    vec![
-        Box::new(checkpoint_all::CheckpointAll),
-        Box::new(dtr::DtrGreedy),
-    ]
+    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(checkpoint_all::CheckpointAll)];
+    v.extend(baselines().into_iter().map(|b| b as Box<dyn Strategy>));
+    v.push(Box::new(dtr::DtrGreedy));
+    v
+}
+
+/// The prior-work heuristics with a knob, in the order reports list them
+/// (Checkmate Table 1). Each traces a trade-off curve (`remat baselines`).
+pub fn baselines() -> Vec<Box<dyn knobs::TradeOff>> {
+    let mut v: Vec<Box<dyn knobs::TradeOff>> = chen::Chen::ALL
+        .into_iter()
+        .map(|c| Box::new(c) as Box<dyn knobs::TradeOff>)
+        .collect();
+    v.push(Box::new(griewank::Griewank));
+    v
 }
 
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {

@@ -145,7 +145,12 @@ pub fn fan(k: usize, fixed: u64) -> Graph {
         nodes.push(NodeSpec::new(format!("a{i}"), 1.0, 100, vec!["x".into()]));
     }
     for i in 0..k {
-        nodes.push(NodeSpec::new(format!("o{i}"), 1.0, 1, vec![format!("a{i}")]));
+        nodes.push(NodeSpec::new(
+            format!("o{i}"),
+            1.0,
+            1,
+            vec![format!("a{i}")],
+        ));
     }
     let f = GraphFile {
         name: format!("fan{k}"),

@@ -1,0 +1,58 @@
+//! The cheapest recomputation matrix R for a fixed checkpoint matrix S
+//! (Checkmate §5.2 and Appendix B.1). Heuristics only decide what to keep;
+//! this fills in exactly the computations that decision forces, so every
+//! heuristic is compared on its choice of S alone.
+//!
+//! Why it is optimal: with S fixed, the constraints on R are monotone
+//! implications (R[t,t]=1; S[t+1,i] forces R[t,i] unless S[t,i]; a computed
+//! node forces each dependency not kept). The least set closed under them is
+//! unique and every feasible R contains it, so with non-negative costs it is
+//! the cheapest. Walking each stage in reverse topological order reaches that
+//! closure in one pass, because a node is only forced by its users, which
+//! come later in the order.
+
+use super::Schedule;
+use crate::graph::{Graph, NodeId};
+
+/// Builds the minimal R for `s` (an n×n keep matrix over `g`'s stages) and
+/// returns the schedule (R, S). `s` must only carry values from earlier
+/// stages (`S[t,i]=1` only for `i < t`); everything else it may leave
+/// inconsistent, since missing computations are exactly what this adds.
+///
+/// Cost: O(n²/64) for the carry rule plus, per stage, one scan of the
+/// stage's row and the edges of the nodes it computes: O(stages × edges).
+pub fn solve_r(g: &Graph, s: Schedule) -> Schedule {
+    let mut sch = s;
+    let n = g.len();
+    debug_assert_eq!(sch.stages(), n);
+    // Clear any R the caller left and start from the identity.
+    for t in 0..n {
+        sch.r[t].clear();
+        sch.r[t].insert(t);
+    }
+    // (1b) A value carried into stage t must exist in stage t-1: computed
+    // there if stage t-1 does not already carry it.
+    for t in (1..n).rev() {
+        let mut need = sch.s[t].clone();
+        need.difference_with(&sch.s[t - 1]);
+        sch.r[t - 1].union_with(&need);
+    }
+    // (1c) Every computed node needs its inputs computed or carried in the
+    // same stage; users come after their inputs, so one reverse sweep closes
+    // the set.
+    for t in 0..n {
+        let (kept, row) = (&sch.s[t], &mut sch.r[t]);
+        for v in (0..=t).rev() {
+            if !row.contains(v) {
+                continue;
+            }
+            for &u in g.deps(NodeId::from(v)) {
+                let u = u.idx();
+                if !kept.contains(u) {
+                    row.insert(u);
+                }
+            }
+        }
+    }
+    sch
+}
