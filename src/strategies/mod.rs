@@ -2,7 +2,11 @@
 //! plan generator and one simulator (see [`crate::solve`]), so a strategy
 //! cannot report a figure that the simulator did not confirm.
 
+pub mod checkmate_approx;
+pub mod checkmate_ilp;
 pub mod checkpoint_all;
+pub mod lp_bound;
+pub mod portfolio;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -153,7 +157,13 @@ pub trait Strategy: Send + Sync {
 
 /// Every strategy the tool offers, in the order reports list them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
-    vec![Box::new(checkpoint_all::CheckpointAll)]
+    vec![
+        Box::new(checkpoint_all::CheckpointAll),
+        Box::new(checkmate_ilp::CheckmateIlp),
+        Box::new(checkmate_approx::CheckmateApprox),
+        Box::new(checkmate_approx::CheckmateApproxRandomized),
+        Box::new(lp_bound::LpBound),
+    ]
 }
 
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
