@@ -55,9 +55,8 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         &format!("{}", p.time_limit.as_secs_f64().max(0.01)),
     );
     set(&mut cbc, "ratio", &format!("{}", p.gap.max(0.0)));
-    if p.threads > 1 {
-        set(&mut cbc, "threads", &p.threads.to_string());
-    }
+    // The vendored CBC is built without thread support, so `threads`
+    // is not passed (CBC would print an error for it).
     if let Some(x) = warm {
         if x.len() == m.num_cols() {
             cbc.set_initial_solution(x);
@@ -73,9 +72,21 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     }
     // CBC's status flags do not say reliably whether a solution exists
     // after a time limit, so the vector is checked against the model.
-    let x: Vec<f64> = cbc.col_solution().to_vec();
-    let feasible = m.max_violation(&x) <= 1e-5;
-    let proven_optimal = cbc.is_proven_optimal();
+    let mut x: Vec<f64> = cbc.col_solution().to_vec();
+    let mut feasible = m.max_violation(&x) <= 1e-5;
+    let mut proven_optimal = cbc.is_proven_optimal();
+    // With a warm start CBC searches under the incumbent's cutoff; when
+    // nothing better exists it may report the search "infeasible" and not
+    // hand the incumbent back. Then the incumbent is the answer (optimal if
+    // the search completed).
+    if let Some(w) = warm.filter(|w| w.len() == m.num_cols() && m.max_violation(w) <= 1e-6) {
+        if !feasible || m.objective(&x) > m.objective(w) {
+            let complete = proven_optimal || cbc.is_proven_infeasible();
+            x = w.to_vec();
+            feasible = true;
+            proven_optimal = complete;
+        }
+    }
     let bound = if m.is_mip() {
         Some(cbc.best_possible_value()).filter(|b| b.is_finite() && b.abs() < 1e40)
     } else {
@@ -96,7 +107,10 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     let objective = x.as_ref().map(|x| m.objective(x));
     // A proven optimum's bound is its objective (up to the gap).
     let bound = match status {
-        MipStatus::Optimal => bound.or(objective),
+        MipStatus::Optimal => objective.map(|o| {
+            let proven = o - p.gap * o.abs();
+            bound.map_or(proven, |b| b.max(proven))
+        }),
         _ => bound,
     };
     Ok(MipResult {

@@ -150,8 +150,13 @@ fn decide(
     note: String,
 ) -> Solution {
     let bound_for = |cost: f64| bound.map(|b| b.min(cost));
+    let found_wins = match (&found, &seed) {
+        (Some((_, cost, _)), Some(s)) => *cost <= s.cost,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
     match (found, seed) {
-        (Some((sch, cost, peak)), seed) if seed.as_ref().is_none_or(|s| cost <= s.cost) => {
+        (Some((sch, cost, peak)), _) if found_wins => {
             Solution {
                 status: if res.status == MipStatus::Optimal {
                     Status::Optimal
@@ -178,7 +183,7 @@ fn decide(
                 ..Solution::feasible(s.schedule, Some(format!("{note}{why}; returning the seed")))
             }
         }
-        (None, None) => Solution {
+        (_, None) => Solution {
             status: match res.status {
                 MipStatus::Infeasible => Status::Infeasible,
                 _ => Status::NoSolution,
