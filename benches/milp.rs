@@ -35,9 +35,10 @@ fn reference(model: &str, pct: u32) -> (&'static str, &'static str) {
     match (model, pct) {
         ("random-layered-n100", 90) => ("48146", "MOCCASIN 36.8 s; Checkmate-on-HiGHS 36.2 s"),
         ("random-layered-n100", 80) => ("48866", "MOCCASIN 42.3 s; Checkmate-on-HiGHS 523 s"),
-        ("checkmate-fcn8vgg-b32", 80) => {
-            ("10289323652736", "MOCCASIN 10.9 s; Checkmate-on-HiGHS 9.9 s")
-        }
+        ("checkmate-fcn8vgg-b32", 80) => (
+            "10289323652736",
+            "MOCCASIN 10.9 s; Checkmate-on-HiGHS 9.9 s",
+        ),
         _ => ("", ""),
     }
 }
@@ -139,7 +140,9 @@ fn main() {
         .collect();
     let insts: Vec<_> = instances(&root)
         .into_iter()
-        .filter(|(n, _, _)| args.only.is_empty() || args.only.iter().any(|o| n.contains(o.as_str())))
+        .filter(|(n, _, _)| {
+            args.only.is_empty() || args.only.iter().any(|o| n.contains(o.as_str()))
+        })
         .collect();
     let total: usize = insts.iter().map(|i| i.2.len() * args.backends.len()).sum();
     let bar = indicatif::ProgressBar::new(total as u64);
@@ -216,10 +219,9 @@ fn run_budget(
         let r = solve_mip(&f.model, backend, &p, None);
         let (status, cost, bound, first, solve_s) = match r {
             Ok(r) => {
-                let cost = r
-                    .x
-                    .as_ref()
-                    .and_then(|x| simulated(g, &f.schedule(x), budget));
+                let cost =
+                    r.x.as_ref()
+                        .and_then(|x| simulated(g, &f.schedule(x), budget));
                 let status = match (r.status, cost) {
                     (MipStatus::Optimal, Some(_)) => "optimal",
                     (MipStatus::Feasible, Some(_)) => "feasible",
@@ -235,7 +237,13 @@ fn run_budget(
                     r.seconds,
                 )
             }
-            Err(e) => (format!("error: {e}").replace(',', ";"), None, None, None, 0.0),
+            Err(e) => (
+                format!("error: {e}").replace(',', ";"),
+                None,
+                None,
+                None,
+                0.0,
+            ),
         };
         let gap = match (cost, bound) {
             (Some(c), Some(b)) if c > 0.0 => Some(((c - b) / c).max(0.0)),

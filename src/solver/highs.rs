@@ -69,6 +69,10 @@ impl Highs {
         self.set_double("time_limit", p.time_limit.as_secs_f64().max(0.0));
         self.set_double("mip_rel_gap", p.gap.max(0.0));
         self.set_int("threads", p.threads.max(1) as i64);
+        // Memory is scaled by the largest node (up to ~1e9 bytes), so the
+        // default 1e-6 tolerance could admit plans kilobytes over budget.
+        self.set_double("mip_feasibility_tolerance", 1e-9);
+        self.set_double("primal_feasibility_tolerance", 1e-9);
     }
 
     /// Loads `m` (row-wise, as stored). `integer` = false loads the LP.
@@ -303,7 +307,11 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
             MipStatus::NoSolution
         }
         (None, s) if s == kHighsModelStatusUnboundedOrInfeasible => MipStatus::Infeasible,
-        (None, s) => return Err(err(format!("stopped with model status {s} and no solution"))),
+        (None, s) => {
+            return Err(err(format!(
+                "stopped with model status {s} and no solution"
+            )))
+        }
     };
     Ok(MipResult {
         status,
@@ -379,9 +387,7 @@ impl LpSession {
         let s = self.h.model_status();
         let status = if s == kHighsModelStatusOptimal {
             LpStatus::Optimal
-        } else if s == kHighsModelStatusInfeasible
-            || s == kHighsModelStatusUnboundedOrInfeasible
-        {
+        } else if s == kHighsModelStatusInfeasible || s == kHighsModelStatusUnboundedOrInfeasible {
             // Our LPs have bounded columns, so "unbounded or infeasible"
             // can only mean infeasible.
             LpStatus::Infeasible

@@ -111,8 +111,8 @@ pub fn approx(
     }
     let f = Formulation::build(g, budget, false, None);
     let solver_err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
-    let mut lp =
-        LpSession::new(&f.model, &params(opts, opts.time_limit), lp_method(&f)).map_err(solver_err)?;
+    let mut lp = LpSession::new(&f.model, &params(opts, opts.time_limit), lp_method(&f))
+        .map_err(solver_err)?;
     let u = f.u_cols();
     let lower = vec![0.0; u.len()];
     let mut lb: Option<f64> = None;
@@ -190,10 +190,7 @@ pub fn approx(
             ))
         });
     };
-    let mut sol = Solution::feasible(
-        sch,
-        Some(format!("{how}; LP time {lp_seconds:.2} s")),
-    );
+    let mut sol = Solution::feasible(sch, Some(format!("{how}; LP time {lp_seconds:.2} s")));
     // The LP bound is a bound under the MILP's (conservative) memory model;
     // keep it only where it is consistent with the simulated plan.
     sol.lower_bound = lb.filter(|&b| b <= cost);
@@ -217,7 +214,12 @@ impl Strategy for CheckmateApprox {
         "LP relaxation + two-phase rounding (Checkmate Alg. 2), best of an ε × threshold grid"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         approx(g, budget, opts, Rounding::Threshold)
     }
 }
@@ -238,7 +240,12 @@ impl Strategy for CheckmateApproxRandomized {
         "LP relaxation + randomized rounding of S (seeded), best over the ε grid"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         approx(
             g,
             budget,

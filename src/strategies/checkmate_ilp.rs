@@ -65,7 +65,12 @@ impl Strategy for CheckmateIlp {
         "optimal: Checkmate's MILP (eq. 9) on HiGHS or CBC, warm-started from the best heuristic"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         let start = Instant::now();
         if budget < g.fixed_memory {
             return Ok(Solution::infeasible("the budget is below the fixed memory"));
@@ -83,7 +88,10 @@ impl Strategy for CheckmateIlp {
                 (peak <= cap).then_some(x)
             });
             let params = Params {
-                time_limit: opts.time_limit.saturating_sub(start.elapsed()).max(Duration::from_millis(10)),
+                time_limit: opts
+                    .time_limit
+                    .saturating_sub(start.elapsed())
+                    .max(Duration::from_millis(10)),
                 gap: opts.gap,
                 threads: opts.threads,
                 ..Params::default()
@@ -156,19 +164,17 @@ fn decide(
         (None, _) => false,
     };
     match (found, seed) {
-        (Some((sch, cost, peak)), _) if found_wins => {
-            Solution {
-                status: if res.status == MipStatus::Optimal {
-                    Status::Optimal
-                } else {
-                    Status::Feasible
-                },
-                schedule: Some(sch),
-                lower_bound: bound_for(cost),
-                detail: Some(note),
-                solver_peak: Some(peak),
-            }
-        }
+        (Some((sch, cost, peak)), _) if found_wins => Solution {
+            status: if res.status == MipStatus::Optimal {
+                Status::Optimal
+            } else {
+                Status::Feasible
+            },
+            schedule: Some(sch),
+            lower_bound: bound_for(cost),
+            detail: Some(note),
+            solver_peak: Some(peak),
+        },
         (_, Some(s)) => {
             let why = match res.status {
                 MipStatus::Infeasible => {

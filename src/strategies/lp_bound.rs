@@ -55,7 +55,12 @@ impl Strategy for LpBound {
         "lower bound only: the LP relaxation of the Checkmate MILP (no plan)"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<Solution, StrategyError> {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
         Ok(match lp_lower_bound(g, budget, opts)? {
             Some(lb) => Solution {
                 status: Status::Bound,

@@ -27,11 +27,7 @@ fn heuristics() -> Vec<Box<dyn Strategy>> {
 /// The cheapest simulator-confirmed plan that fits `budget` (and
 /// `opts.cost_bound`) among the heuristics, with the heuristic's name.
 /// Heuristics that fail or do not apply are skipped.
-pub fn best_heuristic(
-    g: &Graph,
-    budget: Bytes,
-    opts: &SolveOptions,
-) -> Option<(String, Schedule)> {
+pub fn best_heuristic(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<(String, Schedule)> {
     let mut best: Option<(f64, String, Schedule)> = None;
     for h in heuristics() {
         let Ok(sol) = h.solve(g, budget, opts) else {

@@ -11,14 +11,22 @@ use rand_chacha::ChaCha8Rng;
 pub fn linear_file(n: usize) -> GraphFile {
     let mut nodes = Vec::with_capacity(2 * n + 1);
     for i in 0..n {
-        let deps = if i == 0 { vec![] } else { vec![format!("f{}", i - 1)] };
+        let deps = if i == 0 {
+            vec![]
+        } else {
+            vec![format!("f{}", i - 1)]
+        };
         nodes.push(NodeSpec {
             saves: Some(vec!["self".into()]),
             grad_cost: Some(1.0),
             ..NodeSpec::new(format!("f{i}"), 1.0, 1, deps)
         });
     }
-    let last = if n == 0 { vec![] } else { vec![format!("f{}", n - 1)] };
+    let last = if n == 0 {
+        vec![]
+    } else {
+        vec![format!("f{}", n - 1)]
+    };
     nodes.push(NodeSpec::new("loss", 1.0, 1, last));
     GraphFile {
         name: format!("linear{n}"),
