@@ -1,14 +1,39 @@
-//! MILP backends behind one small interface.
+//! MILP and LP solvers behind one small interface.
+//!
+//! Why our own layer instead of good_lp: the strategies need the MIP's best
+//! bound (to report a certified gap when a time limit stops the search), the
+//! precise termination status, warm starts, a callback for the time to the
+//! first plan, and cheap re-solves of an LP after changing column bounds
+//! (the ε search of two-phase rounding). good_lp exposes none of these. So a
+//! formulation is written once against [`Model`], and each backend
+//! translates it directly: HiGHS through `highs-sys` (the C API; see
+//! [`highs`]) and the vendored CBC through `coin_cbc`'s raw bindings (see
+//! [`cbc`]). LPs always run on HiGHS.
+
+pub mod cbc;
+pub mod checkmate;
+pub mod highs;
+pub mod model;
+
+pub use model::{Col, Model};
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Which MILP solver runs the model. Both are compiled into the binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// HiGHS is the default: on the Checkmate MILP it was faster than CBC on
+/// every instance but the tiniest (see benches/milp.rs and
+/// results/milp_bench.csv).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Backend {
     #[default]
     Highs,
     Cbc,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 2] = [Backend::Highs, Backend::Cbc];
 }
 
 impl fmt::Display for Backend {
@@ -29,4 +54,97 @@ impl FromStr for Backend {
             _ => Err(format!("unknown solver '{s}' (use highs or cbc)")),
         }
     }
+}
+
+/// Solver knobs, independent of the backend.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub time_limit: Duration,
+    /// Relative MIP gap at which the solver may stop and call it optimal.
+    pub gap: f64,
+    pub threads: usize,
+    /// Let the solver print its log. Off unless `REMAT_SOLVER_LOG` is set,
+    /// because the CLI's own output must stay readable and parseable.
+    pub verbose: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            time_limit: Duration::from_secs(600),
+            gap: 1e-4,
+            threads: 1,
+            verbose: verbose_from_env(),
+        }
+    }
+}
+
+/// `REMAT_SOLVER_LOG=1` turns on the solvers' own logs.
+pub fn verbose_from_env() -> bool {
+    std::env::var_os("REMAT_SOLVER_LOG").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MipStatus {
+    /// Proven optimal within the requested gap.
+    Optimal,
+    /// A solution, but the search stopped (time limit) before proving it.
+    Feasible,
+    /// Proven to have no solution.
+    Infeasible,
+    /// Stopped before finding any solution.
+    NoSolution,
+}
+
+#[derive(Debug, Clone)]
+pub struct MipResult {
+    pub status: MipStatus,
+    /// The best solution found, if any.
+    pub x: Option<Vec<f64>>,
+    pub objective: Option<f64>,
+    /// Proven lower bound on the optimum (minimisation), if the solver has
+    /// one.
+    pub bound: Option<f64>,
+    /// Seconds from the start of the run to the first solution found by the
+    /// solver (a warm start counts), when the backend reports it.
+    pub first_solution_secs: Option<f64>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolverError {
+    #[error("{backend} rejected the model: {msg}")]
+    Model { backend: Backend, msg: String },
+    #[error("{backend} failed: {msg}")]
+    Failed { backend: Backend, msg: String },
+}
+
+/// Solves a MILP (or an LP, if no column is integer) on `backend`, starting
+/// from `warm` if given (a full column vector the caller believes feasible).
+pub fn solve_mip(
+    model: &Model,
+    backend: Backend,
+    params: &Params,
+    warm: Option<&[f64]>,
+) -> Result<MipResult, SolverError> {
+    match backend {
+        Backend::Highs => highs::solve_mip(model, params, warm),
+        Backend::Cbc => cbc::solve_mip(model, params, warm),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LpStatus {
+    Optimal,
+    Infeasible,
+    /// Time limit or numerical trouble: no trustworthy optimum.
+    Stopped,
+}
+
+#[derive(Debug, Clone)]
+pub struct LpResult {
+    pub status: LpStatus,
+    pub objective: f64,
+    pub x: Vec<f64>,
+    pub seconds: f64,
 }

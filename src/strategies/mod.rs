@@ -3,11 +3,15 @@
 //! cannot report a figure that the simulator did not confirm.
 
 pub mod candidates;
+pub mod checkmate_approx;
+pub mod checkmate_ilp;
 pub mod checkpoint_all;
 pub mod chen;
 pub mod dtr;
 pub mod griewank;
 pub mod knobs;
+pub mod lp_bound;
+pub mod portfolio;
 pub mod segments;
 
 use crate::graph::Graph;
@@ -159,7 +163,13 @@ pub trait Strategy: Send + Sync {
 
 /// Every strategy the tool offers, in the order reports list them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
-    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(checkpoint_all::CheckpointAll)];
+    let mut v: Vec<Box<dyn Strategy>> = vec![
+        Box::new(checkpoint_all::CheckpointAll),
+        Box::new(checkmate_ilp::CheckmateIlp),
+        Box::new(checkmate_approx::CheckmateApprox),
+        Box::new(checkmate_approx::CheckmateApproxRandomized),
+        Box::new(lp_bound::LpBound),
+    ];
     v.extend(baselines().into_iter().map(|b| b as Box<dyn Strategy>));
     v.push(Box::new(dtr::DtrGreedy));
     v

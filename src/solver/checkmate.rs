@@ -1,0 +1,385 @@
+//! The Checkmate MILP (MLSys 2020, eq. 9) with T = n frontier-advancing
+//! stages, written once against [`Model`] so every backend solves the same
+//! formulation, and the LP relaxation is the same model without
+//! integrality.
+//!
+//! Variables: R[t,i] (i ≤ t, R[t,t] = 1) and S[t,i] (i < t) binary;
+//! FREE[t,(i,k)] binary for each edge with k ≤ t; U[t,k] (k ≤ t) continuous
+//! in [0, budget − fixed_memory]. FREE is linearised through the hazard count
+//! h = (1 − R[t,k]) + S[t+1,i] + Σ_{j ∈ users(i), k < j ≤ t} R[t,j] (no S term
+//! at the last stage): 1 − FREE ≤ h and κ(1 − FREE) ≥ h, κ = max h.
+//!
+//! Magnitudes: memory is divided by the largest node's memory and costs by
+//! the largest node cost, so coefficients lie in (0, 1] whatever the units
+//! (FLOPs around 1e12, bytes around 1e9). Nothing reported to a user comes
+//! from these scaled numbers: plans go through the simulator.
+
+use super::{Col, Model};
+use crate::graph::{Graph, NodeId};
+use crate::schedule::Schedule;
+use crate::units::Bytes;
+
+/// A built Checkmate model and the map from (stage, node) to columns.
+pub struct Formulation {
+    pub n: usize,
+    pub model: Model,
+    r_base: usize,
+    s_base: usize,
+    f_base: usize,
+    u_base: usize,
+    /// Edges (i, k) sorted by k: FREE columns of stage t cover the prefix
+    /// `edges[..edge_start[t + 1]]`.
+    edges: Vec<(usize, usize)>,
+    edge_start: Vec<usize>,
+    /// FREE column offset of each stage within the FREE block.
+    f_off: Vec<usize>,
+    /// Bytes per model memory unit.
+    pub mem_scale: f64,
+    /// Cost units per model objective unit.
+    pub cost_scale: f64,
+    pub fixed_memory: Bytes,
+}
+
+fn tri(t: usize) -> usize {
+    t * (t + 1) / 2
+}
+
+/// The graph's edges sorted by target, and where each target's run starts.
+fn sorted_edges(g: &Graph) -> (Vec<(usize, usize)>, Vec<usize>) {
+    let n = g.len();
+    let mut edges = Vec::with_capacity(g.num_edges());
+    let mut start = Vec::with_capacity(n + 1);
+    for k in 0..n {
+        start.push(edges.len());
+        let mut deps: Vec<usize> = g.deps(NodeId::from(k)).iter().map(|d| d.idx()).collect();
+        deps.sort_unstable();
+        deps.dedup();
+        edges.extend(deps.into_iter().map(|i| (i, k)));
+    }
+    start.push(edges.len());
+    (edges, start)
+}
+
+impl Formulation {
+    /// Builds the MILP for memory `budget` (fixed memory included).
+    /// `integer = false` gives the LP relaxation. `cost_bound` adds
+    /// Σ cost·R ≤ bound (a feasibility question for the max-batch search).
+    pub fn build(g: &Graph, budget: Bytes, integer: bool, cost_bound: Option<f64>) -> Formulation {
+        let n = g.len();
+        let mem_scale = g
+            .ids()
+            .map(|i| g.memory(i).as_f64())
+            .fold(0.0, f64::max)
+            .max(1.0);
+        let cost_scale = g
+            .ids()
+            .map(|i| g.cost(i))
+            .fold(0.0, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let cap = (budget.as_f64() - g.fixed_memory.as_f64()).max(0.0) / mem_scale;
+        let mem: Vec<f64> = g.ids().map(|i| g.memory(i).as_f64() / mem_scale).collect();
+        let cost: Vec<f64> = g.ids().map(|i| g.cost(i) / cost_scale).collect();
+        let (edges, edge_start) = sorted_edges(g);
+
+        let mut m = Model::new();
+        let r_base = 0;
+        for t in 0..n {
+            for (i, &c) in cost.iter().enumerate().take(t + 1) {
+                m.add_col(if i == t { 1.0 } else { 0.0 }, 1.0, c, integer);
+            }
+        }
+        let s_base = m.num_cols();
+        for t in 0..n {
+            for _ in 0..t {
+                m.add_col(0.0, 1.0, 0.0, integer);
+            }
+        }
+        let f_base = m.num_cols();
+        let mut f_off = Vec::with_capacity(n);
+        for t in 0..n {
+            f_off.push(m.num_cols() - f_base);
+            for _ in 0..edge_start[t + 1] {
+                m.add_col(0.0, 1.0, 0.0, integer);
+            }
+        }
+        let u_base = m.num_cols();
+        for t in 0..n {
+            for _ in 0..=t {
+                m.add_col(0.0, cap, 0.0, false);
+            }
+        }
+        let f = Formulation {
+            n,
+            model: Model::new(),
+            r_base,
+            s_base,
+            f_base,
+            u_base,
+            edges,
+            edge_start,
+            f_off,
+            mem_scale,
+            cost_scale,
+            fixed_memory: g.fixed_memory,
+        };
+        let inf = f64::INFINITY;
+        let mut row: Vec<(Col, f64)> = Vec::with_capacity(64);
+
+        // (1b) S[t+1,i] <= S[t,i] + R[t,i].
+        for t in 0..n.saturating_sub(1) {
+            for i in 0..=t {
+                row.clear();
+                row.push((f.s(t + 1, i), 1.0));
+                row.push((f.r(t, i), -1.0));
+                if i < t {
+                    row.push((f.s(t, i), -1.0));
+                }
+                m.add_row(-inf, 0.0, &row);
+            }
+        }
+        // (1c) R[t,k] <= R[t,i] + S[t,i] for every edge (i, k), k <= t.
+        for t in 0..n {
+            for &(i, k) in &f.edges[..f.edge_start[t + 1]] {
+                m.add_row(
+                    -inf,
+                    0.0,
+                    &[(f.r(t, k), 1.0), (f.r(t, i), -1.0), (f.s(t, i), -1.0)],
+                );
+            }
+        }
+        // FREE through hazards.
+        for t in 0..n {
+            for (e, &(i, k)) in f.edges[..f.edge_start[t + 1]].iter().enumerate() {
+                row.clear();
+                row.push((f.r(t, k), 1.0));
+                let mut kappa = 1.0;
+                if t + 1 < n {
+                    row.push((f.s(t + 1, i), -1.0));
+                    kappa += 1.0;
+                }
+                for &j in g.users(NodeId::from(i)) {
+                    let j = j.idx();
+                    if j > k && j <= t {
+                        row.push((f.r(t, j), -1.0));
+                        kappa += 1.0;
+                    }
+                }
+                let free = f.free(t, e);
+                // 1 − FREE ≤ h  ⇔  −FREE + R[t,k] − S − ΣR ≤ 0.
+                row.push((free, -1.0));
+                m.add_row(-inf, 0.0, &row);
+                // κ(1 − FREE) ≥ h  ⇔  −κ·FREE + R[t,k] − S − ΣR ≥ 1 − κ.
+                row.last_mut().expect("pushed").1 = -kappa;
+                m.add_row(1.0 - kappa, inf, &row);
+            }
+        }
+        // Memory recurrence.
+        for t in 0..n {
+            row.clear();
+            row.push((f.u(t, 0), 1.0));
+            row.push((f.r(t, 0), -mem[0]));
+            for (i, &mi) in mem.iter().enumerate().take(t) {
+                row.push((f.s(t, i), -mi));
+            }
+            m.add_row(0.0, 0.0, &row);
+            for k in 0..t {
+                row.clear();
+                row.push((f.u(t, k + 1), 1.0));
+                row.push((f.u(t, k), -1.0));
+                row.push((f.r(t, k + 1), -mem[k + 1]));
+                for e in f.edge_start[k]..f.edge_start[k + 1] {
+                    let (i, _) = f.edges[e];
+                    row.push((f.free(t, e), mem[i]));
+                }
+                m.add_row(0.0, 0.0, &row);
+            }
+        }
+        if let Some(b) = cost_bound {
+            row.clear();
+            for t in 0..n {
+                for (i, &c) in cost.iter().enumerate().take(t + 1) {
+                    row.push((f.r(t, i), c));
+                }
+            }
+            let ub = b / cost_scale;
+            m.add_row(-inf, ub + ub.abs() * 1e-9, &row);
+        }
+        Formulation { model: m, ..f }
+    }
+
+    pub fn r(&self, t: usize, i: usize) -> Col {
+        debug_assert!(i <= t);
+        self.r_base + tri(t) + i
+    }
+
+    pub fn s(&self, t: usize, i: usize) -> Col {
+        debug_assert!(i < t);
+        self.s_base + t * (t - 1) / 2 + i
+    }
+
+    fn free(&self, t: usize, e: usize) -> Col {
+        self.f_base + self.f_off[t] + e
+    }
+
+    pub fn u(&self, t: usize, k: usize) -> Col {
+        self.u_base + tri(t) + k
+    }
+
+    /// Columns of all U variables: a contiguous block, so a new budget is a
+    /// single bound change.
+    pub fn u_cols(&self) -> std::ops::Range<Col> {
+        self.u_base..self.u_base + tri(self.n)
+    }
+
+    /// U's upper bound, in model units, for a memory budget.
+    pub fn u_cap(&self, budget: Bytes) -> f64 {
+        (budget.as_f64() - self.fixed_memory.as_f64()).max(0.0) / self.mem_scale
+    }
+
+    pub fn num_binaries(&self) -> usize {
+        self.model.integer.iter().filter(|&&b| b).count()
+    }
+
+    /// Reads (R, S) from a solution vector (values above one half are set).
+    pub fn schedule(&self, x: &[f64]) -> Schedule {
+        let mut sch = Schedule::identity(self.n);
+        for t in 0..self.n {
+            for i in 0..t {
+                if x[self.r(t, i)] > 0.5 {
+                    sch.set_r(t, i, true);
+                }
+                if x[self.s(t, i)] > 0.5 {
+                    sch.set_s(t, i, true);
+                }
+            }
+        }
+        sch
+    }
+
+    /// Fractional S of an LP solution: `out[t][i]` for i < t.
+    pub fn fractional_s(&self, x: &[f64]) -> Vec<Vec<f64>> {
+        (0..self.n)
+            .map(|t| (0..t).map(|i| x[self.s(t, i)].clamp(0.0, 1.0)).collect())
+            .collect()
+    }
+
+    /// The solver's memory promise in bytes: the largest U, unscaled, plus
+    /// fixed memory.
+    pub fn peak_of(&self, x: &[f64]) -> f64 {
+        let u = x[self.u_cols()].iter().copied().fold(0.0, f64::max);
+        u * self.mem_scale + self.fixed_memory.as_f64()
+    }
+
+    /// The full column vector for (R, S), with FREE and U derived exactly as
+    /// the MILP defines them (FREE = 1 wherever no hazard remains), and the
+    /// largest U in bytes (fixed memory included). Used to warm-start.
+    pub fn vector_for(&self, g: &Graph, sch: &Schedule) -> (Vec<f64>, Bytes) {
+        let mut x = vec![0.0; self.model.num_cols()];
+        for t in 0..self.n {
+            for i in sch.r_row(t).ones() {
+                x[self.r(t, i)] = 1.0;
+            }
+            for i in sch.s_row(t).ones() {
+                x[self.s(t, i)] = 1.0;
+            }
+        }
+        let usage = milp_usage(g, sch);
+        for t in 0..self.n {
+            for (e, &free) in usage.free[t].iter().enumerate() {
+                if free {
+                    x[self.free(t, e)] = 1.0;
+                }
+            }
+            for (k, &u) in usage.u[t].iter().enumerate() {
+                x[self.u(t, k)] = u as f64 / self.mem_scale;
+            }
+        }
+        (x, usage.peak + g.fixed_memory)
+    }
+}
+
+/// FREE and U of a schedule as the MILP defines them, in exact bytes.
+pub struct MilpUsage {
+    /// `free[t][e]` for the edges with target ≤ t, sorted by target.
+    pub free: Vec<Vec<bool>>,
+    /// `u[t][k]` for k ≤ t, in bytes.
+    pub u: Vec<Vec<u128>>,
+    /// The largest U (without fixed memory).
+    pub peak: Bytes,
+}
+
+/// Derives the MILP's FREE and U from (R, S). The MILP's memory model is
+/// more conservative than the simulator's (it charges every S = 1 from the
+/// start of a stage and never frees a value no later node reads in the
+/// stage), so the simulator's peak never exceeds this one.
+pub fn milp_usage(g: &Graph, sch: &Schedule) -> MilpUsage {
+    let n = g.len();
+    let (edges, edge_start) = sorted_edges(g);
+    let mut free = Vec::with_capacity(n);
+    let mut u = Vec::with_capacity(n);
+    let mut peak: u128 = 0;
+    for t in 0..n {
+        let r = sch.r_row(t);
+        let keep_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
+        let fr: Vec<bool> = edges[..edge_start[t + 1]]
+            .iter()
+            .map(|&(i, k)| {
+                r.contains(k)
+                    && !keep_next(i)
+                    && !g
+                        .users(NodeId::from(i))
+                        .iter()
+                        .any(|j| j.idx() > k && j.idx() <= t && r.contains(j.idx()))
+            })
+            .collect();
+        let mem = |i: usize| g.memory(NodeId::from(i)).get() as u128;
+        let mut cur: u128 = if r.contains(0) { mem(0) } else { 0 };
+        cur += sch.s_row(t).ones().map(mem).sum::<u128>();
+        let mut row = Vec::with_capacity(t + 1);
+        row.push(cur);
+        for k in 0..t {
+            let freed: u128 = (edge_start[k]..edge_start[k + 1])
+                .filter(|&e| fr[e])
+                .map(|e| mem(edges[e].0))
+                .sum();
+            if r.contains(k + 1) {
+                cur += mem(k + 1);
+            }
+            // Every freed value is resident (constraint 1c), so this cannot
+            // underflow.
+            cur = cur.saturating_sub(freed);
+            row.push(cur);
+        }
+        peak = peak.max(row.iter().copied().max().unwrap_or(0));
+        free.push(fr);
+        u.push(row);
+    }
+    MilpUsage {
+        free,
+        u,
+        peak: Bytes(peak.min(u64::MAX as u128) as u64),
+    }
+}
+
+/// Removes checkpoints the MILP would pay memory for but no plan needs: a
+/// value kept into stage t that is also recomputed in t, or that nothing in
+/// t reads and stage t + 1 does not keep. Keeps the schedule valid and
+/// never raises any stage's memory.
+pub fn drop_spurious(g: &Graph, sch: &mut Schedule) {
+    let n = sch.stages();
+    for t in (0..n).rev() {
+        let kept: Vec<usize> = sch.s_row(t).ones().collect();
+        for i in kept {
+            let r = sch.r_row(t);
+            let needed = !r.contains(i)
+                && (g
+                    .users(NodeId::from(i))
+                    .iter()
+                    .any(|k| k.idx() <= t && r.contains(k.idx()))
+                    || (t + 1 < n && sch.s(t + 1, i)));
+            if !needed {
+                sch.set_s(t, i, false);
+            }
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! HiGHS through its C API (`highs-sys`, built from source and linked
+//! statically). The C API rather than the `highs` crate, because we need the
+//! MIP dual bound, callbacks (time to the first solution) and repeated LP
+//! solves with changed bounds on one instance.
+
+use super::{LpResult, LpStatus, MipResult, MipStatus, Model, Params, SolverError};
+use crate::solver::Backend;
+use highs_sys::*;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::time::Instant;
+
+/// One HiGHS instance. Owns the C object; quiet unless asked otherwise.
+pub struct Highs {
+    ptr: *mut c_void,
+}
+
+// A Highs instance is used by one thread at a time; HiGHS instances share
+// no mutable state except the global task scheduler, which is thread-safe.
+unsafe impl Send for Highs {}
+
+impl Drop for Highs {
+    fn drop(&mut self) {
+        unsafe { Highs_destroy(self.ptr) }
+    }
+}
+
+fn err(msg: impl Into<String>) -> SolverError {
+    SolverError::Failed {
+        backend: Backend::Highs,
+        msg: msg.into(),
+    }
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).expect("option names have no NUL")
+}
+
+impl Highs {
+    pub fn new(verbose: bool) -> Highs {
+        let ptr = unsafe { Highs_create() };
+        let mut h = Highs { ptr };
+        h.set_bool("output_flag", verbose);
+        h.set_bool("log_to_console", verbose);
+        h
+    }
+
+    pub fn set_bool(&mut self, name: &str, v: bool) {
+        let n = cstr(name);
+        unsafe { Highs_setBoolOptionValue(self.ptr, n.as_ptr(), v as HighsInt) };
+    }
+
+    pub fn set_int(&mut self, name: &str, v: i64) {
+        let n = cstr(name);
+        let v = v.clamp(HighsInt::MIN as i64, HighsInt::MAX as i64) as HighsInt;
+        unsafe { Highs_setIntOptionValue(self.ptr, n.as_ptr(), v) };
+    }
+
+    pub fn set_double(&mut self, name: &str, v: f64) {
+        let n = cstr(name);
+        unsafe { Highs_setDoubleOptionValue(self.ptr, n.as_ptr(), v) };
+    }
+
+    pub fn set_string(&mut self, name: &str, v: &str) {
+        let (n, v) = (cstr(name), cstr(v));
+        unsafe { Highs_setStringOptionValue(self.ptr, n.as_ptr(), v.as_ptr()) };
+    }
+
+    fn apply(&mut self, p: &Params) {
+        self.set_double("time_limit", p.time_limit.as_secs_f64().max(0.0));
+        self.set_double("mip_rel_gap", p.gap.max(0.0));
+        self.set_int("threads", p.threads.max(1) as i64);
+        // Memory is scaled by the largest node (up to ~1e9 bytes), so the
+        // default 1e-6 tolerance could admit plans kilobytes over budget.
+        self.set_double("mip_feasibility_tolerance", 1e-9);
+        self.set_double("primal_feasibility_tolerance", 1e-9);
+    }
+
+    /// Loads `m` (row-wise, as stored). `integer` = false loads the LP.
+    pub fn pass(&mut self, m: &Model, integer: bool) -> Result<(), SolverError> {
+        let start: Vec<HighsInt> = m.row_start[..m.num_rows()]
+            .iter()
+            .map(|&s| s as HighsInt)
+            .collect();
+        let index: Vec<HighsInt> = m.row_index.iter().map(|&c| c as HighsInt).collect();
+        let st = unsafe {
+            if integer && m.is_mip() {
+                let integrality: Vec<HighsInt> = m
+                    .integer
+                    .iter()
+                    .map(|&b| {
+                        if b {
+                            kHighsVarTypeInteger
+                        } else {
+                            kHighsVarTypeContinuous
+                        }
+                    })
+                    .collect();
+                Highs_passMip(
+                    self.ptr,
+                    m.num_cols() as HighsInt,
+                    m.num_rows() as HighsInt,
+                    m.num_nonzeros() as HighsInt,
+                    kHighsMatrixFormatRowwise,
+                    kHighsObjSenseMinimize,
+                    0.0,
+                    m.col_cost.as_ptr(),
+                    m.col_lower.as_ptr(),
+                    m.col_upper.as_ptr(),
+                    m.row_lower.as_ptr(),
+                    m.row_upper.as_ptr(),
+                    start.as_ptr(),
+                    index.as_ptr(),
+                    m.row_value.as_ptr(),
+                    integrality.as_ptr(),
+                )
+            } else {
+                Highs_passLp(
+                    self.ptr,
+                    m.num_cols() as HighsInt,
+                    m.num_rows() as HighsInt,
+                    m.num_nonzeros() as HighsInt,
+                    kHighsMatrixFormatRowwise,
+                    kHighsObjSenseMinimize,
+                    0.0,
+                    m.col_cost.as_ptr(),
+                    m.col_lower.as_ptr(),
+                    m.col_upper.as_ptr(),
+                    m.row_lower.as_ptr(),
+                    m.row_upper.as_ptr(),
+                    start.as_ptr(),
+                    index.as_ptr(),
+                    m.row_value.as_ptr(),
+                )
+            }
+        };
+        if st == kHighsStatusError {
+            return Err(SolverError::Model {
+                backend: Backend::Highs,
+                msg: "passModel returned an error".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn set_solution(&mut self, x: &[f64]) -> bool {
+        let st = unsafe {
+            Highs_setSolution(
+                self.ptr,
+                x.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        st != kHighsStatusError
+    }
+
+    pub fn change_col_bounds(&mut self, from: usize, lower: &[f64], upper: &[f64]) {
+        if lower.is_empty() {
+            return;
+        }
+        unsafe {
+            Highs_changeColsBoundsByRange(
+                self.ptr,
+                from as HighsInt,
+                (from + lower.len() - 1) as HighsInt,
+                lower.as_ptr(),
+                upper.as_ptr(),
+            )
+        };
+    }
+
+    pub fn run(&mut self) -> Result<(), SolverError> {
+        // Clocks are cumulative across runs otherwise, and the time limit
+        // would then count earlier solves.
+        unsafe { Highs_zeroAllClocks(self.ptr) };
+        let st = unsafe { Highs_run(self.ptr) };
+        if st == kHighsStatusError {
+            return Err(err(format!(
+                "run failed (model status {})",
+                self.model_status()
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn model_status(&self) -> HighsInt {
+        unsafe { Highs_getModelStatus(self.ptr) }
+    }
+
+    pub fn double_info(&self, name: &str) -> Option<f64> {
+        let n = cstr(name);
+        let mut v = 0.0;
+        let st = unsafe { Highs_getDoubleInfoValue(self.ptr, n.as_ptr(), &mut v) };
+        (st != kHighsStatusError).then_some(v)
+    }
+
+    pub fn int_info(&self, name: &str) -> Option<i64> {
+        let n = cstr(name);
+        let mut v: HighsInt = 0;
+        let st = unsafe { Highs_getIntInfoValue(self.ptr, n.as_ptr(), &mut v) };
+        (st != kHighsStatusError).then_some(v as i64)
+    }
+
+    pub fn objective(&self) -> f64 {
+        unsafe { Highs_getObjectiveValue(self.ptr) }
+    }
+
+    pub fn primal(&self, num_cols: usize, num_rows: usize) -> Vec<f64> {
+        let mut x = vec![0.0; num_cols];
+        let mut cd = vec![0.0; num_cols];
+        let mut rv = vec![0.0; num_rows];
+        let mut rd = vec![0.0; num_rows];
+        unsafe {
+            Highs_getSolution(
+                self.ptr,
+                x.as_mut_ptr(),
+                cd.as_mut_ptr(),
+                rv.as_mut_ptr(),
+                rd.as_mut_ptr(),
+            )
+        };
+        x
+    }
+
+    fn has_primal_solution(&self) -> bool {
+        self.int_info("primal_solution_status") == Some(kHighsSolutionStatusFeasible as i64)
+    }
+}
+
+/// Written by the MIP callback: when the first solution appeared.
+struct CallbackData {
+    first_solution: Option<f64>,
+}
+
+unsafe extern "C" fn on_event(
+    kind: c_int,
+    _msg: *const c_char,
+    out: *const HighsCallbackDataOut,
+    _input: *mut HighsCallbackDataIn,
+    user: *mut c_void,
+) {
+    if kind == kHighsCallbackMipImprovingSolution && !out.is_null() && !user.is_null() {
+        let data = &mut *(user as *mut CallbackData);
+        if data.first_solution.is_none() {
+            data.first_solution = Some((*out).running_time);
+        }
+    }
+}
+
+pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResult, SolverError> {
+    let start = Instant::now();
+    let mut h = Highs::new(p.verbose);
+    h.apply(p);
+    h.pass(m, true)?;
+    let mut cb = Box::new(CallbackData {
+        first_solution: None,
+    });
+    unsafe {
+        Highs_setCallback(
+            h.ptr,
+            Some(on_event),
+            cb.as_mut() as *mut CallbackData as *mut c_void,
+        );
+        Highs_startCallback(h.ptr, kHighsCallbackMipImprovingSolution);
+    }
+    if let Some(x) = warm {
+        if x.len() == m.num_cols() {
+            h.set_solution(x);
+        }
+    }
+    h.run()?;
+    unsafe { Highs_stopCallback(h.ptr, kHighsCallbackMipImprovingSolution) };
+    let status = h.model_status();
+    let seconds = start.elapsed().as_secs_f64();
+    if status == kHighsModelStatusInfeasible {
+        return Ok(MipResult {
+            status: MipStatus::Infeasible,
+            x: None,
+            objective: None,
+            bound: None,
+            first_solution_secs: None,
+            seconds,
+        });
+    }
+    let is_mip = m.is_mip();
+    let bound = if is_mip {
+        h.double_info("mip_dual_bound").filter(|b| b.is_finite())
+    } else if status == kHighsModelStatusOptimal {
+        Some(h.objective())
+    } else {
+        None
+    };
+    let x = h
+        .has_primal_solution()
+        .then(|| h.primal(m.num_cols(), m.num_rows()));
+    let objective = x.as_ref().map(|x| m.objective(x));
+    let status = match (&x, status) {
+        (Some(_), s) if s == kHighsModelStatusOptimal => MipStatus::Optimal,
+        (Some(_), _) => MipStatus::Feasible,
+        (None, s)
+            if s == kHighsModelStatusTimeLimit
+                || s == kHighsModelStatusInterrupt
+                || s == kHighsModelStatusIterationLimit
+                || s == kHighsModelStatusSolutionLimit =>
+        {
+            MipStatus::NoSolution
+        }
+        (None, s) if s == kHighsModelStatusUnboundedOrInfeasible => MipStatus::Infeasible,
+        (None, s) => {
+            return Err(err(format!(
+                "stopped with model status {s} and no solution"
+            )))
+        }
+    };
+    Ok(MipResult {
+        status,
+        x,
+        objective,
+        bound,
+        first_solution_secs: cb.first_solution,
+        seconds,
+    })
+}
+
+/// Which LP algorithm to use. Interior point scales better on the large,
+/// degenerate relaxations of big graphs; dual simplex re-solves fast after a
+/// bound change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LpMethod {
+    Choose,
+    Simplex,
+    Ipm,
+}
+
+/// An LP kept loaded so that later solves after bound changes start from
+/// the previous basis.
+pub struct LpSession {
+    h: Highs,
+    cols: usize,
+    rows: usize,
+}
+
+impl LpSession {
+    pub fn new(m: &Model, p: &Params, method: LpMethod) -> Result<LpSession, SolverError> {
+        let mut h = Highs::new(p.verbose);
+        h.apply(p);
+        h.set_string(
+            "solver",
+            match method {
+                LpMethod::Choose => "choose",
+                LpMethod::Simplex => "simplex",
+                LpMethod::Ipm => "ipm",
+            },
+        );
+        h.pass(m, false)?;
+        Ok(LpSession {
+            h,
+            cols: m.num_cols(),
+            rows: m.num_rows(),
+        })
+    }
+
+    pub fn set_method(&mut self, method: LpMethod) {
+        self.h.set_string(
+            "solver",
+            match method {
+                LpMethod::Choose => "choose",
+                LpMethod::Simplex => "simplex",
+                LpMethod::Ipm => "ipm",
+            },
+        );
+    }
+
+    pub fn set_time_limit(&mut self, secs: f64) {
+        self.h.set_double("time_limit", secs.max(0.0));
+    }
+
+    /// Sets the bounds of columns `from..from + lower.len()`.
+    pub fn change_col_bounds(&mut self, from: usize, lower: &[f64], upper: &[f64]) {
+        self.h.change_col_bounds(from, lower, upper);
+    }
+
+    pub fn solve(&mut self) -> Result<LpResult, SolverError> {
+        let start = Instant::now();
+        self.h.run()?;
+        let s = self.h.model_status();
+        let status = if s == kHighsModelStatusOptimal {
+            LpStatus::Optimal
+        } else if s == kHighsModelStatusInfeasible || s == kHighsModelStatusUnboundedOrInfeasible {
+            // Our LPs have bounded columns, so "unbounded or infeasible"
+            // can only mean infeasible.
+            LpStatus::Infeasible
+        } else {
+            LpStatus::Stopped
+        };
+        let x = if status == LpStatus::Optimal {
+            self.h.primal(self.cols, self.rows)
+        } else {
+            Vec::new()
+        };
+        Ok(LpResult {
+            status,
+            objective: self.h.objective(),
+            x,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}

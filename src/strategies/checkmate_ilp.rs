@@ -1,0 +1,203 @@
+//! The optimal strategy: Checkmate's frontier-advancing MILP (eq. 9),
+//! solved by HiGHS (default) or CBC, warm-started from the cheapest
+//! heuristic plan. A time-limited run never returns a plan worse than its
+//! seed, and always says which plan seeded it and how far from optimal the
+//! answer may be.
+
+use super::portfolio::{acceptable, best_heuristic, evaluate};
+use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
+use crate::graph::Graph;
+use crate::schedule::Schedule;
+use crate::solver::checkmate::{drop_spurious, Formulation};
+use crate::solver::{solve_mip, MipResult, MipStatus, Params};
+use crate::units::Bytes;
+use std::time::{Duration, Instant};
+
+pub struct CheckmateIlp;
+
+/// A heuristic plan the solve starts from and falls back on.
+struct Seed {
+    name: String,
+    schedule: Schedule,
+    cost: f64,
+}
+
+/// Share of the time limit the seeding heuristics may use.
+const SEED_TIME_SHARE: f64 = 0.25;
+
+/// How often the memory cap is tightened when a solver's feasibility
+/// tolerance let a plan through that the simulator finds over budget.
+const MAX_TIGHTENINGS: usize = 3;
+
+fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<Seed> {
+    let (name, mut schedule) = match &opts.warm_start {
+        Some(ws) => ws.clone(),
+        None => {
+            let seed_opts = SolveOptions {
+                time_limit: opts.time_limit.mul_f64(SEED_TIME_SHARE),
+                ..opts.clone()
+            };
+            best_heuristic(g, budget, &seed_opts)?
+        }
+    };
+    if schedule.stages() != g.len() || schedule.validate(g).is_err() {
+        return None;
+    }
+    drop_spurious(g, &mut schedule);
+    let sim = evaluate(g, &schedule)?;
+    acceptable(&sim, budget, opts.cost_bound).then_some(Seed {
+        name,
+        schedule,
+        cost: sim.cost,
+    })
+}
+
+fn fmt_secs(s: Option<f64>) -> String {
+    s.map_or("-".into(), |s| format!("{s:.2} s"))
+}
+
+impl Strategy for CheckmateIlp {
+    fn name(&self) -> &'static str {
+        "checkmate-ilp"
+    }
+
+    fn describe(&self) -> &'static str {
+        "optimal: Checkmate's MILP (eq. 9) on HiGHS or CBC, warm-started from the best heuristic"
+    }
+
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
+        let start = Instant::now();
+        if budget < g.fixed_memory {
+            return Ok(Solution::infeasible("the budget is below the fixed memory"));
+        }
+        let seed = find_seed(g, budget, opts);
+        let seed_note = match &seed {
+            Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
+            None => "no heuristic plan fits to seed from".to_string(),
+        };
+        let mut cap = budget;
+        for _ in 0..=MAX_TIGHTENINGS {
+            let f = Formulation::build(g, cap, true, opts.cost_bound);
+            let warm = seed.as_ref().and_then(|s| {
+                let (x, peak) = f.vector_for(g, &s.schedule);
+                (peak <= cap).then_some(x)
+            });
+            let params = Params {
+                time_limit: opts
+                    .time_limit
+                    .saturating_sub(start.elapsed())
+                    .max(Duration::from_millis(10)),
+                gap: opts.gap,
+                threads: opts.threads,
+                ..Params::default()
+            };
+            let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
+                .map_err(|e| StrategyError::Solver(e.to_string()))?;
+            let bound = res.bound.map(|b| b * f.cost_scale);
+            let note = format!(
+                "{seed_note}{}; {} in {:.2} s, first plan at {}",
+                if seed.is_some() && warm.is_none() {
+                    " (over the MILP's memory model, not passed to the solver)"
+                } else {
+                    ""
+                },
+                opts.backend,
+                res.seconds,
+                fmt_secs(res.first_solution_secs)
+            );
+            let found = match &res.x {
+                Some(x) => {
+                    let mut sch = f.schedule(x);
+                    drop_spurious(g, &mut sch);
+                    let sim = evaluate(g, &sch).ok_or_else(|| {
+                        StrategyError::Solver(format!(
+                            "{} returned an invalid schedule",
+                            opts.backend
+                        ))
+                    })?;
+                    if sim.peak > budget {
+                        // The solver's feasibility tolerance admitted a few
+                        // bytes too many: cap the MILP lower and re-solve.
+                        let over = sim.peak.get() - budget.get();
+                        cap = Bytes(cap.get().saturating_sub(over.max(1)));
+                        continue;
+                    }
+                    Some((sch, sim.cost, f.peak_of(x)))
+                }
+                None => None,
+            };
+            return Ok(decide(found, seed, bound, &res, note));
+        }
+        // Tightening did not converge; the seed (if any) is still correct.
+        Ok(match seed {
+            Some(s) => Solution::feasible(
+                s.schedule,
+                Some(format!(
+                    "{seed_note}; the solver's plans kept exceeding the budget in simulation"
+                )),
+            ),
+            None => Solution {
+                status: Status::NoSolution,
+                ..Solution::infeasible("the solver's plans kept exceeding the budget in simulation")
+            },
+        })
+    }
+}
+
+/// Picks between the solver's plan and the seed, and states the status.
+fn decide(
+    found: Option<(Schedule, f64, f64)>,
+    seed: Option<Seed>,
+    bound: Option<f64>,
+    res: &MipResult,
+    note: String,
+) -> Solution {
+    let bound_for = |cost: f64| bound.map(|b| b.min(cost));
+    let found_wins = match (&found, &seed) {
+        (Some((_, cost, _)), Some(s)) => *cost <= s.cost,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    match (found, seed) {
+        (Some((sch, cost, peak)), _) if found_wins => Solution {
+            status: if res.status == MipStatus::Optimal {
+                Status::Optimal
+            } else {
+                Status::Feasible
+            },
+            schedule: Some(sch),
+            lower_bound: bound_for(cost),
+            detail: Some(note),
+            solver_peak: Some(peak),
+        },
+        (_, Some(s)) => {
+            let why = match res.status {
+                MipStatus::Infeasible => {
+                    "; the MILP's memory model admits no plan, but this one fits in simulation"
+                }
+                MipStatus::NoSolution => "; the solver found no plan within the time limit",
+                _ => "; the solver found nothing cheaper",
+            };
+            Solution {
+                status: Status::Feasible,
+                lower_bound: bound.filter(|&b| b <= s.cost),
+                ..Solution::feasible(s.schedule, Some(format!("{note}{why}; returning the seed")))
+            }
+        }
+        (_, None) => Solution {
+            status: match res.status {
+                MipStatus::Infeasible => Status::Infeasible,
+                _ => Status::NoSolution,
+            },
+            schedule: None,
+            lower_bound: bound,
+            detail: Some(note),
+            solver_peak: None,
+        },
+    }
+}

@@ -1,0 +1,57 @@
+//! The cheapest plan among the fast heuristics: what the exact solver
+//! starts from, and what a time-limited run can always fall back on.
+
+use super::{checkmate_approx::CheckmateApprox, checkpoint_all::CheckpointAll, dtr::DtrGreedy};
+use super::{SolveOptions, Strategy};
+use crate::graph::Graph;
+use crate::schedule::{generate_plan, simulate, Schedule, SimReport};
+use crate::units::Bytes;
+
+/// Runs a schedule through plan generation and the simulator. `None` if
+/// the schedule is not valid (a strategy bug, never a plan to use).
+pub fn evaluate(g: &Graph, sch: &Schedule) -> Option<SimReport> {
+    let plan = generate_plan(g, sch).ok()?;
+    simulate(g, &plan).ok()
+}
+
+/// Whether a simulated plan is acceptable at this budget and cost bound.
+pub fn acceptable(sim: &SimReport, budget: Bytes, cost_bound: Option<f64>) -> bool {
+    sim.peak <= budget && cost_bound.is_none_or(|b| sim.cost <= b * (1.0 + 1e-9))
+}
+
+/// The heuristics the portfolio tries, cheapest to run first.
+fn heuristics() -> Vec<Box<dyn Strategy>> {
+    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(CheckpointAll), Box::new(DtrGreedy)];
+    v.extend(
+        super::baselines()
+            .into_iter()
+            .map(|b| b as Box<dyn Strategy>),
+    );
+    // The LP-based rounding last: it is the slowest to run.
+    v.push(Box::new(CheckmateApprox));
+    v
+}
+
+/// The cheapest simulator-confirmed plan that fits `budget` (and
+/// `opts.cost_bound`) among the heuristics, with the heuristic's name.
+/// Heuristics that fail or do not apply are skipped.
+pub fn best_heuristic(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<(String, Schedule)> {
+    let mut best: Option<(f64, String, Schedule)> = None;
+    for h in heuristics() {
+        let Ok(sol) = h.solve(g, budget, opts) else {
+            continue;
+        };
+        let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) else {
+            continue;
+        };
+        let Some(sim) = evaluate(g, &sch) else {
+            continue;
+        };
+        if acceptable(&sim, budget, opts.cost_bound)
+            && best.as_ref().is_none_or(|(c, _, _)| sim.cost < *c)
+        {
+            best = Some((sim.cost, h.name().to_string(), sch));
+        }
+    }
+    best.map(|(_, name, sch)| (name, sch))
+}

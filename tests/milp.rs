@@ -1,0 +1,378 @@
+//! The optimal strategy, the LP bound and LP rounding: fixture optima from
+//! the Checkmate paper, agreement of two independent formulations on two
+//! solvers, properties on random DAGs, and the public benchmark optima.
+
+use good_lp::{constraint, variable, Expression, ProblemVariables, Solution as _, SolverModel};
+use proptest::prelude::*;
+use remat::graph::analysis;
+use remat::schedule::Schedule;
+use remat::solve::{self, SolveError};
+use remat::solver::checkmate::{milp_usage, Formulation};
+use remat::solver::{solve_mip, Backend, MipStatus, Params};
+use remat::strategies::checkmate_approx::{CheckmateApprox, CheckmateApproxRandomized};
+use remat::strategies::checkmate_ilp::CheckmateIlp;
+use remat::strategies::checkpoint_all::CheckpointAll;
+use remat::strategies::lp_bound::{lp_lower_bound, LpBound};
+use remat::strategies::portfolio::best_heuristic;
+use remat::strategies::{SolveOptions, Status, Strategy};
+use remat::zoo::synthetic::{self, RandomDag};
+use remat::{Bytes, Graph, NodeId};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Checkmate's 8-layer linear graph, budgets 2..=10 (unit memory).
+const LINEAR8_OPT: [Option<f64>; 9] = [
+    None,
+    Some(45.0),
+    Some(26.0),
+    Some(22.0),
+    Some(21.0),
+    Some(20.0),
+    Some(19.0),
+    Some(18.0),
+    Some(17.0),
+];
+
+fn opts(backend: Backend) -> SolveOptions {
+    SolveOptions {
+        time_limit: Duration::from_secs(120),
+        gap: 1e-6,
+        threads: 2,
+        backend,
+        ..SolveOptions::default()
+    }
+}
+
+#[test]
+fn linear8_optima_on_both_backends() {
+    let g = synthetic::linear(8);
+    assert_eq!(g.len(), 17);
+    for backend in Backend::ALL {
+        for (b, want) in (2u64..=10).zip(LINEAR8_OPT) {
+            let o = opts(backend);
+            // The strategy's own answer, below the pipeline's minimum too.
+            let sol = CheckmateIlp.solve(&g, Bytes(b), &o).unwrap();
+            match want {
+                None => assert_eq!(sol.status, Status::Infeasible, "{backend} budget {b}"),
+                Some(c) => {
+                    assert_eq!(sol.status, Status::Optimal, "{backend} budget {b}");
+                    assert_eq!(sol.schedule.as_ref().unwrap().cost(&g), c);
+                }
+            }
+            // And through the checked pipeline: cost from the simulator.
+            match solve::run(&g, &CheckmateIlp, Bytes(b), &o) {
+                Err(SolveError::BelowMinimum { need, .. }) => {
+                    assert!(want.is_none());
+                    assert_eq!(need, Bytes(3));
+                }
+                Ok(out) => {
+                    assert_eq!(out.cost(), want, "{backend} budget {b}");
+                    assert!(out.peak().unwrap() <= Bytes(b));
+                    assert!(out.lower_bound.unwrap() <= want.unwrap() + 1e-9);
+                }
+                Err(e) => panic!("{backend} budget {b}: {e}"),
+            }
+        }
+    }
+}
+
+/// The raw formulation, without seeds, on both solvers.
+#[test]
+fn linear8_formulation_agrees_across_solvers() {
+    let g = synthetic::linear(8);
+    for (b, want) in (2u64..=10).zip(LINEAR8_OPT) {
+        let f = Formulation::build(&g, Bytes(b), true, None);
+        for backend in Backend::ALL {
+            let p = Params {
+                gap: 1e-6,
+                ..Params::default()
+            };
+            let r = solve_mip(&f.model, backend, &p, None).unwrap();
+            match want {
+                None => assert_eq!(r.status, MipStatus::Infeasible, "{backend} {b}"),
+                Some(c) => {
+                    assert_eq!(r.status, MipStatus::Optimal, "{backend} {b}");
+                    let obj = r.objective.unwrap() * f.cost_scale;
+                    assert!((obj - c).abs() < 1e-6, "{backend} {b}: {obj} vs {c}");
+                    // The solver's U never promises less than the MILP's
+                    // exact memory of the extracted schedule.
+                    let x = r.x.unwrap();
+                    let sch = f.schedule(&x);
+                    assert!(milp_usage(&g, &sch).peak.as_f64() <= f.peak_of(&x) + 1e-6);
+                }
+            }
+        }
+    }
+}
+
+/// A second, independent implementation of the reference formulation
+/// (written with good_lp's expression API straight from eq. 9, with none of
+/// the solver layer), solved by CBC through good_lp. It must agree with the
+/// optima above.
+fn reference_optimum(g: &Graph, budget: f64) -> Option<f64> {
+    let n = g.len();
+    let mut vars = ProblemVariables::new();
+    let mut r = HashMap::new();
+    let mut s = HashMap::new();
+    let mut free = HashMap::new();
+    let mut u = HashMap::new();
+    let edges: Vec<(usize, usize)> = g.edges().map(|(i, k)| (i.idx(), k.idx())).collect();
+    for t in 0..n {
+        for i in 0..=t {
+            r.insert((t, i), vars.add(variable().binary()));
+            u.insert((t, i), vars.add(variable().min(0.0).max(budget)));
+        }
+        for i in 0..t {
+            s.insert((t, i), vars.add(variable().binary()));
+        }
+        for &(i, k) in &edges {
+            if k <= t {
+                free.insert((t, i, k), vars.add(variable().binary()));
+            }
+        }
+    }
+    let rv = |t: usize, i: usize| -> Expression {
+        r.get(&(t, i)).map_or(Expression::from(0.0), |&v| v.into())
+    };
+    let sv = |t: usize, i: usize| -> Expression {
+        s.get(&(t, i)).map_or(Expression::from(0.0), |&v| v.into())
+    };
+    let mem = |i: usize| g.memory(NodeId::from(i)).as_f64();
+    let objective: Expression = r
+        .iter()
+        .map(|(&(_, i), &v)| g.cost(NodeId::from(i)) * v)
+        .sum();
+    let mut p = vars
+        .minimise(objective)
+        .using(good_lp::solvers::coin_cbc::coin_cbc);
+    p.set_parameter("log", "0");
+    for t in 0..n {
+        p = p.with(constraint!(rv(t, t) == 1.0));
+        if t + 1 < n {
+            for i in 0..=t {
+                p = p.with(constraint!(sv(t + 1, i) <= sv(t, i) + rv(t, i)));
+            }
+        }
+        for &(i, k) in &edges {
+            if k > t {
+                continue;
+            }
+            p = p.with(constraint!(rv(t, k) <= rv(t, i) + sv(t, i)));
+            let mut h = 1.0 - rv(t, k);
+            let mut kappa = 1.0;
+            if t + 1 < n {
+                h += sv(t + 1, i);
+                kappa += 1.0;
+            }
+            for &(i2, j) in &edges {
+                if i2 == i && j > k && j <= t {
+                    h += rv(t, j);
+                    kappa += 1.0;
+                }
+            }
+            let fv = free[&(t, i, k)];
+            p = p.with(constraint!(1.0 - fv <= h.clone()));
+            p = p.with(constraint!(kappa * (1.0 - fv) >= h));
+        }
+        let mut u0 = mem(0) * rv(t, 0);
+        for i in 0..t {
+            u0 += mem(i) * sv(t, i);
+        }
+        p = p.with(constraint!(u[&(t, 0)] == u0));
+        for k in 0..t {
+            let mut next = u[&(t, k)] + mem(k + 1) * rv(t, k + 1);
+            for &(i, k2) in &edges {
+                if k2 == k {
+                    next -= mem(i) * free[&(t, i, k)];
+                }
+            }
+            p = p.with(constraint!(u[&(t, k + 1)] == next));
+        }
+    }
+    match p.solve() {
+        Ok(sol) => Some(
+            r.iter()
+                .map(|(&(_, i), &v)| g.cost(NodeId::from(i)) * sol.value(v).round())
+                .sum(),
+        ),
+        Err(good_lp::ResolutionError::Infeasible) => None,
+        Err(e) => panic!("reference formulation: {e}"),
+    }
+}
+
+#[test]
+fn linear8_reference_formulation_on_cbc() {
+    let g = synthetic::linear(8);
+    for (b, want) in (2u64..=10).zip(LINEAR8_OPT) {
+        assert_eq!(reference_optimum(&g, b as f64), want, "budget {b}");
+    }
+}
+
+#[test]
+fn lp_bound_strategy_reports_a_bound() {
+    let g = synthetic::linear(8);
+    let out = solve::run(&g, &LpBound, Bytes(4), &opts(Backend::Highs)).unwrap();
+    assert_eq!(out.status, Status::Bound);
+    assert!(out.plan.is_none());
+    let lb = out.lower_bound.unwrap();
+    assert!((17.0..=26.0 + 1e-9).contains(&lb), "{lb}");
+    assert_eq!(
+        lp_lower_bound(&g, Bytes(0), &opts(Backend::Highs)).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn approx_finds_fitting_plans_on_linear8() {
+    let g = synthetic::linear(8);
+    for (b, want) in (3u64..=10).zip(&LINEAR8_OPT[1..]) {
+        for s in [
+            &CheckmateApprox as &dyn Strategy,
+            &CheckmateApproxRandomized,
+        ] {
+            let out = solve::run(&g, s, Bytes(b), &opts(Backend::Highs)).unwrap();
+            if let Some(c) = out.cost() {
+                assert!(c >= want.unwrap(), "{} budget {b}: {c}", s.name());
+                assert!(out.peak().unwrap() <= Bytes(b));
+            }
+        }
+    }
+    // With room for everything, rounding finds the no-recompute plan.
+    let out = solve::run(&g, &CheckmateApprox, Bytes(10), &opts(Backend::Highs)).unwrap();
+    assert_eq!(out.cost(), Some(17.0));
+}
+
+#[test]
+fn seed_is_returned_when_the_solver_has_no_time() {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes: 40,
+        seed: 3,
+        ..RandomDag::default()
+    });
+    let budget = analysis::checkpoint_all_peak(&g);
+    let o = SolveOptions {
+        warm_start: Some(("checkpoint-all".into(), Schedule::checkpoint_all(&g))),
+        time_limit: Duration::from_millis(1),
+        ..opts(Backend::Highs)
+    };
+    let out = solve::run(&g, &CheckmateIlp, budget, &o).unwrap();
+    assert!(out.status.has_plan());
+    assert_eq!(out.cost(), Some(g.total_cost()));
+    assert!(out.detail.unwrap().contains("checkpoint-all"));
+}
+
+#[test]
+fn cost_bound_turns_the_milp_into_a_feasibility_question() {
+    let g = synthetic::linear(8);
+    let with = |bound: f64| SolveOptions {
+        cost_bound: Some(bound),
+        ..opts(Backend::Highs)
+    };
+    let ok = solve::run(&g, &CheckmateIlp, Bytes(4), &with(26.0)).unwrap();
+    assert_eq!(ok.cost(), Some(26.0));
+    let no = solve::run(&g, &CheckmateIlp, Bytes(4), &with(25.0)).unwrap();
+    assert_eq!(no.status, Status::Infeasible);
+}
+
+#[test]
+fn portfolio_picks_the_cheapest_fitting_heuristic() {
+    let g = synthetic::linear(8);
+    let (name, sch) = best_heuristic(&g, Bytes(17), &opts(Backend::Highs)).unwrap();
+    assert_eq!(name, "checkpoint-all");
+    assert_eq!(sch.cost(&g), 17.0);
+    // At budget 5 every heuristic recomputes; the portfolio keeps the
+    // cheapest, which is never below the proven optimum (22) nor above
+    // what two-phase rounding alone finds.
+    let (_, sch) = best_heuristic(&g, Bytes(5), &opts(Backend::Highs)).unwrap();
+    let approx = solve::run(&g, &CheckmateApprox, Bytes(5), &opts(Backend::Highs)).unwrap();
+    assert!(sch.cost(&g) >= 22.0);
+    assert!(sch.cost(&g) <= approx.cost().unwrap());
+    assert!(best_heuristic(&g, Bytes(2), &opts(Backend::Highs)).is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn bounds_order_on_random_dags(nodes in 6usize..=12, seed in 0u64..1000, frac in 0.0f64..=1.0) {
+        let g = synthetic::random_layered(&RandomDag { nodes, seed, ..RandomDag::default() });
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        let budget = Bytes(lo + ((hi - lo) as f64 * frac).round() as u64);
+        let o = opts(Backend::Highs);
+        let ilp = solve::run(&g, &CheckmateIlp, budget, &o).unwrap();
+        let lp = lp_lower_bound(&g, budget, &o).unwrap();
+        let all = solve::run(&g, &CheckpointAll, budget, &o).unwrap();
+        if let Some(c) = all.cost() {
+            prop_assert!(ilp.status.has_plan());
+            prop_assert!(ilp.cost().unwrap() <= c + 1e-9);
+        }
+        if let Some(c) = ilp.cost() {
+            prop_assert!(ilp.peak().unwrap() <= budget);
+            prop_assert_eq!(ilp.status, Status::Optimal);
+            let lp = lp.expect("a plan exists, so the LP is feasible");
+            prop_assert!(lp <= c * (1.0 + 1e-9), "lp {} > ilp {}", lp, c);
+            let approx = solve::run(&g, &CheckmateApprox, budget, &o).unwrap();
+            if let Some(a) = approx.cost() {
+                prop_assert!(a >= c * (1.0 - 1e-9), "approx {} < ilp {}", a, c);
+                prop_assert!(approx.peak().unwrap() <= budget);
+            }
+            // CBC proves the same optimum.
+            let cbc = solve::run(&g, &CheckmateIlp, budget, &opts(Backend::Cbc)).unwrap();
+            prop_assert_eq!(cbc.cost(), Some(c));
+        }
+    }
+}
+
+fn shared(name: &str) -> Option<Graph> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/benchmarks")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipping: {} not found", p.display());
+        return None;
+    }
+    Some(Graph::load(&p).expect("benchmark graphs load"))
+}
+
+fn bench_opts() -> SolveOptions {
+    SolveOptions {
+        time_limit: Duration::from_secs(300),
+        gap: 1e-9,
+        threads: 2,
+        ..SolveOptions::default()
+    }
+}
+
+// Slow (minutes in debug on 2 shared cores) and not yet exact: run with
+// `cargo test --release --test milp -- --ignored`.
+#[test]
+#[ignore]
+fn public_optimum_fcn8vgg_at_80_percent() {
+    let Some(g) = shared("checkmate-fcn8vgg-b32.yaml") else {
+        return;
+    };
+    let budget = Bytes(10_787_836_416);
+    assert_eq!(
+        remat::units::BudgetSpec::parse("80%")
+            .unwrap()
+            .resolve(analysis::checkpoint_all_peak(&g)),
+        budget
+    );
+    let out = solve::run(&g, &CheckmateIlp, budget, &bench_opts()).unwrap();
+    assert_eq!(out.status, Status::Optimal, "{:?}", out.detail);
+    assert_eq!(out.cost(), Some(10_289_323_652_736.0));
+}
+
+#[test]
+#[ignore]
+fn public_optimum_random_layered_n100_at_90_percent() {
+    let Some(g) = shared("random-layered-n100.yaml") else {
+        return;
+    };
+    let budget = Bytes(41_688);
+    let out = solve::run(&g, &CheckmateIlp, budget, &bench_opts()).unwrap();
+    assert_eq!(out.status, Status::Optimal, "{:?}", out.detail);
+    assert_eq!(out.cost(), Some(48_146.0));
+}
