@@ -169,7 +169,7 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
             Err(reason) => s.push_str(&format!("{:<15} not applicable: {reason}\n", c.strategy)),
             Ok(points) => {
                 let mut shown: Vec<&Point> = points.iter().filter(|p| all || p.pareto).collect();
-                shown.sort_by(|a, b| a.eval.peak.cmp(&b.eval.peak));
+                shown.sort_by_key(|a| a.eval.peak);
                 for p in &shown {
                     let e = &p.eval;
                     s.push_str(&format!(

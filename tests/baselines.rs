@@ -1,3 +1,4 @@
+#![allow(clippy::needless_range_loop)]
 //! Baselines from prior work (issue 4): minimal recomputation for a fixed S,
 //! segment checkpointing, Chen √n / greedy and their AP / linearized
 //! generalizations, and Griewank–Walther revolve.

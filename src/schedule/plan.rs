@@ -50,15 +50,13 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // Pass 1: find each register's last read in this stage. Registers
         // created in this stage get provisional ids above `next_reg`.
         let mut shadow = cur.clone();
-        let mut provisional = next_reg;
         let mut reads: std::collections::HashMap<Register, usize> = Default::default();
-        for (p, &k) in order.iter().enumerate() {
+        for (provisional, (p, &k)) in (next_reg..).zip(order.iter().enumerate()) {
             for &d in g.deps(NodeId::from(k)) {
                 let r = shadow[d.idx()].expect("validated: deps are available");
                 reads.insert(r, p);
             }
             shadow[k] = Some(provisional);
-            provisional += 1;
         }
         // The registers that survive into the next stage.
         let survives = |r: Register, i: usize, shadow: &Vec<Option<Register>>| {

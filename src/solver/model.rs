@@ -114,6 +114,7 @@ impl Model {
             return f64::INFINITY;
         }
         let mut worst = 0f64;
+        #[allow(clippy::needless_range_loop)] // four parallel arrays
         for j in 0..x.len() {
             worst = worst
                 .max(self.col_lower[j] - x[j])
