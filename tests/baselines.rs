@@ -6,6 +6,8 @@
 use proptest::prelude::*;
 use remat::graph::{Graph, GraphFile, GraphKind, NodeSpec};
 use remat::schedule::{generate_plan, simulate, solve_r, Schedule};
+use remat::solver::checkmate::Formulation;
+use remat::solver::{solve_mip, Backend, MipStatus, Params};
 use remat::strategies::candidates::{articulation_points, forward_nodes, linearized};
 use remat::strategies::chen::{
     greedy_checkpoints, greedy_sweep, sqrtn_checkpoints, Candidates, Chen, Rule,
@@ -545,5 +547,83 @@ proptest! {
     #[test]
     fn every_baseline_plan_passes_the_simulator_on_linear_graphs(n in 1usize..20) {
         check_all_baselines(&linear(n), true)?;
+    }
+}
+
+// ------------------------------------------- baselines against the MILP
+
+/// The MILP's proven optimum at `budget`, solved cold (no warm start from
+/// the heuristics, so agreement is not inherited from the seed), in the
+/// graph's cost units.
+fn cold_milp_optimum(form: &Formulation) -> Option<f64> {
+    let params = Params {
+        time_limit: std::time::Duration::from_secs(60),
+        gap: 1e-9,
+        threads: 1,
+        verbose: false,
+    };
+    let res = solve_mip(&form.model, Backend::Highs, &params, None).expect("HiGHS runs");
+    match res.status {
+        MipStatus::Optimal => Some(res.objective.unwrap() * form.cost_scale),
+        MipStatus::Infeasible => None,
+        s => panic!("a tiny MILP did not finish: {s:?}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+
+    /// Every point of every baseline's trade-off curve is a plan within its
+    /// own peak, so the optimum at that peak can only be cheaper.
+    #[test]
+    fn milp_at_each_baseline_point_costs_no_more(
+        seed in 0u64..10_000, nodes in 3usize..7, width in 1usize..3, skip in 0.0f64..0.5,
+    ) {
+        let p = RandomDag { nodes, width, skip_prob: skip, seed, ..RandomDag::default() };
+        let g = random_training(&p);
+        // The cheapest baseline point at each distinct peak.
+        let mut by_peak: std::collections::BTreeMap<u64, (f64, String)> = Default::default();
+        for s in strategies::baselines() {
+            let Ok(points) = evaluate_all(&g, s.as_ref(), &mut |_, _| {}) else { continue };
+            for pt in points {
+                let e = by_peak.entry(pt.peak.get()).or_insert((f64::INFINITY, String::new()));
+                if pt.cost < e.0 {
+                    *e = (pt.cost, format!("{} {}", s.name(), pt.knob));
+                }
+            }
+        }
+        prop_assert!(!by_peak.is_empty());
+        for (peak, (cost, who)) in by_peak {
+            let form = Formulation::build(&g, Bytes(peak), true, None);
+            let opt = cold_milp_optimum(&form);
+            prop_assert!(opt.is_some(), "MILP infeasible at {}'s peak {}", who, peak);
+            let opt = opt.unwrap();
+            prop_assert!(opt <= cost * (1.0 + 1e-9), "MILP {} > {} ({}) at peak {}", opt, cost, who, peak);
+        }
+    }
+
+    /// solve_r's R is what the MILP chooses when S is fixed and memory is
+    /// no object: the cheapest R for that S.
+    #[test]
+    fn solve_r_equals_the_milp_with_s_fixed(
+        seed in 0u64..10_000, nodes in 3usize..8, bits in prop::collection::vec(any::<bool>(), 40),
+    ) {
+        let g = random_training(&RandomDag { nodes, width: 2, skip_prob: 0.3, seed, ..RandomDag::default() });
+        let sch = solve_r(&g, s_from_bits(g.len(), &bits));
+        prop_assert!(sch.validate(&g).is_ok());
+        let plenty = Bytes(g.ids().map(|i| g.memory(i).get()).sum::<u64>() * 2) + g.fixed_memory;
+        let mut form = Formulation::build(&g, plenty, true, None);
+        for t in 0..g.len() {
+            for i in 0..t {
+                let v = if sch.s(t, i) { 1.0 } else { 0.0 };
+                let c = form.s(t, i);
+                form.model.col_lower[c] = v;
+                form.model.col_upper[c] = v;
+            }
+        }
+        let opt = cold_milp_optimum(&form);
+        prop_assert!(opt.is_some(), "the MILP rejects solve_r's S");
+        let want = sch.cost(&g);
+        prop_assert!((opt.unwrap() - want).abs() <= want * 1e-9, "MILP {} vs solve_r {}", opt.unwrap(), want);
     }
 }
