@@ -129,6 +129,10 @@ enum Command {
         /// Write 0 for solve_seconds, so that the CSV is reproducible byte for byte.
         #[arg(long, hide = true)]
         zero_timings: bool,
+        /// Leave the lp_bound and gap columns empty instead of solving the
+        /// LP relaxation once per budget (it is slow on very large graphs).
+        #[arg(long)]
+        no_lp_bound: bool,
         #[command(flatten)]
         solver: SolverArgs,
     },
@@ -385,6 +389,7 @@ fn run(cli: Cli) -> Result<()> {
             quiet,
             plans,
             zero_timings,
+            no_lp_bound,
             solver,
         } => {
             let g = load_graph(&model)?;
@@ -400,8 +405,9 @@ fn run(cli: Cli) -> Result<()> {
             cfg.quiet = quiet;
             cfg.plans_dir = plans;
             cfg.zero_timings = zero_timings;
-            // The LP lower-bound column: plug in the LP relaxation here, e.g.
-            // `cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));`
+            if !no_lp_bound {
+                cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));
+            }
             if !quiet {
                 eprintln!(
                     "sweep {}: {} budgets ({}) x {} strategies",

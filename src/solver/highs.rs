@@ -207,6 +207,12 @@ impl Highs {
     }
 
     pub fn primal(&self, num_cols: usize, num_rows: usize) -> Vec<f64> {
+        self.solution(num_cols, num_rows).0
+    }
+
+    /// Column values and row duals (HiGHS's sign convention: reduced costs
+    /// are c − Aᵀy).
+    pub fn solution(&self, num_cols: usize, num_rows: usize) -> (Vec<f64>, Vec<f64>) {
         let mut x = vec![0.0; num_cols];
         let mut cd = vec![0.0; num_cols];
         let mut rv = vec![0.0; num_rows];
@@ -220,7 +226,7 @@ impl Highs {
                 rd.as_mut_ptr(),
             )
         };
-        x
+        (x, rd)
     }
 
     fn has_primal_solution(&self) -> bool {
@@ -394,15 +400,16 @@ impl LpSession {
         } else {
             LpStatus::Stopped
         };
-        let x = if status == LpStatus::Optimal {
-            self.h.primal(self.cols, self.rows)
+        let (x, row_dual) = if status == LpStatus::Optimal {
+            self.h.solution(self.cols, self.rows)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         Ok(LpResult {
             status,
             objective: self.h.objective(),
             x,
+            row_dual,
             seconds: start.elapsed().as_secs_f64(),
         })
     }

@@ -12,6 +12,7 @@
 
 pub mod cbc;
 pub mod checkmate;
+pub mod fixing;
 pub mod highs;
 pub mod model;
 
@@ -146,5 +147,8 @@ pub struct LpResult {
     pub status: LpStatus,
     pub objective: f64,
     pub x: Vec<f64>,
+    /// Row duals at the optimum (empty otherwise): any multipliers give a
+    /// Lagrangian bound, see [`fixing`].
+    pub row_dual: Vec<f64>,
     pub seconds: f64,
 }

@@ -16,11 +16,33 @@ use std::time::{Duration, Instant};
 pub struct CheckmateIlp;
 
 /// A heuristic plan the solve starts from and falls back on.
-struct Seed {
-    name: String,
-    schedule: Schedule,
-    cost: f64,
+pub(crate) struct Seed {
+    pub name: String,
+    pub schedule: Schedule,
+    pub cost: f64,
 }
+
+/// What a preparation step (run on each built formulation, before the MILP)
+/// changed: a note for the user, a valid lower bound on the optimum in cost
+/// units, and a warm start vector replacing the seed's own.
+#[derive(Default)]
+pub(crate) struct Prepared {
+    pub note: String,
+    pub bound: Option<f64>,
+    pub warm: Option<Vec<f64>>,
+}
+
+/// A step that may tighten the formulation (fix columns) and improve the
+/// seed, given the time left. It must not cut off any plan cheaper than the
+/// seed, so that the MILP's optimum stays the optimum.
+pub(crate) type Prepare<'a> = dyn FnMut(
+        &Graph,
+        Bytes,
+        &mut Formulation,
+        &mut Option<Seed>,
+        Duration,
+    ) -> Result<Prepared, StrategyError>
+    + 'a;
 
 /// Share of the time limit the seeding heuristics may use.
 const SEED_TIME_SHARE: f64 = 0.25;
@@ -29,7 +51,7 @@ const SEED_TIME_SHARE: f64 = 0.25;
 /// tolerance let a plan through that the simulator finds over budget.
 const MAX_TIGHTENINGS: usize = 3;
 
-fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<Seed> {
+pub(crate) fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<Seed> {
     let (name, mut schedule) = match &opts.warm_start {
         Some(ws) => ws.clone(),
         None => {
@@ -71,82 +93,107 @@ impl Strategy for CheckmateIlp {
         budget: Bytes,
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
-        let start = Instant::now();
-        if budget < g.fixed_memory {
-            return Ok(Solution::infeasible("the budget is below the fixed memory"));
-        }
-        let seed = find_seed(g, budget, opts);
-        let seed_note = match &seed {
-            Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
-            None => "no heuristic plan fits to seed from".to_string(),
+        solve_milp(g, budget, opts, None)
+    }
+}
+
+/// The MILP pipeline shared by the exact strategies: seed, build, optional
+/// preparation, solve, check in the simulator, and re-solve under a lower
+/// memory cap if the solver's tolerance let a plan over the budget.
+pub(crate) fn solve_milp(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    mut prepare: Option<&mut Prepare>,
+) -> Result<Solution, StrategyError> {
+    let start = Instant::now();
+    if budget < g.fixed_memory {
+        return Ok(Solution::infeasible("the budget is below the fixed memory"));
+    }
+    let mut seed = find_seed(g, budget, opts);
+    let seed_note = match &seed {
+        Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
+        None => "no heuristic plan fits to seed from".to_string(),
+    };
+    let mut cap = budget;
+    for _ in 0..=MAX_TIGHTENINGS {
+        let mut f = Formulation::build(g, cap, true, opts.cost_bound);
+        let prepared = match prepare.as_mut() {
+            Some(p) => p(
+                g,
+                budget,
+                &mut f,
+                &mut seed,
+                opts.time_limit.saturating_sub(start.elapsed()),
+            )?,
+            None => Prepared::default(),
         };
-        let mut cap = budget;
-        for _ in 0..=MAX_TIGHTENINGS {
-            let f = Formulation::build(g, cap, true, opts.cost_bound);
-            let warm = seed.as_ref().and_then(|s| {
+        let warm = prepared.warm.or_else(|| {
+            seed.as_ref().and_then(|s| {
                 let (x, peak) = f.vector_for(g, &s.schedule);
                 (peak <= cap).then_some(x)
-            });
-            let params = Params {
-                time_limit: opts
-                    .time_limit
-                    .saturating_sub(start.elapsed())
-                    .max(Duration::from_millis(10)),
-                gap: opts.gap,
-                threads: opts.threads,
-                ..Params::default()
-            };
-            let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
-                .map_err(|e| StrategyError::Solver(e.to_string()))?;
-            let bound = res.bound.map(|b| b * f.cost_scale);
-            let note = format!(
-                "{seed_note}{}; {} in {:.2} s, first plan at {}",
-                if seed.is_some() && warm.is_none() {
-                    " (over the MILP's memory model, not passed to the solver)"
-                } else {
-                    ""
-                },
-                opts.backend,
-                res.seconds,
-                fmt_secs(res.first_solution_secs)
-            );
-            let found = match &res.x {
-                Some(x) => {
-                    let mut sch = f.schedule(x);
-                    drop_spurious(g, &mut sch);
-                    let sim = evaluate(g, &sch).ok_or_else(|| {
-                        StrategyError::Solver(format!(
-                            "{} returned an invalid schedule",
-                            opts.backend
-                        ))
-                    })?;
-                    if sim.peak > budget {
-                        // The solver's feasibility tolerance admitted a few
-                        // bytes too many: cap the MILP lower and re-solve.
-                        let over = sim.peak.get() - budget.get();
-                        cap = Bytes(cap.get().saturating_sub(over.max(1)));
-                        continue;
-                    }
-                    Some((sch, sim.cost, f.peak_of(x)))
-                }
-                None => None,
-            };
-            return Ok(decide(found, seed, bound, &res, note));
-        }
-        // Tightening did not converge; the seed (if any) is still correct.
-        Ok(match seed {
-            Some(s) => Solution::feasible(
-                s.schedule,
-                Some(format!(
-                    "{seed_note}; the solver's plans kept exceeding the budget in simulation"
-                )),
-            ),
-            None => Solution {
-                status: Status::NoSolution,
-                ..Solution::infeasible("the solver's plans kept exceeding the budget in simulation")
+            })
+        });
+        let params = Params {
+            time_limit: opts
+                .time_limit
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_millis(10)),
+            gap: opts.gap,
+            threads: opts.threads,
+            ..Params::default()
+        };
+        let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
+            .map_err(|e| StrategyError::Solver(e.to_string()))?;
+        let bound = match (res.bound.map(|b| b * f.cost_scale), prepared.bound) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let note = format!(
+            "{seed_note}{}{}; {} in {:.2} s, first plan at {}",
+            prepared.note,
+            if seed.is_some() && warm.is_none() {
+                " (over the MILP's memory model, not passed to the solver)"
+            } else {
+                ""
             },
-        })
+            opts.backend,
+            res.seconds,
+            fmt_secs(res.first_solution_secs)
+        );
+        let found = match &res.x {
+            Some(x) => {
+                let mut sch = f.schedule(x);
+                drop_spurious(g, &mut sch);
+                let sim = evaluate(g, &sch).ok_or_else(|| {
+                    StrategyError::Solver(format!("{} returned an invalid schedule", opts.backend))
+                })?;
+                if sim.peak > budget {
+                    // The solver's feasibility tolerance admitted a few
+                    // bytes too many: cap the MILP lower and re-solve.
+                    let over = sim.peak.get() - budget.get();
+                    cap = Bytes(cap.get().saturating_sub(over.max(1)));
+                    continue;
+                }
+                Some((sch, sim.cost, f.peak_of(x)))
+            }
+            None => None,
+        };
+        return Ok(decide(found, seed, bound, &res, note));
     }
+    // Tightening did not converge; the seed (if any) is still correct.
+    Ok(match seed {
+        Some(s) => Solution::feasible(
+            s.schedule,
+            Some(format!(
+                "{seed_note}; the solver's plans kept exceeding the budget in simulation"
+            )),
+        ),
+        None => Solution {
+            status: Status::NoSolution,
+            ..Solution::infeasible("the solver's plans kept exceeding the budget in simulation")
+        },
+    })
 }
 
 /// Picks between the solver's plan and the seed, and states the status.

@@ -12,6 +12,7 @@ pub mod griewank;
 pub mod knobs;
 pub mod lp_bound;
 pub mod portfolio;
+pub mod remat_exact;
 pub mod segments;
 
 use crate::graph::Graph;
@@ -166,6 +167,7 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
     let mut v: Vec<Box<dyn Strategy>> = vec![
         Box::new(checkpoint_all::CheckpointAll),
         Box::new(checkmate_ilp::CheckmateIlp),
+        Box::new(remat_exact::RematExact),
         Box::new(checkmate_approx::CheckmateApprox),
         Box::new(checkmate_approx::CheckmateApproxRandomized),
         Box::new(lp_bound::LpBound),
