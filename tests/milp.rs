@@ -12,8 +12,10 @@ use remat::solver::{solve_mip, Backend, MipStatus, Params};
 use remat::strategies::checkmate_approx::{CheckmateApprox, CheckmateApproxRandomized};
 use remat::strategies::checkmate_ilp::CheckmateIlp;
 use remat::strategies::checkpoint_all::CheckpointAll;
+use remat::strategies::local_search::RematFast;
 use remat::strategies::lp_bound::{lp_lower_bound, LpBound};
 use remat::strategies::portfolio::best_heuristic;
+use remat::strategies::remat_exact::RematExact;
 use remat::strategies::{SolveOptions, Status, Strategy};
 use remat::zoo::synthetic::{self, RandomDag};
 use remat::{Bytes, Graph, NodeId};
@@ -318,9 +320,17 @@ proptest! {
                 prop_assert!(a >= c * (1.0 - 1e-9), "approx {} < ilp {}", a, c);
                 prop_assert!(approx.peak().unwrap() <= budget);
             }
-            // CBC proves the same optimum.
+            // CBC proves the same optimum, and so does reduced-cost fixing.
             let cbc = solve::run(&g, &CheckmateIlp, budget, &opts(Backend::Cbc)).unwrap();
             prop_assert_eq!(cbc.cost(), Some(c));
+            let exact = solve::run(&g, &RematExact, budget, &o).unwrap();
+            prop_assert_eq!(exact.status, Status::Optimal);
+            prop_assert_eq!(exact.cost(), Some(c));
+            let fast = solve::run(&g, &RematFast, budget, &o).unwrap();
+            if let Some(f) = fast.cost() {
+                prop_assert!(f >= c * (1.0 - 1e-9), "remat-fast {} < ilp {}", f, c);
+                prop_assert!(fast.peak().unwrap() <= budget);
+            }
         }
     }
 }
@@ -338,41 +348,92 @@ fn shared(name: &str) -> Option<Graph> {
 
 fn bench_opts() -> SolveOptions {
     SolveOptions {
-        time_limit: Duration::from_secs(300),
+        time_limit: Duration::from_secs(1800),
         gap: 1e-9,
-        threads: 2,
+        threads: 1,
         ..SolveOptions::default()
     }
 }
 
-// Slow (minutes in debug on 2 shared cores) and not yet exact: run with
-// `cargo test --release --test milp -- --ignored`.
-#[test]
-#[ignore]
-fn public_optimum_fcn8vgg_at_80_percent() {
-    let Some(g) = shared("checkmate-fcn8vgg-b32.yaml") else {
+/// The public optima (../shared/benchmarks/README.md), reproduced exactly.
+/// Minutes each on 2 shared cores; not timed, only the numbers are checked.
+fn assert_public_optimum(file: &str, pct: &str, budget: u64, optimum: f64, s: &dyn Strategy) {
+    let Some(g) = shared(file) else {
         return;
     };
-    let budget = Bytes(10_787_836_416);
+    let budget = Bytes(budget);
     assert_eq!(
-        remat::units::BudgetSpec::parse("80%")
+        remat::units::BudgetSpec::parse(pct)
             .unwrap()
             .resolve(analysis::checkpoint_all_peak(&g)),
         budget
     );
-    let out = solve::run(&g, &CheckmateIlp, budget, &bench_opts()).unwrap();
-    assert_eq!(out.status, Status::Optimal, "{:?}", out.detail);
-    assert_eq!(out.cost(), Some(10_289_323_652_736.0));
+    let out = solve::run(&g, s, budget, &bench_opts()).unwrap();
+    assert_eq!(
+        out.status,
+        Status::Optimal,
+        "{}: {:?}",
+        s.name(),
+        out.detail
+    );
+    assert_eq!(out.cost(), Some(optimum), "{}", s.name());
 }
 
 #[test]
-#[ignore]
+fn public_optimum_fcn8vgg_at_80_percent() {
+    for s in [&CheckmateIlp as &dyn Strategy, &RematExact] {
+        assert_public_optimum(
+            "checkmate-fcn8vgg-b32.yaml",
+            "80%",
+            10_787_836_416,
+            10_289_323_652_736.0,
+            s,
+        );
+    }
+}
+
+#[test]
 fn public_optimum_random_layered_n100_at_90_percent() {
-    let Some(g) = shared("random-layered-n100.yaml") else {
-        return;
-    };
-    let budget = Bytes(41_688);
-    let out = solve::run(&g, &CheckmateIlp, budget, &bench_opts()).unwrap();
-    assert_eq!(out.status, Status::Optimal, "{:?}", out.detail);
-    assert_eq!(out.cost(), Some(48_146.0));
+    assert_public_optimum(
+        "random-layered-n100.yaml",
+        "90%",
+        41_688,
+        48_146.0,
+        &RematExact,
+    );
+}
+
+#[test]
+fn public_optimum_random_layered_n100_at_80_percent() {
+    assert_public_optimum(
+        "random-layered-n100.yaml",
+        "80%",
+        37_056,
+        48_866.0,
+        &RematExact,
+    );
+}
+
+#[test]
+fn remat_exact_and_fast_on_linear8() {
+    let g = synthetic::linear(8);
+    for (b, want) in (2u64..=10).zip(LINEAR8_OPT) {
+        let exact = solve::run(&g, &RematExact, Bytes(b), &opts(Backend::Highs));
+        let fast = solve::run(&g, &RematFast, Bytes(b), &opts(Backend::Highs));
+        match want {
+            None => {
+                assert!(matches!(exact, Err(SolveError::BelowMinimum { .. })), "budget {b}");
+                assert!(fast.is_err(), "budget {b}");
+            }
+            Some(c) => {
+                let exact = exact.unwrap();
+                assert_eq!(exact.status, Status::Optimal, "budget {b}");
+                assert_eq!(exact.cost(), Some(c), "budget {b}");
+                let fast = fast.unwrap();
+                if let Some(f) = fast.cost() {
+                    assert!(f >= c && fast.peak().unwrap() <= Bytes(b), "budget {b}");
+                }
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@ pub mod chen;
 pub mod dtr;
 pub mod griewank;
 pub mod knobs;
+pub mod local_search;
 pub mod lp_bound;
 pub mod portfolio;
 pub mod remat_exact;
@@ -168,6 +169,7 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
         Box::new(checkpoint_all::CheckpointAll),
         Box::new(checkmate_ilp::CheckmateIlp),
         Box::new(remat_exact::RematExact),
+        Box::new(local_search::RematFast),
         Box::new(checkmate_approx::CheckmateApprox),
         Box::new(checkmate_approx::CheckmateApproxRandomized),
         Box::new(lp_bound::LpBound),

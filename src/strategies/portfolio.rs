@@ -1,7 +1,9 @@
 //! The cheapest plan among the fast heuristics: what the exact solver
 //! starts from, and what a time-limited run can always fall back on.
 
-use super::{checkmate_approx::CheckmateApprox, checkpoint_all::CheckpointAll, dtr::DtrGreedy};
+use super::{
+    checkmate_approx::CheckmateApprox, checkpoint_all::CheckpointAll, local_search::RematFast,
+};
 use super::{SolveOptions, Strategy};
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, Schedule, SimReport};
@@ -21,7 +23,8 @@ pub fn acceptable(sim: &SimReport, budget: Bytes, cost_bound: Option<f64>) -> bo
 
 /// The heuristics the portfolio tries, cheapest to run first.
 fn heuristics() -> Vec<Box<dyn Strategy>> {
-    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(CheckpointAll), Box::new(DtrGreedy)];
+    // remat-fast runs DTR eviction and the local search on S.
+    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(CheckpointAll), Box::new(RematFast)];
     v.extend(
         super::baselines()
             .into_iter()

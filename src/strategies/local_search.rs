@@ -1,0 +1,250 @@
+//! `remat-fast`: local search over the checkpoint matrix S, with
+//! [`solve_r`] filling in the cheapest R for every candidate, so each move
+//! is priced exactly (cascading recomputations included) and checked by the
+//! plan generator and the simulator.
+//!
+//! Phase 1 (fit): start from checkpoint-all and, while the simulated peak is
+//! over budget, look at the values resident at the peak that the peak's
+//! stage does not read. Dropping one of them over its idle interval (from
+//! the stage after its previous read to its next read, where it is then
+//! recomputed) is a move; the move with the least extra cost per byte freed
+//! wins. Phase 2 (improve): retry each dropped interval: restore it when
+//! the plan still fits, which removes its recomputation.
+//!
+//! Why not only DTR: eviction on the fly cannot look ahead, and on branchy
+//! DAGs its cascades fail to fit at budgets where plans exist. Moves on S
+//! see the whole schedule.
+
+use super::dtr;
+use super::{Solution, SolveOptions, Strategy, StrategyError};
+use crate::graph::{Graph, NodeId};
+use crate::schedule::{generate_plan, simulate, solve_r, Schedule, SimReport, Statement};
+use crate::units::Bytes;
+use std::time::{Duration, Instant};
+
+pub struct RematFast;
+
+/// Candidates fully evaluated per step, taken in order of cost per byte.
+const CANDIDATES_PER_STEP: usize = 8;
+
+/// Over-budget stages whose idle values are candidates, worst first.
+const OVER_STAGES: usize = 4;
+
+/// One value dropped over stages `from..=to` (recomputed at `to` when `to`
+/// reads it).
+#[derive(Debug, Clone, Copy)]
+struct Drop {
+    node: usize,
+    from: usize,
+    to: usize,
+}
+
+struct Eval {
+    sch: Schedule,
+    sim: SimReport,
+    /// Σ over stages of the bytes by which the stage's peak exceeds the
+    /// budget: unlike the peak alone, it falls with every useful drop.
+    excess: f64,
+    /// Stages over budget, worst first.
+    over: Vec<usize>,
+}
+
+fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
+    let sch = solve_r(g, s.clone());
+    let plan = generate_plan(g, &sch).ok()?;
+    let sim = simulate(g, &plan).ok()?;
+    // Replay: stage t ends with the compute of node t. Memory here is
+    // activations only; the budget is compared net of fixed memory.
+    let cap = budget.saturating_sub(g.fixed_memory).as_f64();
+    let mut stage = 0;
+    let mut bytes = 0.0;
+    let mut stage_peak = 0.0f64;
+    let mut excess = 0.0;
+    let mut live: Vec<(u32, usize)> = Vec::new();
+    let mut over: Vec<(f64, usize)> = Vec::new();
+    for st in &plan.statements {
+        match st {
+            Statement::Allocate {
+                register,
+                node,
+                bytes: b,
+            } => {
+                live.push((*register, node.idx()));
+                bytes += b.as_f64();
+                stage_peak = stage_peak.max(bytes);
+            }
+            Statement::Deallocate { register } => {
+                if let Some(k) = live.iter().position(|(r, _)| r == register) {
+                    bytes -= g.memory(NodeId::from(live[k].1)).as_f64();
+                    live.swap_remove(k);
+                }
+            }
+            Statement::Compute { node, .. } => {
+                if node.idx() == stage {
+                    if stage_peak > cap {
+                        excess += stage_peak - cap;
+                        over.push((stage_peak - cap, stage));
+                    }
+                    stage_peak = bytes;
+                    stage += 1;
+                }
+            }
+        }
+    }
+    over.sort_by(|a, b| b.0.total_cmp(&a.0));
+    Some(Eval {
+        sch,
+        sim,
+        excess,
+        over: over.into_iter().map(|(_, t)| t).collect(),
+    })
+}
+
+/// Whether stage `t` of `sch` reads value `v` (some node it computes uses v).
+fn reads(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
+    g.users(NodeId::from(v))
+        .iter()
+        .any(|u| u.idx() <= t && sch.r(t, u.idx()))
+}
+
+/// The idle interval of `v` around stage `t`: from the stage after its
+/// previous read (or computation) to its next read (or the last stage).
+fn idle_interval(g: &Graph, sch: &Schedule, v: usize, t: usize) -> Option<Drop> {
+    if reads(g, sch, t, v) || sch.r(t, v) {
+        return None;
+    }
+    let mut from = t;
+    while from > v + 1 && !reads(g, sch, from - 1, v) && !sch.r(from - 1, v) {
+        from -= 1;
+    }
+    let n = sch.stages();
+    let mut to = t;
+    while to + 1 < n && sch.s(to + 1, v) && !reads(g, sch, to, v) {
+        to += 1;
+    }
+    Some(Drop { node: v, from, to })
+}
+
+fn apply(s: &mut Schedule, d: Drop, keep: bool) {
+    for t in d.from..=d.to {
+        if t > d.node {
+            s.set_s(t, d.node, keep);
+        }
+    }
+}
+
+/// Local search from checkpoint-all; `None` if no fitting plan was found
+/// before the deadline.
+pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
+    let mut s = Schedule::checkpoint_all(g);
+    let mut cur = eval(g, &s, budget)?;
+    let mut drops: Vec<Drop> = Vec::new();
+    // Phase 1: fit.
+    while cur.sim.peak > budget {
+        if Instant::now() > deadline {
+            return None;
+        }
+        let mut cands: Vec<Drop> = Vec::new();
+        for &t in cur.over.iter().take(OVER_STAGES) {
+            for v in cur.sch.s_row(t).ones() {
+                if g.memory(NodeId::from(v)).get() == 0 {
+                    continue;
+                }
+                if let Some(d) = idle_interval(g, &cur.sch, v, t) {
+                    if !cands.iter().any(|c| c.node == d.node && c.from == d.from) {
+                        cands.push(d);
+                    }
+                }
+            }
+        }
+        cands.sort_by(|a, b| {
+            let r = |d: &Drop| {
+                let id = NodeId::from(d.node);
+                g.cost(id) / g.memory(id).as_f64()
+            };
+            r(a).total_cmp(&r(b))
+        });
+        let mut best: Option<(f64, Drop, Eval)> = None;
+        for &d in cands.iter().take(CANDIDATES_PER_STEP) {
+            let mut trial = s.clone();
+            apply(&mut trial, d, false);
+            let Some(e) = eval(g, &trial, budget) else {
+                continue;
+            };
+            // Progress is less total excess, or a lower peak (which may
+            // move the excess elsewhere, to stages with idle values).
+            let freed = (cur.excess - e.excess).max(cur.sim.peak.as_f64() - e.sim.peak.as_f64());
+            if freed <= 0.0 {
+                continue;
+            }
+            let extra = (e.sim.cost - cur.sim.cost).max(0.0);
+            let score = extra / freed;
+            if best.as_ref().is_none_or(|(b, _, _)| score < *b) {
+                best = Some((score, d, e));
+            }
+        }
+        let (_, d, e) = best?;
+        apply(&mut s, d, false);
+        drops.push(d);
+        cur = e;
+    }
+    // Phase 2: restore drops that are no longer needed, costliest first.
+    let mut improved = true;
+    while improved && Instant::now() < deadline {
+        improved = false;
+        let mut i = 0;
+        while i < drops.len() && Instant::now() < deadline {
+            let mut trial = s.clone();
+            apply(&mut trial, drops[i], true);
+            if let Some(e) = eval(g, &trial, budget) {
+                if e.sim.peak <= budget && e.sim.cost < cur.sim.cost {
+                    s = trial;
+                    cur = e;
+                    drops.swap_remove(i);
+                    improved = true;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+    Some(cur.sch)
+}
+
+impl Strategy for RematFast {
+    fn name(&self) -> &'static str {
+        "remat-fast"
+    }
+
+    fn describe(&self) -> &'static str {
+        "fast plan, no solver: local search on S (solve_r prices each move) and DTR eviction, cheapest wins"
+    }
+
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
+        let deadline = Instant::now() + opts.time_limit.min(Duration::from_secs(60));
+        let mut best: Option<(f64, Schedule, &str)> = None;
+        if let Some(sch) = search(g, budget, deadline) {
+            let c = sch.cost(g);
+            best = Some((c, sch, "local search on S"));
+        }
+        if let Some((c, sch, _)) = dtr::best(g, budget) {
+            if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
+                best = Some((c, sch, "DTR eviction"));
+            }
+        }
+        Ok(match best {
+            Some((_, sch, how)) => Solution::feasible(sch, Some(how.to_string())),
+            None => Solution {
+                status: super::Status::NoSolution,
+                ..Solution::infeasible(
+                    "neither local search nor DTR eviction found a plan that fits",
+                )
+            },
+        })
+    }
+}
