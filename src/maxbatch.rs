@@ -145,21 +145,8 @@ impl MaxBatch {
     }
 
     pub fn from_fields(f: &[String]) -> Result<MaxBatch, String> {
-        if f.len() != HEADER.len() {
-            return Err(format!(
-                "expected {} fields, found {}",
-                HEADER.len(),
-                f.len()
-            ));
-        }
-        fn num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
-            if s.is_empty() {
-                return Ok(None);
-            }
-            s.parse()
-                .map(Some)
-                .map_err(|_| format!("column {col}: '{s}' is not a number"))
-        }
+        resultlog::expect_fields(f, &HEADER)?;
+        use crate::resultlog::opt_num as num;
         Ok(MaxBatch {
             model: f[0].clone(),
             strategy: f[1].clone(),
@@ -472,15 +459,7 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
 }
 
 fn parse_all(path: &Path, rows: Vec<Vec<String>>) -> Result<Vec<MaxBatch>, LogError> {
-    rows.iter()
-        .enumerate()
-        .map(|(i, f)| {
-            MaxBatch::from_fields(f).map_err(|msg| LogError::Format {
-                path: path.to_path_buf(),
-                msg: format!("line {}: {msg}", i + 2),
-            })
-        })
-        .collect()
+    resultlog::parse_records(path, &rows, MaxBatch::from_fields)
 }
 
 /// A table for the terminal.

@@ -189,3 +189,44 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
     }
 }
+
+/// Parses every record with `parse`; a failure names the file and line.
+pub fn parse_records<T>(
+    path: &Path,
+    rows: &[Vec<String>],
+    parse: impl Fn(&[String]) -> Result<T, String>,
+) -> Result<Vec<T>, LogError> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            parse(f).map_err(|msg| LogError::Format {
+                path: path.to_path_buf(),
+                msg: format!("line {}: {msg}", i + 2),
+            })
+        })
+        .collect()
+}
+
+/// Checks a record's field count against its header.
+pub fn expect_fields(f: &[String], header: &[&str]) -> Result<(), String> {
+    if f.len() == header.len() {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected {} fields, found {}",
+            header.len(),
+            f.len()
+        ))
+    }
+}
+
+/// An optional number from a cell (empty is `None`); the error names the
+/// column.
+pub fn opt_num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|_| format!("column {col}: '{s}' is not a number"))
+}

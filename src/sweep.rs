@@ -109,21 +109,8 @@ impl Row {
 
     /// Parses CSV fields; the error names the column.
     pub fn from_fields(f: &[String]) -> Result<Row, String> {
-        if f.len() != HEADER.len() {
-            return Err(format!(
-                "expected {} fields, found {}",
-                HEADER.len(),
-                f.len()
-            ));
-        }
-        fn num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
-            if s.is_empty() {
-                return Ok(None);
-            }
-            s.parse()
-                .map(Some)
-                .map_err(|_| format!("column {col}: '{s}' is not a number"))
-        }
+        resultlog::expect_fields(f, &HEADER)?;
+        use crate::resultlog::opt_num as num;
         Ok(Row {
             model: f[0].clone(),
             strategy: f[1].clone(),
@@ -145,18 +132,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, SweepError> {
 }
 
 fn rows_from_fields(path: &Path, fields: Vec<Vec<String>>) -> Result<Vec<Row>, SweepError> {
-    fields
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            Row::from_fields(f).map_err(|msg| {
-                SweepError::Log(LogError::Format {
-                    path: path.to_path_buf(),
-                    msg: format!("line {}: {msg}", i + 2),
-                })
-            })
-        })
-        .collect()
+    Ok(resultlog::parse_records(path, &fields, Row::from_fields)?)
 }
 
 /// The canonical row order: model, then strategy in registry order

@@ -82,56 +82,38 @@ impl Highs {
             .map(|&s| s as HighsInt)
             .collect();
         let index: Vec<HighsInt> = m.row_index.iter().map(|&c| c as HighsInt).collect();
+        // An all-continuous integrality vector makes HiGHS treat the model
+        // as an LP, so one call serves both.
+        let integrality: Vec<HighsInt> = m
+            .integer
+            .iter()
+            .map(|&b| {
+                if b && integer {
+                    kHighsVarTypeInteger
+                } else {
+                    kHighsVarTypeContinuous
+                }
+            })
+            .collect();
         let st = unsafe {
-            if integer && m.is_mip() {
-                let integrality: Vec<HighsInt> = m
-                    .integer
-                    .iter()
-                    .map(|&b| {
-                        if b {
-                            kHighsVarTypeInteger
-                        } else {
-                            kHighsVarTypeContinuous
-                        }
-                    })
-                    .collect();
-                Highs_passMip(
-                    self.ptr,
-                    m.num_cols() as HighsInt,
-                    m.num_rows() as HighsInt,
-                    m.num_nonzeros() as HighsInt,
-                    kHighsMatrixFormatRowwise,
-                    kHighsObjSenseMinimize,
-                    0.0,
-                    m.col_cost.as_ptr(),
-                    m.col_lower.as_ptr(),
-                    m.col_upper.as_ptr(),
-                    m.row_lower.as_ptr(),
-                    m.row_upper.as_ptr(),
-                    start.as_ptr(),
-                    index.as_ptr(),
-                    m.row_value.as_ptr(),
-                    integrality.as_ptr(),
-                )
-            } else {
-                Highs_passLp(
-                    self.ptr,
-                    m.num_cols() as HighsInt,
-                    m.num_rows() as HighsInt,
-                    m.num_nonzeros() as HighsInt,
-                    kHighsMatrixFormatRowwise,
-                    kHighsObjSenseMinimize,
-                    0.0,
-                    m.col_cost.as_ptr(),
-                    m.col_lower.as_ptr(),
-                    m.col_upper.as_ptr(),
-                    m.row_lower.as_ptr(),
-                    m.row_upper.as_ptr(),
-                    start.as_ptr(),
-                    index.as_ptr(),
-                    m.row_value.as_ptr(),
-                )
-            }
+            Highs_passMip(
+                self.ptr,
+                m.num_cols() as HighsInt,
+                m.num_rows() as HighsInt,
+                m.num_nonzeros() as HighsInt,
+                kHighsMatrixFormatRowwise,
+                kHighsObjSenseMinimize,
+                0.0,
+                m.col_cost.as_ptr(),
+                m.col_lower.as_ptr(),
+                m.col_upper.as_ptr(),
+                m.row_lower.as_ptr(),
+                m.row_upper.as_ptr(),
+                start.as_ptr(),
+                index.as_ptr(),
+                m.row_value.as_ptr(),
+                integrality.as_ptr(),
+            )
         };
         if st == kHighsStatusError {
             return Err(SolverError::Model {
