@@ -326,7 +326,12 @@ fn sort_results(rows: &mut [MaxBatch]) {
 /// the same model, memory and rule are reused. Returns this run's
 /// strategies in registry order.
 pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchError> {
-    let mut strats: Vec<&dyn Strategy> = cfg.strategies.iter().map(|s| s.as_ref()).collect();
+    let mut strats: Vec<&dyn Strategy> = cfg
+        .strategies
+        .iter()
+        .map(|s| s.as_ref())
+        .filter(|s| s.makes_plans())
+        .collect();
     let reference = CheckpointAll;
     if !strats.iter().any(|s| s.name() == reference.name()) {
         strats.insert(0, &reference);

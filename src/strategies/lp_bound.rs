@@ -51,6 +51,10 @@ impl Strategy for LpBound {
         "lp-bound"
     }
 
+    fn makes_plans(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> &'static str {
         "lower bound only: the LP relaxation of the Checkmate MILP (no plan)"
     }

@@ -161,6 +161,11 @@ pub trait Strategy: Send + Sync {
         budget: Bytes,
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError>;
+    /// False for bound-only strategies: searches that need a plan (the max
+    /// batch) skip them.
+    fn makes_plans(&self) -> bool {
+        true
+    }
 }
 
 /// Every strategy the tool offers, in the order reports list them.
