@@ -151,45 +151,6 @@ pub fn rewrite(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(),
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const H: &[&str] = &["a", "b"];
-
-    #[test]
-    fn torn_tail_is_cut_and_rows_come_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.csv");
-        {
-            let (log, rows) = ResultLog::open(&p, H).unwrap();
-            assert!(rows.is_empty());
-            log.append(&["1", "two, with comma"]).unwrap();
-        }
-        // A kill mid-write.
-        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
-        f.write_all(b"3,fo").unwrap();
-        drop(f);
-        let (log, rows) = ResultLog::open(&p, H).unwrap();
-        assert_eq!(rows, vec![vec!["1".to_string(), "two, with comma".into()]]);
-        log.append(&["5", "6"]).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&p).unwrap(),
-            "a,b\n1,\"two, with comma\"\n5,6\n"
-        );
-    }
-
-    #[test]
-    fn refuses_a_foreign_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.csv");
-        std::fs::write(&p, "name,value\n1,2\n").unwrap();
-        let e = ResultLog::open(&p, H).err().unwrap();
-        assert!(e.to_string().contains("unexpected header"), "{e}");
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
-    }
-}
-
 /// Parses every record with `parse`; a failure names the file and line.
 pub fn parse_records<T>(
     path: &Path,
@@ -229,4 +190,43 @@ pub fn opt_num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, St
     s.parse()
         .map(Some)
         .map_err(|_| format!("column {col}: '{s}' is not a number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &[&str] = &["a", "b"];
+
+    #[test]
+    fn torn_tail_is_cut_and_rows_come_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        {
+            let (log, rows) = ResultLog::open(&p, H).unwrap();
+            assert!(rows.is_empty());
+            log.append(&["1", "two, with comma"]).unwrap();
+        }
+        // A kill mid-write.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"3,fo").unwrap();
+        drop(f);
+        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        assert_eq!(rows, vec![vec!["1".to_string(), "two, with comma".into()]]);
+        log.append(&["5", "6"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "a,b\n1,\"two, with comma\"\n5,6\n"
+        );
+    }
+
+    #[test]
+    fn refuses_a_foreign_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        std::fs::write(&p, "name,value\n1,2\n").unwrap();
+        let e = ResultLog::open(&p, H).err().unwrap();
+        assert!(e.to_string().contains("unexpected header"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
+    }
 }
