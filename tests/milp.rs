@@ -422,7 +422,10 @@ fn remat_exact_and_fast_on_linear8() {
         let fast = solve::run(&g, &RematFast, Bytes(b), &opts(Backend::Highs));
         match want {
             None => {
-                assert!(matches!(exact, Err(SolveError::BelowMinimum { .. })), "budget {b}");
+                assert!(
+                    matches!(exact, Err(SolveError::BelowMinimum { .. })),
+                    "budget {b}"
+                );
                 assert!(fast.is_err(), "budget {b}");
             }
             Some(c) => {

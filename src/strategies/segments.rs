@@ -10,9 +10,11 @@
 //!   recomputations the schedule performs (a checkpoint exists to seed
 //!   them), so normally until its last backward use;
 //! - a backward value lives from its creation to its last use;
-//! - any other forward value lives only while the forward pass still reads
-//!   it (until its last forward user). Each backward stage that needs it
-//!   recomputes it from the checkpoints, and it lives only in that stage.
+//! - any other forward value lives while the forward pass still reads it
+//!   (until its last forward user). Its segment (the forward nodes between
+//!   two consecutive checkpoints) is recomputed once, in the first backward
+//!   stage that reads any of its values, and each value then lives until its
+//!   last backward use, as in the reference code.
 //!
 //! A plain DAG has no backward pass, so "the forward pass still reads it"
 //! would keep everything to its last use and make the checkpoints
@@ -72,8 +74,62 @@ pub fn segments_to_schedule(g: &Graph, checkpoints: &[NodeId]) -> Schedule {
         };
         keep(&mut sch, i, until);
     }
+    if !plain {
+        keep_recomputed_segments(g, &mut sch, &is_ckpt);
+    }
     let sch = solve_r(g, sch);
     extend_checkpoints(g, sch, checkpoints)
+}
+
+/// The backward half of the reference behaviour: a segment (the forward
+/// nodes after one checkpoint up to the next) is recomputed once, in the
+/// first backward stage that reads any of its values, and each of its values
+/// then stays until its last backward use. Recomputing per backward stage
+/// instead would redo the segment's prefix for every gradient in it.
+fn keep_recomputed_segments(g: &Graph, sch: &mut Schedule, is_ckpt: &[bool]) {
+    let n = g.len();
+    let last = last_use(g);
+    // Segment of each forward node: how many checkpoints precede it.
+    let mut seg = vec![usize::MAX; n];
+    let mut count = 0;
+    for v in g.ids() {
+        if g.node(v).backward {
+            continue;
+        }
+        if is_ckpt[v.idx()] {
+            count += 1;
+        } else {
+            seg[v.idx()] = count;
+        }
+    }
+    // First backward stage reading each segment.
+    let mut first_read = vec![usize::MAX; count + 1];
+    for v in g.ids() {
+        let s = seg[v.idx()];
+        if s == usize::MAX {
+            continue;
+        }
+        if let Some(b) = g
+            .users(v)
+            .iter()
+            .filter(|u| g.node(**u).backward)
+            .map(|u| u.idx())
+            .min()
+        {
+            first_read[s] = first_read[s].min(b);
+        }
+    }
+    for v in g.ids() {
+        let s = seg[v.idx()];
+        if s == usize::MAX || first_read[s] == usize::MAX {
+            continue;
+        }
+        let b = first_read[s];
+        let until = last[v.idx()].idx();
+        for t in b + 1..=until.min(n - 1) {
+            sch.set_s(t, v.idx(), true);
+        }
+    }
 }
 
 /// Keeps each checkpoint through the last stage whose computations read it,
