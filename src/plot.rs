@@ -30,8 +30,9 @@ pub enum PlotError {
     Plan(#[from] SimError),
 }
 
-/// Ten colors that stay distinguishable (matplotlib's tab10).
-const COLORS: [RGBColor; 10] = [
+/// Sixteen colors that stay distinguishable (matplotlib's tab10, then six
+/// darker ones), so every strategy of a full sweep has its own.
+const COLORS: [RGBColor; 16] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -42,6 +43,12 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+    RGBColor(0, 90, 50),
+    RGBColor(120, 0, 120),
+    RGBColor(160, 110, 0),
+    RGBColor(0, 60, 140),
+    RGBColor(170, 0, 60),
 ];
 
 const SIZE: (u32, u32) = (1000, 640);
