@@ -41,4 +41,9 @@ for m in "${models[@]}"; do
   "$remat" max-batch "$m" --memory "$MEMORY" --strategies "$MAXBATCH_STRATEGIES" --time-limit "$TIME_LIMIT" \
     -o "results/max-batch/$name.csv"
 done
-"$remat" report results/*.csv -o results/report.md
+# The sweep CSVs only (the *_bench.csv files are the benchmarks').
+sweeps=()
+for c in results/*.csv; do
+  case "$c" in *_bench.csv) ;; *) sweeps+=("$c") ;; esac
+done
+"$remat" report "${sweeps[@]}" -o results/report.md
