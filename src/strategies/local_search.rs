@@ -27,6 +27,11 @@ pub struct RematFast;
 /// Candidates fully evaluated per step, taken in order of cost per byte.
 const CANDIDATES_PER_STEP: usize = 8;
 
+/// Escapes from a local minimum of the excess allowed per node of the
+/// graph, and how many iterations an escape's inverse stays forbidden.
+const MAX_ESCAPES_PER_NODE: usize = 2;
+const TABU_TENURE: usize = 8;
+
 /// Over-budget stages whose idle values are candidates, worst first.
 const OVER_STAGES: usize = 4;
 
@@ -142,8 +147,14 @@ pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
     let mut s = Schedule::checkpoint_all(g);
     let mut cur = eval(g, &s, budget)?;
     let mut drops: Vec<Drop> = Vec::new();
+    // Tabu list for escapes: a move's inverse may not be made again until
+    // the given iteration, so an escape is not undone at once.
+    let mut tabu: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut escapes = 0;
+    let mut iter = 0;
     // Phase 1: fit.
     while cur.sim.peak > budget {
+        iter += 1;
         if Instant::now() > deadline {
             return None;
         }
@@ -177,22 +188,44 @@ pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
             .map(|&i| (Some(i), drops[i]))
             .chain(cands.iter().take(CANDIDATES_PER_STEP).map(|&d| (None, d)));
         let mut best: Option<(f64, Option<usize>, Drop, Eval)> = None;
+        // The least-bad move, for when nothing improves.
+        let mut escape: Option<(f64, Option<usize>, Drop, Eval)> = None;
         for (undo_of, d) in moves {
+            if tabu
+                .iter()
+                .any(|&(v, f, t, until)| until > iter && (v, f, t) == (d.node, d.from, d.to))
+            {
+                continue;
+            }
             let mut trial = s.clone();
             apply(&mut trial, d, undo_of.is_some());
             let Some(e) = eval(g, &trial, budget) else {
                 continue;
             };
-            // Progress is less total excess: a strict decrease, so the
-            // search cannot cycle.
+            // Progress is less total excess.
             let freed = cur.excess - e.excess;
             if freed <= 0.0 {
+                if escape.as_ref().is_none_or(|(x, ..)| e.excess < *x) {
+                    escape = Some((e.excess, undo_of, d, e));
+                }
                 continue;
             }
             let score = (e.sim.cost - cur.sim.cost) / freed;
             if best.as_ref().is_none_or(|(b, ..)| score < *b) {
                 best = Some((score, undo_of, d, e));
             }
+        }
+        if best.is_none() {
+            // Stuck: take the least-bad move and forbid its inverse for a
+            // while (tabu search), a bounded number of times.
+            escapes += 1;
+            if escapes > MAX_ESCAPES_PER_NODE * g.len() {
+                return None;
+            }
+            if let Some((_, _, d, _)) = &escape {
+                tabu.push((d.node, d.from, d.to, iter + TABU_TENURE));
+            }
+            best = escape;
         }
         let (_, undo_of, d, e) = best?;
         match undo_of {
