@@ -116,13 +116,19 @@ pub fn run(
         (None, true) => return Err(bug("reported a plan but returned no schedule".into())),
         _ => (None, None),
     };
+    // Every plan computes each node at least once, so the total cost bounds
+    // every answer from below: no plan is reported without a gap.
+    let lower_bound = match (&sim, sol.lower_bound) {
+        (Some(_), lb) => Some(lb.unwrap_or(0.0).max(g.total_cost())),
+        (None, lb) => lb,
+    };
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         budget,
         status: sol.status,
         plan,
         sim,
-        lower_bound: sol.lower_bound,
+        lower_bound,
         detail: sol.detail,
         seconds,
     })
