@@ -211,6 +211,14 @@ impl Highs {
         (x, rd)
     }
 
+    /// Whether HiGHS holds row duals (of any quality): after a time limit in
+    /// dual simplex they are still dual feasible, and any multipliers give
+    /// a valid Lagrangian bound.
+    fn has_duals(&self) -> bool {
+        self.int_info("dual_solution_status")
+            .is_some_and(|s| s != kHighsSolutionStatusNone as i64)
+    }
+
     fn has_primal_solution(&self) -> bool {
         self.int_info("primal_solution_status") == Some(kHighsSolutionStatusFeasible as i64)
     }
@@ -384,6 +392,9 @@ impl LpSession {
         };
         let (x, row_dual) = if status == LpStatus::Optimal {
             self.h.solution(self.cols, self.rows)
+        } else if status == LpStatus::Stopped && self.h.has_duals() {
+            // No optimum, but the duals still bound the optimum from below.
+            (Vec::new(), self.h.solution(self.cols, self.rows).1)
         } else {
             (Vec::new(), Vec::new())
         };

@@ -11,6 +11,7 @@ use super::checkmate_approx::lp_method;
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::solver::checkmate::Formulation;
+use crate::solver::fixing::DualBound;
 use crate::solver::highs::LpSession;
 use crate::solver::{LpStatus, Params};
 use crate::units::Bytes;
@@ -34,11 +35,20 @@ pub fn lp_lower_bound(
     let err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
     let mut lp = LpSession::new(&f.model, &params, lp_method(&f)).map_err(err)?;
     let r = lp.solve().map_err(err)?;
+    // The bound is recomputed from the duals (valid for any multipliers),
+    // so it holds whatever the solver's tolerances, and a stopped LP still
+    // gives one if its duals are there.
     match r.status {
-        LpStatus::Optimal => Ok(Some(r.objective * f.cost_scale)),
+        LpStatus::Optimal => {
+            let lagrange = DualBound::from_duals(&f.model, &r.row_dual).bound;
+            Ok(Some(lagrange.min(r.objective) * f.cost_scale))
+        }
         LpStatus::Infeasible => Ok(None),
+        LpStatus::Stopped if !r.row_dual.is_empty() => Ok(Some(
+            DualBound::from_duals(&f.model, &r.row_dual).bound * f.cost_scale,
+        )),
         LpStatus::Stopped => Err(StrategyError::Solver(format!(
-            "the LP relaxation stopped after {:.1} s without an optimum (time limit?)",
+            "the LP relaxation stopped after {:.1} s without an optimum or duals (time limit?)",
             r.seconds
         ))),
     }

@@ -98,6 +98,8 @@ fn prepare(
     drop(lp);
     match lp_res.status {
         LpStatus::Optimal => {}
+        // Stopped with duals: a weaker bound, but still exact to fix by.
+        LpStatus::Stopped if !lp_res.row_dual.is_empty() => {}
         // The MILP itself will say infeasible (or run out of time); there
         // is nothing to fix.
         LpStatus::Infeasible | LpStatus::Stopped => return Ok(Prepared::default()),
