@@ -440,3 +440,46 @@ fn remat_exact_and_fast_on_linear8() {
         }
     }
 }
+
+/// A poor warm start (a sweep's best plan so far) must not make the answer
+/// worse than the best heuristic: both seed candidates are tried.
+#[test]
+fn a_poor_warm_start_never_beats_the_portfolio_to_the_seed() {
+    let g = synthetic::linear(8);
+    let budget = Bytes(5);
+    // Keep nothing between stages: fits 5 units at a very high cost.
+    let mut poor = Schedule::identity(g.len());
+    for t in 0..g.len() {
+        let mut need = vec![false; g.len()];
+        need[t] = true;
+        for k in (0..=t).rev() {
+            if need[k] {
+                for d in g.deps(NodeId::from(k)) {
+                    need[d.idx()] = true;
+                }
+            }
+        }
+        for (i, &nd) in need.iter().enumerate().take(t) {
+            if nd {
+                poor.set_r(t, i, true);
+            }
+        }
+    }
+    let poor_cost = poor.cost(&g);
+    let (_, heur) = best_heuristic(&g, budget, &opts(Backend::Highs)).unwrap();
+    assert!(heur.cost(&g) < poor_cost);
+    for s in [&CheckmateIlp as &dyn Strategy, &RematExact] {
+        let o = SolveOptions {
+            warm_start: Some(("poor".into(), poor.clone())),
+            time_limit: Duration::from_millis(1),
+            ..opts(Backend::Highs)
+        };
+        let out = solve::run(&g, s, budget, &o).unwrap();
+        assert!(
+            out.cost().unwrap() <= heur.cost(&g),
+            "{}: {:?}",
+            s.name(),
+            out.detail
+        );
+    }
+}

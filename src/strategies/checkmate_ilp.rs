@@ -52,26 +52,39 @@ const SEED_TIME_SHARE: f64 = 0.25;
 const MAX_TIGHTENINGS: usize = 3;
 
 pub(crate) fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<Seed> {
-    let (name, mut schedule) = match &opts.warm_start {
-        Some(ws) => ws.clone(),
-        None => {
-            let seed_opts = SolveOptions {
-                time_limit: opts.time_limit.mul_f64(SEED_TIME_SHARE),
-                ..opts.clone()
-            };
-            best_heuristic(g, budget, &seed_opts)?
-        }
+    // A caller's warm start (a sweep's best plan so far) does not replace
+    // the portfolio: the answer must never be worse than the best heuristic
+    // at this budget, so both are tried and the cheaper one seeds.
+    let seed_opts = SolveOptions {
+        time_limit: opts.time_limit.mul_f64(SEED_TIME_SHARE),
+        warm_start: None,
+        ..opts.clone()
     };
-    if schedule.stages() != g.len() || schedule.validate(g).is_err() {
-        return None;
+    let candidates = opts
+        .warm_start
+        .clone()
+        .into_iter()
+        .chain(best_heuristic(g, budget, &seed_opts));
+    let mut best: Option<Seed> = None;
+    for (name, mut schedule) in candidates {
+        if schedule.stages() != g.len() || schedule.validate(g).is_err() {
+            continue;
+        }
+        drop_spurious(g, &mut schedule);
+        let Some(sim) = evaluate(g, &schedule) else {
+            continue;
+        };
+        if acceptable(&sim, budget, opts.cost_bound)
+            && best.as_ref().is_none_or(|b| sim.cost < b.cost)
+        {
+            best = Some(Seed {
+                name,
+                schedule,
+                cost: sim.cost,
+            });
+        }
     }
-    drop_spurious(g, &mut schedule);
-    let sim = evaluate(g, &schedule)?;
-    acceptable(&sim, budget, opts.cost_bound).then_some(Seed {
-        name,
-        schedule,
-        cost: sim.cost,
-    })
+    best
 }
 
 fn fmt_secs(s: Option<f64>) -> String {
