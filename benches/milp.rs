@@ -13,6 +13,8 @@
 //! The MILP runs are unseeded so the solver's own time to a first plan is
 //! measured; every plan is checked by the simulator.
 
+mod common;
+
 use remat::cli::write_atomic;
 use remat::graph::analysis;
 use remat::schedule::{generate_plan, simulate};
@@ -23,7 +25,6 @@ use remat::strategies::lp_bound::lp_lower_bound;
 use remat::strategies::{SolveOptions, Strategy};
 use remat::units::BudgetSpec;
 use remat::{Bytes, Graph};
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -126,18 +127,7 @@ fn main() {
     } else {
         root.join(&args.out)
     };
-    let mut text = std::fs::read_to_string(&out)
-        .ok()
-        .filter(|t| t.starts_with(HEADER))
-        .unwrap_or_else(|| format!("{HEADER}\n"));
-    let done: HashSet<(String, String, String)> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (f.len() > 5).then(|| (f[0].to_string(), f[3].to_string(), f[5].to_string()))
-        })
-        .collect();
+    let (mut text, done) = common::resume(&out, HEADER);
     let insts: Vec<_> = instances(&root)
         .into_iter()
         .filter(|(n, _, _)| {

@@ -12,13 +12,14 @@
 //! written as they finish (atomically) and a re-run skips rows already
 //! there. The MILP-based strategies run on graphs of at most 400 nodes.
 
+mod common;
+
 use remat::cli::write_atomic;
 use remat::graph::analysis;
 use remat::solve;
 use remat::strategies::{self, SolveOptions};
 use remat::units::BudgetSpec;
 use remat::Graph;
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -86,18 +87,7 @@ fn main() {
     for z in ["resnet50", "gpt2"] {
         graphs.push((format!("zoo-{z}"), root.join(format!("models/{z}.yaml"))));
     }
-    let mut text = std::fs::read_to_string(&out)
-        .ok()
-        .filter(|t| t.starts_with(HEADER))
-        .unwrap_or_else(|| format!("{HEADER}\n"));
-    let done: HashSet<(String, String, String)> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (f.len() > 5).then(|| (f[0].to_string(), f[3].to_string(), f[5].to_string()))
-        })
-        .collect();
+    let (mut text, done) = common::resume(&out, HEADER);
     let opts = SolveOptions {
         time_limit: Duration::from_secs_f64(time_limit),
         threads: 1,
