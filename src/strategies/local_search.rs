@@ -25,7 +25,10 @@ use std::time::{Duration, Instant};
 pub struct RematFast;
 
 /// Candidates fully evaluated per step, taken in order of cost per byte.
-const CANDIDATES_PER_STEP: usize = 8;
+/// Measured: 8 → 48 (with 4 → 16 over-budget stages) turns n250 at 80%
+/// from no plan into a plan, and n500 at 90% from none into 1.05×, at a
+/// few seconds per solve.
+const CANDIDATES_PER_STEP: usize = 48;
 
 /// Escapes from a local minimum of the excess allowed per node of the
 /// graph, and how many iterations an escape's inverse stays forbidden.
@@ -33,7 +36,7 @@ const MAX_ESCAPES_PER_NODE: usize = 2;
 const TABU_TENURE: usize = 8;
 
 /// Over-budget stages whose idle values are candidates, worst first.
-const OVER_STAGES: usize = 4;
+const OVER_STAGES: usize = 16;
 
 /// One value dropped over stages `from..=to` (recomputed at `to` when `to`
 /// reads it).
