@@ -17,9 +17,7 @@ use crate::strategies::{
     self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError,
 };
 use crate::units::Bytes;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -362,21 +360,12 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
         .filter(|s| !done.iter().any(|r| r.strategy == s.name()))
         .collect();
 
-    let bar = if cfg.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(pending.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:20}] {pos}/{len} strategies, {elapsed}  {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.set_prefix(format!("max-batch {}", g.name));
-        b.enable_steady_tick(std::time::Duration::from_millis(500));
-        b
-    };
+    let bar = resultlog::progress_bar(
+        cfg.quiet,
+        pending.len(),
+        format!("max-batch {}", g.name),
+        "[{bar:20}] {pos}/{len} strategies, {elapsed}  {wide_msg}",
+    );
     let probing: Mutex<std::collections::BTreeMap<String, u32>> = Mutex::default();
     let show = |name: &str, b: Option<u32>| {
         let mut p = probing.lock().unwrap_or_else(|e| e.into_inner());

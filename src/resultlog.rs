@@ -192,6 +192,30 @@ pub fn opt_num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, St
         .map_err(|_| format!("column {col}: '{s}' is not a number"))
 }
 
+/// The progress bar of a long run on stderr: hidden with `quiet` or when
+/// stderr is not a terminal (logs and CI stay clean). `template` is the
+/// indicatif template after the `{prefix}`.
+pub fn progress_bar(
+    quiet: bool,
+    len: usize,
+    prefix: String,
+    template: &str,
+) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(len as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(&format!("{{prefix}} {template}"))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    b.set_prefix(prefix);
+    b.enable_steady_tick(std::time::Duration::from_millis(500));
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,9 +26,7 @@ use crate::schedule::Schedule;
 use crate::solve::{self, Outcome, SolveError};
 use crate::strategies::{self, Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -327,21 +325,12 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let total_pairs = budgets.len() * cfg.strategies.len();
     let resumed = total_pairs - pending.len();
 
-    let bar = if cfg.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(pending.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} pairs, {elapsed} elapsed, ETA {eta}  {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.set_prefix(format!("sweep {}", g.name));
-        b.enable_steady_tick(std::time::Duration::from_millis(500));
-        b
-    };
+    let bar = resultlog::progress_bar(
+        cfg.quiet,
+        pending.len(),
+        format!("sweep {}", g.name),
+        "[{bar:30}] {pos}/{len} pairs, {elapsed} elapsed, ETA {eta}  {wide_msg}",
+    );
     if !cfg.quiet && resumed > 0 {
         bar.suspend(|| {
             eprintln!(
