@@ -260,6 +260,21 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     })
 }
 
+/// The legend box both figures share, in the corner the data leaves free.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(|x| x.to_string())
+}
+
 fn draw_sweep<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     d: &SweepData,
@@ -324,15 +339,7 @@ fn draw_sweep<DB: DrawingBackend>(
             .label("LP lower bound")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(e)?;
-    Ok(())
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Figure 5: for each strategy, the best overhead among its plans at or
@@ -495,15 +502,7 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
             .label(format!("recomputation ({})", d.trace.recomputations.len()))
             .legend(move |(x, y)| TriangleMarker::new((x + 11, y), 5, orange.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(e)?;
-    Ok(())
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Figure 1: memory in use over the plan's statements against the budget,

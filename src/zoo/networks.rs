@@ -388,13 +388,7 @@ fn unet(net: &mut Net, x: Tensor) -> Result<(), ZooError> {
             o = net.layer(format!("up{i}"), Layer::UpSample(2, 2), &[o])?;
             o = net.layer(format!("concat{i}"), Layer::Concat, &[o, levels[3 - i]])?;
         }
-        o = net.layer(format!("dec{i}_pad"), pad(1), &[o])?;
-        o = net.layer(
-            format!("dec{i}_conv"),
-            conv(filters, 3, 1, Padding::Valid, true, Some(Act::Relu)),
-            &[o],
-        )?;
-        o = net.layer(format!("dec{i}_bn"), Layer::BatchNorm, &[o])?;
+        o = decoder_conv(net, i, filters, Some(Act::Relu), o)?;
     }
     o = net.layer(
         "score",
@@ -402,6 +396,24 @@ fn unet(net: &mut Net, x: Tensor) -> Result<(), ZooError> {
         &[o],
     )?;
     segmentation_head(net, o)
+}
+
+/// One decoder step of the keras_segmentation decoders: pad, 3×3 valid
+/// conv, batch norm.
+fn decoder_conv(
+    net: &mut Net,
+    i: usize,
+    filters: u64,
+    act: Option<Act>,
+    o: Tensor,
+) -> Result<Tensor, ZooError> {
+    let o = net.layer(format!("dec{i}_pad"), pad(1), &[o])?;
+    let o = net.layer(
+        format!("dec{i}_conv"),
+        conv(filters, 3, 1, Padding::Valid, true, act),
+        &[o],
+    )?;
+    net.layer(format!("dec{i}_bn"), Layer::BatchNorm, &[o])
 }
 
 /// Crops the larger of two score maps to the smaller one, width then
@@ -501,13 +513,7 @@ fn segnet(net: &mut Net, x: Tensor) -> Result<(), ZooError> {
         if i > 0 {
             o = net.layer(format!("up{i}"), Layer::UpSample(2, 2), &[o])?;
         }
-        o = net.layer(format!("dec{i}_pad"), pad(1), &[o])?;
-        o = net.layer(
-            format!("dec{i}_conv"),
-            conv(filters, 3, 1, Padding::Valid, true, None),
-            &[o],
-        )?;
-        o = net.layer(format!("dec{i}_bn"), Layer::BatchNorm, &[o])?;
+        o = decoder_conv(net, i, filters, None, o)?;
     }
     o = net.layer(
         "score",
