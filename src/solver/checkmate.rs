@@ -19,6 +19,24 @@ use crate::graph::{Graph, NodeId};
 use crate::schedule::Schedule;
 use crate::units::Bytes;
 
+/// How the MILP ties FREE to R and S.
+///
+/// `Paper` is eq. 9 as published: FREE binary, linearised through one
+/// aggregated hazard count with a big-M of κ. `Tight` makes FREE
+/// continuous with one bound per hazard (FREE ≤ R[t,k], FREE ≤ 1 − S[t+1,i],
+/// FREE ≤ 1 − R[t,j]). Freeing only ever lowers U, so with R and S integral
+/// the optimum can always take FREE at its upper bound, min over hazards,
+/// which is the paper's value: both MILPs have the same optimal cost and the
+/// same feasible (R, S). But `Tight` has no FREE binaries at all (about half
+/// of the paper's) and its LP relaxation is tighter, because
+/// FREE ≤ 1 − max hazard is below the aggregated FREE ≤ 1 − Σ hazards / κ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FreeModel {
+    #[default]
+    Paper,
+    Tight,
+}
+
 /// A built Checkmate model and the map from (stage, node) to columns.
 pub struct Formulation {
     pub n: usize,
@@ -65,7 +83,19 @@ impl Formulation {
     /// `integer = false` gives the LP relaxation. `cost_bound` adds
     /// Σ cost·R ≤ bound (a feasibility question for the max-batch search).
     pub fn build(g: &Graph, budget: Bytes, integer: bool, cost_bound: Option<f64>) -> Formulation {
+        Self::build_as(g, budget, integer, cost_bound, FreeModel::Paper)
+    }
+
+    /// [`Formulation::build`] with a choice of FREE linearisation.
+    pub fn build_as(
+        g: &Graph,
+        budget: Bytes,
+        integer: bool,
+        cost_bound: Option<f64>,
+        free_model: FreeModel,
+    ) -> Formulation {
         let n = g.len();
+        let free_integer = integer && free_model == FreeModel::Paper;
         let mem_scale = g
             .ids()
             .map(|i| g.memory(i).as_f64())
@@ -99,7 +129,7 @@ impl Formulation {
         for t in 0..n {
             f_off.push(m.num_cols() - f_base);
             for _ in 0..edge_start[t + 1] {
-                m.add_col(0.0, 1.0, 0.0, integer);
+                m.add_col(0.0, 1.0, 0.0, free_integer);
             }
         }
         let u_base = m.num_cols();
@@ -150,6 +180,24 @@ impl Formulation {
         // FREE through hazards.
         for t in 0..n {
             for (e, &(i, k)) in f.edges[..f.edge_start[t + 1]].iter().enumerate() {
+                let free = f.free(t, e);
+                let later_users = g
+                    .users(NodeId::from(i))
+                    .iter()
+                    .map(|j| j.idx())
+                    .filter(|&j| j > k && j <= t);
+                if free_model == FreeModel::Tight {
+                    // One bound per hazard: FREE ≤ R[t,k], FREE + S[t+1,i] ≤ 1,
+                    // FREE + R[t,j] ≤ 1.
+                    m.add_row(-inf, 0.0, &[(free, 1.0), (f.r(t, k), -1.0)]);
+                    if t + 1 < n {
+                        m.add_row(-inf, 1.0, &[(free, 1.0), (f.s(t + 1, i), 1.0)]);
+                    }
+                    for j in later_users {
+                        m.add_row(-inf, 1.0, &[(free, 1.0), (f.r(t, j), 1.0)]);
+                    }
+                    continue;
+                }
                 row.clear();
                 row.push((f.r(t, k), 1.0));
                 let mut kappa = 1.0;
@@ -157,14 +205,10 @@ impl Formulation {
                     row.push((f.s(t + 1, i), -1.0));
                     kappa += 1.0;
                 }
-                for &j in g.users(NodeId::from(i)) {
-                    let j = j.idx();
-                    if j > k && j <= t {
-                        row.push((f.r(t, j), -1.0));
-                        kappa += 1.0;
-                    }
+                for j in later_users {
+                    row.push((f.r(t, j), -1.0));
+                    kappa += 1.0;
                 }
-                let free = f.free(t, e);
                 // 1 − FREE ≤ h  ⇔  −FREE + R[t,k] − S − ΣR ≤ 0.
                 row.push((free, -1.0));
                 m.add_row(-inf, 0.0, &row);

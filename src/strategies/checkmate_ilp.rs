@@ -8,7 +8,7 @@ use super::portfolio::{acceptable, best_heuristic, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
-use crate::solver::checkmate::{drop_spurious, Formulation};
+use crate::solver::checkmate::{drop_spurious, Formulation, FreeModel};
 use crate::solver::{solve_mip, MipResult, MipStatus, Params};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
@@ -106,7 +106,7 @@ impl Strategy for CheckmateIlp {
         budget: Bytes,
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
-        solve_milp(g, budget, opts, None)
+        solve_milp(g, budget, opts, FreeModel::Paper, None)
     }
 }
 
@@ -117,6 +117,7 @@ pub(crate) fn solve_milp(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
+    free_model: FreeModel,
     mut prepare: Option<&mut Prepare>,
 ) -> Result<Solution, StrategyError> {
     let start = Instant::now();
@@ -130,7 +131,7 @@ pub(crate) fn solve_milp(
     };
     let mut cap = budget;
     for _ in 0..=MAX_TIGHTENINGS {
-        let mut f = Formulation::build(g, cap, true, opts.cost_bound);
+        let mut f = Formulation::build_as(g, cap, true, opts.cost_bound, free_model);
         let prepared = match prepare.as_mut() {
             Some(p) => p(
                 g,

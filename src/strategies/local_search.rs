@@ -147,7 +147,19 @@ fn apply(s: &mut Schedule, d: Drop, keep: bool) {
 /// Local search from checkpoint-all; `None` if no fitting plan was found
 /// before the deadline.
 pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
-    let mut s = Schedule::checkpoint_all(g);
+    search_from(g, Schedule::checkpoint_all(g), budget, deadline)
+}
+
+/// Local search from any schedule's S (its R is re-derived): used to repair
+/// a rounded LP solution that overshoots the budget, which starts far
+/// closer to the optimum than checkpoint-all does on branchy DAGs.
+pub fn search_from(
+    g: &Graph,
+    start: Schedule,
+    budget: Bytes,
+    deadline: Instant,
+) -> Option<Schedule> {
+    let mut s = start;
     let mut cur = eval(g, &s, budget)?;
     let mut drops: Vec<Drop> = Vec::new();
     // Tabu list for escapes: a move's inverse may not be made again until
@@ -243,24 +255,46 @@ pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
         }
         cur = e;
     }
-    // Phase 2: restore drops that are no longer needed, costliest first.
+    // Phase 2: remove recomputations while the plan still fits. Every
+    // recomputation of v at stage t is a candidate: keep v instead, from
+    // the last stage before t that holds or computes it. This covers the
+    // drops phase 1 made and whatever the start schedule recomputes.
     let mut improved = true;
     while improved && Instant::now() < deadline {
         improved = false;
-        let mut i = 0;
-        while i < drops.len() && Instant::now() < deadline {
+        let mut cands: Vec<Drop> = Vec::new();
+        for t in 1..cur.sch.stages() {
+            for v in cur.sch.r_row(t).ones().filter(|&v| v < t) {
+                let mut from = t;
+                while from > v + 1 && !cur.sch.r(from - 1, v) && !cur.sch.s(from - 1, v) {
+                    from -= 1;
+                }
+                cands.push(Drop {
+                    node: v,
+                    from,
+                    to: t,
+                });
+            }
+        }
+        // Costliest recomputation first: the largest saving if it fits.
+        cands.sort_by(|a, b| {
+            g.cost(NodeId::from(b.node))
+                .total_cmp(&g.cost(NodeId::from(a.node)))
+        });
+        for d in cands {
+            if Instant::now() >= deadline {
+                break;
+            }
             let mut trial = s.clone();
-            apply(&mut trial, drops[i], true);
+            apply(&mut trial, d, true);
             if let Some(e) = eval(g, &trial, budget) {
                 if e.sim.peak <= budget && e.sim.cost < cur.sim.cost {
                     s = trial;
                     cur = e;
-                    drops.swap_remove(i);
                     improved = true;
-                    continue;
+                    break;
                 }
             }
-            i += 1;
         }
     }
     Some(cur.sch)

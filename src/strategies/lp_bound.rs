@@ -10,7 +10,7 @@
 use super::checkmate_approx::lp_method;
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
-use crate::solver::checkmate::Formulation;
+use crate::solver::checkmate::{Formulation, FreeModel};
 use crate::solver::fixing::DualBound;
 use crate::solver::highs::LpSession;
 use crate::solver::{LpStatus, Params};
@@ -26,7 +26,8 @@ pub fn lp_lower_bound(
     if budget < g.fixed_memory {
         return Ok(None);
     }
-    let f = Formulation::build(g, budget, false, None);
+    // The tight FREE model's relaxation: same MILP, a higher bound.
+    let f = Formulation::build_as(g, budget, false, None, FreeModel::Tight);
     let params = Params {
         time_limit: opts.time_limit,
         threads: opts.threads,

@@ -18,12 +18,13 @@
 //! The closer U is to L, the more is fixed; on the public graphs almost all
 //! of R and most of FREE go, which is what turns minutes into seconds.
 
-use super::checkmate_approx::lp_method;
+use super::checkmate_approx::{lp_method, two_phase_round};
 use super::checkmate_ilp::{solve_milp, Prepared, Seed};
+use super::local_search;
 use super::portfolio::evaluate;
 use super::{Solution, SolveOptions, Strategy, StrategyError};
 use crate::graph::Graph;
-use crate::solver::checkmate::{drop_spurious, Formulation};
+use crate::solver::checkmate::{drop_spurious, Formulation, FreeModel};
 use crate::solver::fixing::{self, DualBound};
 use crate::solver::highs::LpSession;
 use crate::solver::{solve_mip, LpStatus, Model, Params};
@@ -38,6 +39,16 @@ const RESTRICTED_TIME_SHARE: f64 = 0.3;
 /// The restricted MILP keeps binaries whose flip costs at most this share of
 /// the gap between the seed and the Lagrangian bound.
 const RESTRICTED_GAP_SHARE: f64 = 0.1;
+
+/// ... but at most this share of the bound itself at first (0.1%), growing
+/// by `RESTRICTED_GROWTH` per round while no round finds a better plan.
+const RESTRICTED_BOUND_SHARE: f64 = 1e-3;
+const RESTRICTED_GROWTH: f64 = 4.0;
+const RESTRICTED_ROUNDS: usize = 4;
+
+/// Rounding thresholds for the LP-guided repair, and its share of the time.
+const REPAIR_THRESHOLDS: [f64; 4] = [0.3, 0.5, 0.7, 0.9];
+const REPAIR_TIME_SHARE: f64 = 0.1;
 
 /// Relative slack on the bound when fixing, for floating-point error in the
 /// duals and the summation.
@@ -64,7 +75,7 @@ impl Strategy for RematExact {
              f: &mut Formulation,
              seed: &mut Option<Seed>,
              left: Duration| { prepare(g, budget, f, seed, left, opts) };
-        solve_milp(g, budget, opts, Some(&mut prep))
+        solve_milp(g, budget, opts, FreeModel::Tight, Some(&mut prep))
     }
 }
 
@@ -118,21 +129,81 @@ fn prepare(
         Some((f.model.objective(&x), x))
     });
 
-    // Step 2: a restricted MILP around the LP optimum.
+    // Step 1b: the LP's S rounded at a few thresholds and repaired by local
+    // search into plans that fit: on random DAGs at tight budgets this
+    // beats every heuristic seed by far, and a good incumbent is what makes
+    // the fixing below bite.
+    let has_x = lp_res.status == LpStatus::Optimal && lp_res.x.len() == f.model.num_cols();
+    let sf = if has_x {
+        f.fractional_s(&lp_res.x)
+    } else {
+        Vec::new()
+    };
+    let repair_deadline = Instant::now() + left.mul_f64(REPAIR_TIME_SHARE);
+    let mut repaired: Option<Seed> = None;
+    for th in REPAIR_THRESHOLDS.into_iter().filter(|_| has_x) {
+        let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
+        let Some(mut sch) = local_search::search_from(g, rounded, budget, repair_deadline) else {
+            continue;
+        };
+        drop_spurious(g, &mut sch);
+        let Some(sim) = evaluate(g, &sch) else {
+            continue;
+        };
+        if sim.peak <= budget && repaired.as_ref().is_none_or(|r| sim.cost < r.cost) {
+            repaired = Some(Seed {
+                name: format!("LP rounding at {th} repaired by local search"),
+                schedule: sch,
+                cost: sim.cost,
+            });
+        }
+    }
+    if let Some(r) = repaired {
+        note.push_str(&format!("; {} (cost {})", r.name, r.cost));
+        if seed.as_ref().is_none_or(|s| r.cost < s.cost) {
+            if let Some(x) = feasible_vector(g, f, &r) {
+                best = Some((f.model.objective(&x), x));
+            }
+            *seed = Some(r);
+        }
+    }
+
+    // Step 2: restricted MILPs around the LP optimum, from a small
+    // neighbourhood outwards until one yields a plan. The first radius is
+    // capped relative to the bound, not only to the seed's gap: a poor seed
+    // (random DAGs at tight budgets) would otherwise leave the whole model
+    // free and the "restricted" MILP as hard as the full one.
     let room = best.as_ref().map_or(lb.abs() * 0.01, |(ub, _)| ub - lb);
-    if room > FIX_TOL * lb.abs().max(1.0) {
+    let step2_end = start
+        + left
+            .saturating_sub(start.elapsed())
+            .mul_f64(RESTRICTED_TIME_SHARE);
+    let mut keep = (room * RESTRICTED_GAP_SHARE).min(lb.abs() * RESTRICTED_BOUND_SHARE);
+    for _ in 0..RESTRICTED_ROUNDS {
+        if room <= FIX_TOL * lb.abs().max(1.0) || keep >= room {
+            break;
+        }
+        let left2 = step2_end.saturating_duration_since(Instant::now());
+        if left2.is_zero() {
+            break;
+        }
         let mut restricted: Model = f.model.clone();
-        let keep = room * RESTRICTED_GAP_SHARE;
-        let fixes = db.fixable(&restricted, lb + keep, 0.0);
+        // The neighbourhood always contains the incumbent, so the
+        // restricted MILP starts from it and can only improve on it.
+        let fixes: Vec<(usize, f64)> = db
+            .fixable(&restricted, lb + keep, 0.0)
+            .into_iter()
+            .filter(|&(j, v)| best.as_ref().is_none_or(|(_, x)| (x[j] - v).abs() < 0.5))
+            .collect();
         fixing::apply(&mut restricted, &fixes);
         let warm = best
             .as_ref()
             .map(|(_, x)| x.clone())
             .filter(|x| restricted.max_violation(x) <= 1e-7);
+        // Half of what is left for this round, so a later, wider round
+        // still has time.
         let rparams = Params {
-            time_limit: left
-                .saturating_sub(start.elapsed())
-                .mul_f64(RESTRICTED_TIME_SHARE),
+            time_limit: left2.mul_f64(0.5).max(Duration::from_millis(100)),
             ..params.clone()
         };
         let r =
@@ -142,6 +213,7 @@ fn prepare(
             fixes.len(),
             r.seconds
         ));
+        let mut found = false;
         if let Some(x) = r.x {
             let mut sch = f.schedule(&x);
             drop_spurious(g, &mut sch);
@@ -161,9 +233,14 @@ fn prepare(
                         best = Some((obj, v));
                     }
                     *seed = Some(cand);
+                    found = true;
                 }
             }
         }
+        if found {
+            break;
+        }
+        keep *= RESTRICTED_GROWTH;
     }
 
     // Step 3: exact fixing against the incumbent.
