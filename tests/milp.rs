@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use remat::graph::analysis;
 use remat::schedule::Schedule;
 use remat::solve::{self, SolveError};
-use remat::solver::checkmate::{milp_usage, Formulation};
+use remat::solver::checkmate::{milp_usage, Formulation, FreeModel};
 use remat::solver::{solve_mip, Backend, MipStatus, Params};
 use remat::strategies::checkmate_approx::{CheckmateApprox, CheckmateApproxRandomized};
 use remat::strategies::checkmate_ilp::CheckmateIlp;
@@ -106,6 +106,66 @@ fn linear8_formulation_agrees_across_solvers() {
             }
         }
     }
+}
+
+/// The tight FREE model (continuous FREE, one bound per hazard) is the same
+/// MILP: same optimum on linear8 and on random DAGs, while its LP bound is
+/// never below the paper's and strictly above it somewhere.
+#[test]
+fn tight_free_model_keeps_the_optimum_and_raises_the_lp_bound() {
+    let p = Params {
+        gap: 1e-9,
+        ..Params::default()
+    };
+    let solve = |g: &Graph, b: Bytes, integer: bool, fm: FreeModel| {
+        let f = Formulation::build_as(g, b, integer, None, fm);
+        let r = solve_mip(&f.model, Backend::Highs, &p, None).unwrap();
+        r.objective.map(|o| o * f.cost_scale)
+    };
+    let g = synthetic::linear(8);
+    for (b, want) in (2u64..=10).zip(LINEAR8_OPT) {
+        let tight = solve(&g, Bytes(b), true, FreeModel::Tight);
+        match want {
+            None => assert!(tight.is_none(), "budget {b}"),
+            Some(c) => assert!((tight.unwrap() - c).abs() < 1e-6, "budget {b}: {tight:?}"),
+        }
+    }
+    let mut strictly_higher = 0;
+    for seed in 0..6 {
+        let g = synthetic::random_layered(&RandomDag {
+            nodes: 12,
+            seed,
+            ..RandomDag::default()
+        });
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        for b in [lo + (hi - lo) / 4, lo + (hi - lo) / 2] {
+            let b = Bytes(b);
+            let paper = solve(&g, b, true, FreeModel::Paper);
+            let tight = solve(&g, b, true, FreeModel::Tight);
+            match (paper, tight) {
+                (Some(p), Some(t)) => {
+                    assert!((p - t).abs() <= 1e-6 * p.max(1.0), "{seed}: {p} vs {t}")
+                }
+                (p, t) => assert_eq!(p.is_some(), t.is_some(), "seed {seed}"),
+            }
+            let lp_paper = solve(&g, b, false, FreeModel::Paper);
+            let lp_tight = solve(&g, b, false, FreeModel::Tight);
+            if let (Some(lp), Some(lt)) = (lp_paper, lp_tight) {
+                assert!(
+                    lt >= lp - 1e-6 * lp.max(1.0),
+                    "seed {seed}: tight LP {lt} < paper LP {lp}"
+                );
+                if let Some(t) = tight {
+                    assert!(lt <= t + 1e-6 * lt.max(1.0));
+                }
+                if lt > lp + 1e-6 * lp.max(1.0) {
+                    strictly_higher += 1;
+                }
+            }
+        }
+    }
+    assert!(strictly_higher > 0, "the tight LP never beat the paper's");
 }
 
 /// A second, independent implementation of the reference formulation
