@@ -1,15 +1,19 @@
 //! `remat-exact`: the Checkmate MILP made small by reduced-cost fixing, with
 //! the same optimum.
 //!
+//! The model is the tight FREE variant ([`FreeModel::Tight`]): the same
+//! optimum as eq. 9 with no FREE binaries and a higher LP bound.
+//!
 //! The LP relaxation of the Checkmate MILP is tight, but branch-and-bound on
 //! the full model spends its time on O(n²) binaries that the LP already
 //! prices out. So:
 //!
 //! 1. solve the LP relaxation and take its row duals: a Lagrangian bound L
 //!    and, per binary, the cost of flipping it ([`fixing`]);
-//! 2. find a good plan quickly: the MILP restricted to the binaries whose
-//!    flip costs at most a fraction of the seed's gap to L (a heuristic
-//!    neighbourhood of the LP optimum, time-limited);
+//! 2. find a good plan quickly: the LP's S rounded and repaired by local
+//!    search, then MILPs restricted to the binaries whose flip costs at most
+//!    a small, growing radius (a heuristic neighbourhood of the LP optimum
+//!    that always contains the incumbent, time-limited);
 //! 3. with the best plan's cost U, fix every binary whose flip costs more
 //!    than U − L. No plan cheaper than U is lost, so the fixed MILP's
 //!    optimum is the full MILP's optimum, and its bound stays valid;
@@ -24,6 +28,7 @@ use super::local_search;
 use super::portfolio::evaluate;
 use super::{Solution, SolveOptions, Strategy, StrategyError};
 use crate::graph::Graph;
+use crate::schedule::Schedule;
 use crate::solver::checkmate::{drop_spurious, Formulation, FreeModel};
 use crate::solver::fixing::{self, DualBound};
 use crate::solver::highs::LpSession;
@@ -89,6 +94,46 @@ fn feasible_vector(g: &Graph, f: &Formulation, seed: &Seed) -> Option<Vec<f64>> 
     (f.model.max_violation(&x) <= 1e-7).then_some(x)
 }
 
+/// A schedule as a seed, if the simulator finds it within the budget (with
+/// the checkpoints the MILP would pay for but no plan needs removed).
+fn fitting_seed(g: &Graph, mut sch: Schedule, budget: Bytes, name: String) -> Option<Seed> {
+    drop_spurious(g, &mut sch);
+    let sim = evaluate(g, &sch)?;
+    (sim.peak <= budget).then(|| Seed {
+        name,
+        schedule: sch,
+        cost: sim.cost,
+    })
+}
+
+/// Makes `cand` the seed if it is cheaper than the current one, and the
+/// incumbent vector too if the MILP admits it (its own vector, else the
+/// solver's `solver_x`) and it beats the incumbent. Returns whether the seed
+/// changed.
+fn adopt(
+    g: &Graph,
+    f: &Formulation,
+    seed: &mut Option<Seed>,
+    best: &mut Option<(f64, Vec<f64>)>,
+    cand: Seed,
+    solver_x: Option<Vec<f64>>,
+) -> bool {
+    if seed.as_ref().is_some_and(|s| cand.cost >= s.cost) {
+        return false;
+    }
+    if let Some(v) = feasible_vector(g, f, &cand)
+        .or(solver_x)
+        .filter(|v| f.model.max_violation(v) <= 1e-7)
+    {
+        let obj = f.model.objective(&v);
+        if best.as_ref().is_none_or(|(b, _)| obj < *b) {
+            *best = Some((obj, v));
+        }
+    }
+    *seed = Some(cand);
+    true
+}
+
 fn prepare(
     g: &Graph,
     budget: Bytes,
@@ -143,29 +188,18 @@ fn prepare(
     let mut repaired: Option<Seed> = None;
     for th in REPAIR_THRESHOLDS.into_iter().filter(|_| has_x) {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
-        let Some(mut sch) = local_search::search_from(g, rounded, budget, repair_deadline) else {
-            continue;
-        };
-        drop_spurious(g, &mut sch);
-        let Some(sim) = evaluate(g, &sch) else {
-            continue;
-        };
-        if sim.peak <= budget && repaired.as_ref().is_none_or(|r| sim.cost < r.cost) {
-            repaired = Some(Seed {
-                name: format!("LP rounding at {th} repaired by local search"),
-                schedule: sch,
-                cost: sim.cost,
-            });
+        let name = format!("LP rounding at {th} repaired by local search");
+        if let Some(c) = local_search::search_from(g, rounded, budget, repair_deadline)
+            .and_then(|sch| fitting_seed(g, sch, budget, name))
+        {
+            if repaired.as_ref().is_none_or(|r| c.cost < r.cost) {
+                repaired = Some(c);
+            }
         }
     }
     if let Some(r) = repaired {
         note.push_str(&format!("; {} (cost {})", r.name, r.cost));
-        if seed.as_ref().is_none_or(|s| r.cost < s.cost) {
-            if let Some(x) = feasible_vector(g, f, &r) {
-                best = Some((f.model.objective(&x), x));
-            }
-            *seed = Some(r);
-        }
+        adopt(g, f, seed, &mut best, r, None);
     }
 
     // Step 2: restricted MILPs around the LP optimum, from a small
@@ -213,30 +247,10 @@ fn prepare(
             fixes.len(),
             r.seconds
         ));
-        let mut found = false;
-        if let Some(x) = r.x {
-            let mut sch = f.schedule(&x);
-            drop_spurious(g, &mut sch);
-            if let Some(sim) = evaluate(g, &sch) {
-                let better = seed.as_ref().is_none_or(|s| sim.cost < s.cost);
-                if sim.peak <= budget && better {
-                    let cand = Seed {
-                        name: "restricted MILP".into(),
-                        schedule: sch,
-                        cost: sim.cost,
-                    };
-                    let v = feasible_vector(g, f, &cand).unwrap_or(x);
-                    let obj = f.model.objective(&v);
-                    if f.model.max_violation(&v) <= 1e-7
-                        && best.as_ref().is_none_or(|(b, _)| obj < *b)
-                    {
-                        best = Some((obj, v));
-                    }
-                    *seed = Some(cand);
-                    found = true;
-                }
-            }
-        }
+        let found = r.x.is_some_and(|x| {
+            fitting_seed(g, f.schedule(&x), budget, "restricted MILP".into())
+                .is_some_and(|c| adopt(g, f, seed, &mut best, c, Some(x)))
+        });
         if found {
             break;
         }
