@@ -39,12 +39,16 @@ const TABU_TENURE: usize = 8;
 const OVER_STAGES: usize = 16;
 
 /// One value dropped over stages `from..=to` (recomputed at `to` when `to`
-/// reads it).
+/// reads it). With `via_inputs`, its inputs are kept until `to` instead, so
+/// the recomputation reads them rather than recomputing them in turn: on
+/// branchy DAGs the inputs are often freed long before, and the plain drop's
+/// cascade of recomputations back to the sources is what makes it costly.
 #[derive(Debug, Clone, Copy)]
 struct Drop {
     node: usize,
     from: usize,
     to: usize,
+    via_inputs: bool,
 }
 
 struct Eval {
@@ -133,13 +137,36 @@ fn drop_interval(g: &Graph, sch: &Schedule, v: usize, t: usize) -> Option<Drop> 
     while !reads(g, sch, to, v) && to + 1 < n && sch.s(to + 1, v) {
         to += 1;
     }
-    Some(Drop { node: v, from, to })
+    Some(Drop {
+        node: v,
+        from,
+        to,
+        via_inputs: false,
+    })
 }
 
-fn apply(s: &mut Schedule, d: Drop, keep: bool) {
+/// Sets S for `d.node` over the drop's interval. Dropping `via_inputs` also
+/// keeps each input from the last stage that holds it through `d.to`.
+/// `resolved` (the current schedule, with R) says where an input is held.
+fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, keep: bool) {
     for t in d.from..=d.to {
         if t > d.node {
             s.set_s(t, d.node, keep);
+        }
+    }
+    if keep || !d.via_inputs {
+        return;
+    }
+    for dep in g.deps(NodeId::from(d.node)) {
+        let dep = dep.idx();
+        let mut t = d.to;
+        while t > dep && !resolved.r(t, dep) {
+            let held = s.s(t, dep);
+            s.set_s(t, dep, true);
+            if held {
+                break;
+            }
+            t -= 1;
         }
     }
 }
@@ -198,10 +225,21 @@ pub fn search_from(
         let undo: Vec<usize> = (0..drops.len())
             .filter(|&i| cur.over.iter().take(OVER_STAGES).any(|&t| t == drops[i].to))
             .collect();
-        let moves = undo
-            .iter()
-            .map(|&i| (Some(i), drops[i]))
-            .chain(cands.iter().take(CANDIDATES_PER_STEP).map(|&d| (None, d)));
+        let twins = |d: &Drop| {
+            let via = Drop {
+                via_inputs: true,
+                ..*d
+            };
+            let has_inputs = !g.deps(NodeId::from(d.node)).is_empty();
+            std::iter::once(*d).chain(has_inputs.then_some(via))
+        };
+        let moves = undo.iter().map(|&i| (Some(i), drops[i])).chain(
+            cands
+                .iter()
+                .take(CANDIDATES_PER_STEP)
+                .flat_map(twins)
+                .map(|d| (None, d)),
+        );
         let mut best: Option<(f64, Option<usize>, Drop, Eval)> = None;
         // The least-bad move, for when nothing improves.
         let mut escape: Option<(f64, Option<usize>, Drop, Eval)> = None;
@@ -213,7 +251,7 @@ pub fn search_from(
                 continue;
             }
             let mut trial = s.clone();
-            apply(&mut trial, d, undo_of.is_some());
+            apply(g, &mut trial, &cur.sch, d, undo_of.is_some());
             let Some(e) = eval(g, &trial, budget) else {
                 continue;
             };
@@ -245,11 +283,11 @@ pub fn search_from(
         let (_, undo_of, d, e) = best?;
         match undo_of {
             Some(i) => {
-                apply(&mut s, d, true);
+                apply(g, &mut s, &cur.sch, d, true);
                 drops.swap_remove(i);
             }
             None => {
-                apply(&mut s, d, false);
+                apply(g, &mut s, &cur.sch, d, false);
                 drops.push(d);
             }
         }
@@ -273,6 +311,7 @@ pub fn search_from(
                     node: v,
                     from,
                     to: t,
+                    via_inputs: false,
                 });
             }
         }
@@ -286,7 +325,7 @@ pub fn search_from(
                 break;
             }
             let mut trial = s.clone();
-            apply(&mut trial, d, true);
+            apply(g, &mut trial, &cur.sch, d, true);
             if let Some(e) = eval(g, &trial, budget) {
                 if e.sim.peak <= budget && e.sim.cost < cur.sim.cost {
                     s = trial;
