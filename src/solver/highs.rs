@@ -73,6 +73,15 @@ impl Highs {
         // default 1e-6 tolerance could admit plans kilobytes over budget.
         self.set_double("mip_feasibility_tolerance", 1e-9);
         self.set_double("primal_feasibility_tolerance", 1e-9);
+        // Expert tuning without a rebuild: `REMAT_HIGHS_OPTIONS=name=value,...`
+        // (HiGHS option names; values parsed by HiGHS, unknown ones ignored).
+        if let Ok(opts) = std::env::var("REMAT_HIGHS_OPTIONS") {
+            for (k, v) in opts.split(',').filter_map(|kv| kv.split_once('=')) {
+                if let (Ok(k), Ok(v)) = (CString::new(k.trim()), CString::new(v.trim())) {
+                    unsafe { Highs_setOptionValue(self.ptr, k.as_ptr(), v.as_ptr()) };
+                }
+            }
+        }
     }
 
     /// Loads `m` (row-wise, as stored). `integer` = false loads the LP.

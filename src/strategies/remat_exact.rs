@@ -51,6 +51,13 @@ const RESTRICTED_BOUND_SHARE: f64 = 1e-3;
 const RESTRICTED_GROWTH: f64 = 4.0;
 const RESTRICTED_ROUNDS: usize = 4;
 
+/// Step 2 runs only when the incumbent is further than this from the bound
+/// (relative). Closer than that, the seed is usually optimal already (on
+/// random-layered-n100 remat-fast's seed is, at 1.2% over the LP) and the
+/// rounds only delay the proof: measured 44 s → 29 s at 90%, 123 s → 78 s
+/// at 80%.
+const RESTRICTED_MIN_GAP: f64 = 0.02;
+
 /// Rounding thresholds for the LP-guided repair, and its share of the time.
 const REPAIR_THRESHOLDS: [f64; 4] = [0.3, 0.5, 0.7, 0.9];
 const REPAIR_TIME_SHARE: f64 = 0.1;
@@ -213,7 +220,12 @@ fn prepare(
             .saturating_sub(start.elapsed())
             .mul_f64(RESTRICTED_TIME_SHARE);
     let mut keep = (room * RESTRICTED_GAP_SHARE).min(lb.abs() * RESTRICTED_BOUND_SHARE);
-    for _ in 0..RESTRICTED_ROUNDS {
+    let rounds = if best.is_none() || room > RESTRICTED_MIN_GAP * lb.abs() {
+        RESTRICTED_ROUNDS
+    } else {
+        0
+    };
+    for _ in 0..rounds {
         if room <= FIX_TOL * lb.abs().max(1.0) || keep >= room {
             break;
         }
