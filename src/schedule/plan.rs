@@ -43,14 +43,34 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     let mut next_reg: Register = 0;
     // Register currently holding each node's value, if any.
     let mut cur: Vec<Option<Register>> = vec![None; n];
+    // `cur` as pass 1 predicts it at the end of the stage. Kept equal to
+    // `cur` between stages by resyncing only the entries a stage touches
+    // (its kept and computed values), so a stage costs O(its size), not
+    // O(n): plan generation is the local search's inner loop.
+    let mut shadow: Vec<Option<Register>> = vec![None; n];
+    // The node each register holds, and per node the last read of its
+    // carried copy in the current stage (see `LastReads`).
+    let mut reg_node: Vec<usize> = Vec::new();
+    let mut carried_reads: Vec<Option<usize>> = vec![None; n];
 
     for t in 0..n {
         let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
         let order: Vec<usize> = sch.r_row(t).ones().collect();
+        // At the start of a stage only kept values are held, so these are
+        // the only entries of `cur` and `shadow` the stage can change.
+        let mut touched: Vec<usize> = sch.s_row(t).ones().chain(order.iter().copied()).collect();
+        touched.sort_unstable();
+        touched.dedup();
         // Pass 1: find each register's last read in this stage. Registers
         // created in this stage get provisional ids above `next_reg`.
-        let mut shadow = cur.clone();
-        let mut reads: std::collections::HashMap<Register, usize> = Default::default();
+        // Registers of this stage are allocated in `order`, from `next_reg`.
+        reg_node.extend(order.iter().copied());
+        let mut reads = LastReads {
+            base: next_reg,
+            fresh: vec![None; order.len()],
+            carried: &mut carried_reads,
+            reg_node: &reg_node,
+        };
         for (provisional, (p, &k)) in (next_reg..).zip(order.iter().enumerate()) {
             for &d in g.deps(NodeId::from(k)) {
                 let r = shadow[d.idx()].expect("validated: deps are available");
@@ -67,7 +87,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // does not keep are dropped before anything runs.
         for i in sch.s_row(t).ones() {
             let r = cur[i].expect("validated: kept values exist");
-            if !reads.contains_key(&r) && !survives(r, i, &shadow) {
+            if reads.get(r).is_none() && !survives(r, i, &shadow) {
                 out.push(Statement::Deallocate { register: r });
                 cur[i] = None;
             }
@@ -99,14 +119,14 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             let old = cur[k].replace(reg);
             // Free the superseded copy if nothing reads it any more.
             if let Some(o) = old {
-                if reads.get(&o).is_none_or(|&lp| lp < p) {
+                if reads.get(o).is_none_or(|lp| lp < p) {
                     out.push(Statement::Deallocate { register: o });
                 }
             }
             // Free inputs whose last read in this stage was this computation
             // and which are not carried on.
             for (&d, &r) in g.deps(node).iter().zip(&args) {
-                if reads.get(&r) == Some(&p) && !survives(r, d.idx(), &shadow) {
+                if reads.get(r) == Some(p) && !survives(r, d.idx(), &shadow) {
                     out.push(Statement::Deallocate { register: r });
                     if cur[d.idx()] == Some(r) {
                         cur[d.idx()] = None;
@@ -114,22 +134,55 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 }
             }
             // The new value itself, if nothing reads it and nobody keeps it.
-            if !reads.contains_key(&reg) && !survives(reg, k, &shadow) {
+            if reads.get(reg).is_none() && !survives(reg, k, &shadow) {
                 out.push(Statement::Deallocate { register: reg });
                 cur[k] = None;
             }
         }
         // End of stage: anything still held must be carried.
-        for (i, slot) in cur.iter_mut().enumerate() {
-            if let Some(r) = *slot {
+        for &i in &touched {
+            if let Some(r) = cur[i] {
                 if !survives(r, i, &shadow) {
                     out.push(Statement::Deallocate { register: r });
-                    *slot = None;
+                    cur[i] = None;
                 }
             }
         }
+        drop(reads);
+        for &i in &touched {
+            shadow[i] = cur[i];
+            carried_reads[i] = None;
+        }
     }
     Ok(Plan { statements: out })
+}
+
+/// Position of each register's last read in the current stage. A register
+/// in use is either created in this stage (id ≥ `base`, at position
+/// id − base) or the carried copy of a kept node (older ids): both index
+/// plain vectors, where a hash map was the plan generator's hot spot.
+struct LastReads<'a> {
+    base: Register,
+    fresh: Vec<Option<usize>>,
+    carried: &'a mut [Option<usize>],
+    reg_node: &'a [usize],
+}
+
+impl LastReads<'_> {
+    fn slot(&mut self, r: Register) -> &mut Option<usize> {
+        match r.checked_sub(self.base) {
+            Some(p) => &mut self.fresh[p as usize],
+            None => &mut self.carried[self.reg_node[r as usize]],
+        }
+    }
+
+    fn insert(&mut self, r: Register, p: usize) {
+        *self.slot(r) = Some(p);
+    }
+
+    fn get(&mut self, r: Register) -> Option<usize> {
+        *self.slot(r)
+    }
 }
 
 /// The stable JSON interface other tools read.
