@@ -196,8 +196,14 @@ fn prepare(
     for th in REPAIR_THRESHOLDS.into_iter().filter(|_| has_x) {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
         let name = format!("LP rounding at {th} repaired by local search");
-        if let Some(c) = local_search::search_from(g, rounded, budget, repair_deadline)
-            .and_then(|sch| fitting_seed(g, sch, budget, name))
+        if let Some(c) = local_search::search_from(
+            g,
+            rounded,
+            budget,
+            local_search::Ranking::Forecast,
+            repair_deadline,
+        )
+        .and_then(|sch| fitting_seed(g, sch, budget, name))
         {
             if repaired.as_ref().is_none_or(|r| c.cost < r.cost) {
                 repaired = Some(c);
