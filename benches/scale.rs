@@ -1,6 +1,8 @@
 //! Scale benchmark (issue 7): per graph and budget, each strategy's time to
-//! its plan, its simulated cost, its status and the gap it proves, beside
-//! the peers' figures from ../shared/benchmarks/README.md.
+//! its first plan, to a 1% gap and to its final answer, its simulated cost,
+//! its status and the gap it proves, beside the peers' figures from
+//! ../shared/benchmarks/README.md. The two times come from the strategy's
+//! progress trace (incumbent and bound over time).
 //!
 //!     cargo bench --bench scale -- [--time-limit SECS] [--strategies a,b,...]
 //!                                  [--only SUBSTRING]... [--out results/scale_bench.csv]
@@ -23,7 +25,7 @@ use remat::Graph;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const HEADER: &str = "graph,nodes,edges,budget_pct,budget_bytes,strategy,status,cost,overhead,peak_bytes,bound,gap,seconds,peer_note";
+const HEADER: &str = "graph,nodes,edges,budget_pct,budget_bytes,strategy,status,cost,overhead,peak_bytes,bound,gap,seconds,first_plan_s,gap1_s,peer_note";
 
 /// Graphs above this size run remat-fast only.
 const MAX_MILP_NODES: usize = 400;
@@ -128,22 +130,23 @@ fn main() {
                 let row = match res {
                     Ok(o) => {
                         let cost = o.cost();
-                        let gap = match (cost, o.lower_bound) {
-                            (Some(c), Some(b)) if c > 0.0 => Some(((c - b) / c).max(0.0)),
-                            _ => None,
-                        };
+                        let gap = o.gap();
+                        let opt_secs =
+                            |s: Option<f64>| s.map_or(String::new(), |s| format!("{s:.3}"));
                         format!(
-                            "{},{},{},{},{},{},{}",
+                            "{},{},{},{},{},{},{},{},{}",
                             o.status.as_str(),
                             cost.map_or(String::new(), |c| format!("{c}")),
                             cost.map_or(String::new(), |c| format!("{:.6}", c / total)),
                             o.peak().map_or(String::new(), |p| p.get().to_string()),
                             o.lower_bound.map_or(String::new(), |b| format!("{b}")),
                             gap.map_or(String::new(), |g| format!("{g:.3e}")),
-                            format_args!("{secs:.3}")
+                            format_args!("{secs:.3}"),
+                            opt_secs(o.first_plan_secs()),
+                            opt_secs(o.secs_to_gap(0.01)),
                         )
                     }
-                    Err(e) => format!("{},,,,,,{secs:.3}", e.to_string().replace(',', ";")),
+                    Err(e) => format!("{},,,,,,{secs:.3},,", e.to_string().replace(',', ";")),
                 };
                 text.push_str(&format!(
                     "{name},{},{},{pct},{},{sname},{row},{}\n",

@@ -5,7 +5,7 @@
 use crate::graph::analysis;
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, Plan, PlanFile, SimReport};
-use crate::strategies::{SolveOptions, Status, Strategy, StrategyError};
+use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
 use std::time::Instant;
 
@@ -19,6 +19,9 @@ pub struct Outcome {
     pub lower_bound: Option<f64>,
     pub detail: Option<String>,
     pub seconds: f64,
+    /// Best cost and bound over time (see [`Progress`]); at least the final
+    /// answer, at `seconds`.
+    pub trace: Vec<Progress>,
 }
 
 impl Outcome {
@@ -28,6 +31,23 @@ impl Outcome {
 
     pub fn peak(&self) -> Option<Bytes> {
         self.sim.as_ref().map(|s| s.peak)
+    }
+
+    /// Seconds until the first plan was known, from the trace.
+    pub fn first_plan_secs(&self) -> Option<f64> {
+        self.trace.iter().find(|p| p.cost.is_some()).map(|p| p.secs)
+    }
+
+    /// Seconds until the best plan was within `gap` (relative) of the best
+    /// bound, from the trace.
+    pub fn secs_to_gap(&self, gap: f64) -> Option<f64> {
+        self.trace
+            .iter()
+            .find(|p| match (p.cost, p.bound) {
+                (Some(c), Some(b)) => c <= 0.0 || (c - b) / c <= gap,
+                _ => false,
+            })
+            .map(|p| p.secs)
     }
 
     /// Relative gap (cost − bound) / cost, when both are known.
@@ -122,6 +142,12 @@ pub fn run(
         (Some(_), lb) => Some(lb.unwrap_or(0.0).max(g.total_cost())),
         (None, lb) => lb,
     };
+    let mut trace = sol.trace;
+    trace.push(Progress {
+        secs: seconds,
+        cost: sim.as_ref().map(|s| s.cost),
+        bound: lower_bound,
+    });
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         budget,
@@ -131,5 +157,6 @@ pub fn run(
         lower_bound,
         detail: sol.detail,
         seconds,
+        trace,
     })
 }

@@ -562,3 +562,26 @@ fn remat_fast_within_five_percent_on_random_layered_n500_at_80_percent() {
     assert!(ratio <= 1.05, "remat-fast at {ratio:.4}× the bound");
     assert_eq!(out.lower_bound, Some(g.total_cost()));
 }
+
+/// The progress trace behind the benchmark's time-to-gap columns: ordered in
+/// time, every bound at or below the optimum, every incumbent at or above it,
+/// and the proof of optimality reached within a zero gap.
+#[test]
+fn progress_trace_brackets_the_optimum() {
+    let g = synthetic::linear(8);
+    let out = solve::run(&g, &RematExact, Bytes(5), &opts(Backend::Highs)).unwrap();
+    assert_eq!(out.status, Status::Optimal);
+    let opt = out.cost().unwrap();
+    assert_eq!(opt, 22.0);
+    assert!(out.trace.len() >= 2);
+    for w in out.trace.windows(2) {
+        assert!(w[0].secs <= w[1].secs + 1e-9);
+    }
+    for p in &out.trace {
+        assert!(p.bound.is_none_or(|b| b <= opt + 1e-9), "{p:?}");
+        assert!(p.cost.is_none_or(|c| c >= opt - 1e-9), "{p:?}");
+    }
+    let first = out.first_plan_secs().unwrap();
+    let proven = out.secs_to_gap(0.0).unwrap();
+    assert!(first <= proven && proven <= out.seconds + 1e-9);
+}

@@ -119,6 +119,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         objective,
         bound,
         first_solution_secs: None,
+        trace: Vec::new(),
         seconds,
     })
 }

@@ -3,7 +3,7 @@
 //! MIP dual bound, callbacks (time to the first solution) and repeated LP
 //! solves with changed bounds on one instance.
 
-use super::{LpResult, LpStatus, MipResult, MipStatus, Model, Params, SolverError};
+use super::{LpResult, LpStatus, MipResult, MipStatus, Model, Params, Progress, SolverError};
 use crate::solver::Backend;
 use highs_sys::*;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -233,9 +233,11 @@ impl Highs {
     }
 }
 
-/// Written by the MIP callback: when the first solution appeared.
+/// Written by the MIP callbacks: when the first solution appeared, and the
+/// incumbent and dual bound at each improvement and log line.
 struct CallbackData {
     first_solution: Option<f64>,
+    trace: Vec<Progress>,
 }
 
 unsafe extern "C" fn on_event(
@@ -245,11 +247,21 @@ unsafe extern "C" fn on_event(
     _input: *mut HighsCallbackDataIn,
     user: *mut c_void,
 ) {
-    if kind == kHighsCallbackMipImprovingSolution && !out.is_null() && !user.is_null() {
-        let data = &mut *(user as *mut CallbackData);
-        if data.first_solution.is_none() {
-            data.first_solution = Some((*out).running_time);
-        }
+    if out.is_null() || user.is_null() {
+        return;
+    }
+    let data = &mut *(user as *mut CallbackData);
+    let out = &*out;
+    if kind == kHighsCallbackMipImprovingSolution && data.first_solution.is_none() {
+        data.first_solution = Some(out.running_time);
+    }
+    if kind == kHighsCallbackMipImprovingSolution || kind == kHighsCallbackMipLogging {
+        let finite = |v: f64| (v.is_finite() && v.abs() < 1e30).then_some(v);
+        data.trace.push(Progress {
+            secs: out.running_time,
+            cost: finite(out.mip_primal_bound),
+            bound: finite(out.mip_dual_bound),
+        });
     }
 }
 
@@ -260,6 +272,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     h.pass(m, true)?;
     let mut cb = Box::new(CallbackData {
         first_solution: None,
+        trace: Vec::new(),
     });
     unsafe {
         Highs_setCallback(
@@ -268,6 +281,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
             cb.as_mut() as *mut CallbackData as *mut c_void,
         );
         Highs_startCallback(h.ptr, kHighsCallbackMipImprovingSolution);
+        Highs_startCallback(h.ptr, kHighsCallbackMipLogging);
     }
     if let Some(x) = warm {
         if x.len() == m.num_cols() {
@@ -275,7 +289,10 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         }
     }
     h.run()?;
-    unsafe { Highs_stopCallback(h.ptr, kHighsCallbackMipImprovingSolution) };
+    unsafe {
+        Highs_stopCallback(h.ptr, kHighsCallbackMipImprovingSolution);
+        Highs_stopCallback(h.ptr, kHighsCallbackMipLogging);
+    }
     let status = h.model_status();
     let seconds = start.elapsed().as_secs_f64();
     if status == kHighsModelStatusInfeasible {
@@ -286,6 +303,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
             bound: None,
             first_solution_secs: None,
             seconds,
+            trace: cb.trace,
         });
     }
     let is_mip = m.is_mip();
@@ -325,6 +343,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         bound,
         first_solution_secs: cb.first_solution,
         seconds,
+        trace: cb.trace,
     })
 }
 

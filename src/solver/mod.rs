@@ -110,6 +110,19 @@ pub struct MipResult {
     /// solver (a warm start counts), when the backend reports it.
     pub first_solution_secs: Option<f64>,
     pub seconds: f64,
+    /// The run's incumbent and bound over time, in model units, when the
+    /// backend reports them (HiGHS does, through its callbacks).
+    pub trace: Vec<Progress>,
+}
+
+/// One point of a run's progress: the best plan's cost and the best lower
+/// bound known at `secs`. Telemetry for time-to-gap measurements only:
+/// every reported cost still comes from the simulator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub secs: f64,
+    pub cost: Option<f64>,
+    pub bound: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use crate::solver::checkmate::{drop_spurious, Formulation, FreeModel};
-use crate::solver::{solve_mip, MipResult, MipStatus, Params};
+use crate::solver::{solve_mip, MipResult, MipStatus, Params, Progress};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
 
@@ -125,6 +125,13 @@ pub(crate) fn solve_milp(
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
     let mut seed = find_seed(g, budget, opts);
+    // Every plan computes each node once: the bound before any solver runs.
+    let floor = g.total_cost();
+    let mut trace = vec![Progress {
+        secs: start.elapsed().as_secs_f64(),
+        cost: seed.as_ref().map(|s| s.cost),
+        bound: Some(floor),
+    }];
     let seed_note = match &seed {
         Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
         None => "no heuristic plan fits to seed from".to_string(),
@@ -142,6 +149,12 @@ pub(crate) fn solve_milp(
             )?,
             None => Prepared::default(),
         };
+        let prep_bound = prepared.bound.map_or(floor, |b| b.max(floor));
+        trace.push(Progress {
+            secs: start.elapsed().as_secs_f64(),
+            cost: seed.as_ref().map(|s| s.cost),
+            bound: Some(prep_bound),
+        });
         let warm = prepared.warm.or_else(|| {
             seed.as_ref().and_then(|s| {
                 let (x, peak) = f.vector_for(g, &s.schedule);
@@ -157,8 +170,23 @@ pub(crate) fn solve_milp(
             threads: opts.threads,
             ..Params::default()
         };
+        let offset = start.elapsed().as_secs_f64();
         let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
             .map_err(|e| StrategyError::Solver(e.to_string()))?;
+        let seed_cost = seed.as_ref().map(|s| s.cost);
+        trace.extend(res.trace.iter().map(|p| {
+            Progress {
+                secs: offset + p.secs,
+                cost: match (p.cost.map(|c| c * f.cost_scale), seed_cost) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+                bound: Some(
+                    p.bound
+                        .map_or(prep_bound, |b| (b * f.cost_scale).max(prep_bound)),
+                ),
+            }
+        }));
         let bound = match (res.bound.map(|b| b * f.cost_scale), prepared.bound) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -193,7 +221,14 @@ pub(crate) fn solve_milp(
             }
             None => None,
         };
-        return Ok(decide(found, seed, bound, &res, note));
+        let mut sol = decide(found, seed, bound, &res, note);
+        trace.push(Progress {
+            secs: start.elapsed().as_secs_f64(),
+            cost: sol.schedule.as_ref().map(|s| s.cost(g)),
+            bound: Some(sol.lower_bound.map_or(prep_bound, |b| b.max(prep_bound))),
+        });
+        sol.trace = trace;
+        return Ok(sol);
     }
     // Tightening did not converge; the seed (if any) is still correct.
     Ok(match seed {
@@ -235,6 +270,7 @@ fn decide(
             lower_bound: bound_for(cost),
             detail: Some(note),
             solver_peak: Some(peak),
+            trace: Vec::new(),
         },
         (_, Some(s)) => {
             let why = match res.status {
@@ -259,6 +295,7 @@ fn decide(
             lower_bound: bound,
             detail: Some(note),
             solver_peak: None,
+            trace: Vec::new(),
         },
     }
 }

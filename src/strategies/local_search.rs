@@ -48,6 +48,9 @@ pub enum Ranking {
 /// at twice the time per step.
 const FORECAST_EVALS: usize = 16;
 
+/// Share of remat-fast's time the baselines' knob grids may use together.
+const BASELINE_TIME_SHARE: f64 = 0.25;
+
 /// Values fully evaluated per step under [`Ranking::CostPerByte`].
 /// Measured: 8 → 48 (with 4 → 16 over-budget stages) turns n250 at 80%
 /// from no plan into a plan, and n500 at 90% from none into 1.05×, at a
@@ -442,26 +445,54 @@ impl Strategy for RematFast {
     ) -> Result<Solution, StrategyError> {
         let start = Instant::now();
         let deadline = start + opts.time_limit.min(Duration::from_secs(60));
-        let mut best: Option<(f64, Schedule, &str)> = None;
-        if let Some(sch) = search(g, budget, Ranking::Forecast, deadline) {
-            best = Some((sch.cost(g), sch, "local search on S (forecast ranking)"));
-        }
-        // The second ranking is a refinement: once a plan is in hand it may
-        // take a few times as long as the first, not the whole time limit.
-        let second = match best {
-            Some(_) => deadline.min(Instant::now() + start.elapsed() * 4 + Duration::from_secs(1)),
-            None => deadline,
-        };
-        if let Some(sch) = search(g, budget, Ranking::CostPerByte, second) {
+        let mut best: Option<(f64, Schedule, String)> = None;
+        let mut consider = |sch: Schedule, how: String| {
             let c = sch.cost(g);
             if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
-                best = Some((c, sch, "local search on S (cost-per-byte ranking)"));
+                best = Some((c, sch, how));
+            }
+        };
+        if let Some((_, sch, how)) = dtr::best(g, budget) {
+            consider(sch, format!("DTR eviction ({how})"));
+        }
+        // The prior-work baselines too, so the fast answer is never worse
+        // than the best of them (revolve can win on chains at tight
+        // budgets, and on some DAGs the search finds nothing). Their knob
+        // grids are slow on large graphs, so they share a slice of the time.
+        // At least a second, even under a tiny time limit: on small graphs
+        // that is every setting, and the guarantee holds.
+        let baselines_end = start
+            + (deadline - start)
+                .mul_f64(BASELINE_TIME_SHARE)
+                .max(Duration::from_secs(1));
+        for b in super::baselines() {
+            let left = baselines_end.saturating_duration_since(Instant::now());
+            let o = SolveOptions {
+                time_limit: left,
+                ..opts.clone()
+            };
+            let Ok(sol) = b.solve(g, budget, &o) else {
+                continue;
+            };
+            if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
+                consider(sch, sol.detail.unwrap_or_else(|| b.name().into()));
             }
         }
-        if let Some((c, sch, _)) = dtr::best(g, budget) {
-            if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
-                best = Some((c, sch, "DTR eviction"));
+        let ls_start = Instant::now();
+        let first = search(g, budget, Ranking::Forecast, deadline);
+        // The second ranking is a refinement: once a plan is in hand it may
+        // take a few times as long as the first, not the whole time limit.
+        let second_end = match first {
+            Some(_) => {
+                deadline.min(Instant::now() + ls_start.elapsed() * 4 + Duration::from_secs(1))
             }
+            None => deadline,
+        };
+        if let Some(sch) = first {
+            consider(sch, "local search on S (forecast ranking)".into());
+        }
+        if let Some(sch) = search(g, budget, Ranking::CostPerByte, second_end) {
+            consider(sch, "local search on S (cost-per-byte ranking)".into());
         }
         Ok(match best {
             // Every node is computed at least once: a bound that costs
@@ -473,7 +504,7 @@ impl Strategy for RematFast {
             None => Solution {
                 status: super::Status::NoSolution,
                 ..Solution::infeasible(
-                    "neither local search nor DTR eviction found a plan that fits",
+                    "neither local search, DTR eviction nor any baseline found a plan that fits",
                 )
             },
         })

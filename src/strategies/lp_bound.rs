@@ -83,6 +83,7 @@ impl Strategy for LpBound {
                 lower_bound: Some(lb),
                 detail: Some("LP relaxation of the Checkmate MILP (HiGHS)".into()),
                 solver_peak: None,
+                trace: Vec::new(),
             },
             None => Solution::infeasible("the LP relaxation is infeasible: no plan fits"),
         })

@@ -19,6 +19,7 @@ pub mod segments;
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use crate::solver::Backend;
+pub use crate::solver::Progress;
 use crate::units::Bytes;
 use std::fmt;
 use std::time::Duration;
@@ -112,6 +113,9 @@ pub struct Solution {
     /// The solver's own peak estimate in bytes (fixed memory included),
     /// when it has one; the pipeline checks the simulator never exceeds it.
     pub solver_peak: Option<f64>,
+    /// Incumbent cost and bound over time, seconds from the strategy's
+    /// start (for benchmarks: time to the first plan, time to a 1% gap).
+    pub trace: Vec<Progress>,
 }
 
 impl Solution {
@@ -122,6 +126,7 @@ impl Solution {
             lower_bound: None,
             detail: Some(detail.into()),
             solver_peak: None,
+            trace: Vec::new(),
         }
     }
 
@@ -132,6 +137,7 @@ impl Solution {
             lower_bound: None,
             detail,
             solver_peak: None,
+            trace: Vec::new(),
         }
     }
 }

@@ -23,16 +23,13 @@ pub fn acceptable(sim: &SimReport, budget: Bytes, cost_bound: Option<f64>) -> bo
 
 /// The heuristics the portfolio tries, cheapest to run first.
 fn heuristics() -> Vec<Box<dyn Strategy>> {
-    // remat-fast runs DTR eviction and the local search on S.
-    let mut v: Vec<Box<dyn Strategy>> = vec![Box::new(CheckpointAll), Box::new(RematFast)];
-    v.extend(
-        super::baselines()
-            .into_iter()
-            .map(|b| b as Box<dyn Strategy>),
-    );
-    // The LP-based rounding last: it is the slowest to run.
-    v.push(Box::new(CheckmateApprox));
-    v
+    // remat-fast runs the local search on S, DTR eviction and every
+    // prior-work baseline; the LP-based rounding last: it is the slowest.
+    vec![
+        Box::new(CheckpointAll),
+        Box::new(RematFast),
+        Box::new(CheckmateApprox),
+    ]
 }
 
 /// The cheapest simulator-confirmed plan that fits `budget` (and

@@ -110,6 +110,7 @@ impl Strategy for HalfBound {
             lower_bound: Some(g.total_cost() / 2.0),
             detail: None,
             solver_peak: None,
+            trace: Vec::new(),
         })
     }
 }
