@@ -213,6 +213,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `remat inspect m.yaml | head` closes our stdout early: die quietly of
+    // SIGPIPE like any Unix filter, instead of panicking in `println!`.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
