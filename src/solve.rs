@@ -136,10 +136,25 @@ pub fn run(
         (None, true) => return Err(bug("reported a plan but returned no schedule".into())),
         _ => (None, None),
     };
-    // Every plan computes each node at least once, so the total cost bounds
-    // every answer from below: no plan is reported without a gap.
+    // A bound from the graph alone (every node once, plus what the tightest
+    // stage must evict) holds for every plan, so no plan is reported
+    // without a gap. A plan below it would be a bug in the bound: checked.
     let lower_bound = match (&sim, sol.lower_bound) {
-        (Some(_), lb) => Some(lb.unwrap_or(0.0).max(g.total_cost())),
+        (Some(s), lb) => {
+            let floor = analysis::eviction_bound(g, budget);
+            if s.cost < floor * (1.0 - 1e-9) - 1e-9 {
+                return Err(bug(format!(
+                    "simulated cost {} is below the eviction bound {floor}",
+                    s.cost
+                )));
+            }
+            Some(lb.unwrap_or(0.0).max(floor))
+        }
+        // No plan found, but plans may exist: the bound still says how
+        // much any of them must cost.
+        (None, lb) if sol.status == Status::NoSolution => {
+            Some(lb.unwrap_or(0.0).max(analysis::eviction_bound(g, budget)))
+        }
         (None, lb) => lb,
     };
     let mut trace = sol.trace;

@@ -428,6 +428,12 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         }
                     });
                 }
+                // The graph-only eviction bound is free and sometimes higher
+                // than the LP's (and is all there is with --no-lp-bound).
+                if out.status != Status::Bound && budget >= min_budget {
+                    let floor = crate::graph::analysis::eviction_bound(g, budget);
+                    row.lp_bound = Some(row.lp_bound.map_or(floor, |b| b.max(floor)));
+                }
                 if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
                     row.gap = Some(if c > 0.0 {
                         ((c - lb) / c).max(0.0)

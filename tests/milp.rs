@@ -585,3 +585,68 @@ fn progress_trace_brackets_the_optimum() {
     let proven = out.secs_to_gap(0.0).unwrap();
     assert!(first <= proven && proven <= out.seconds + 1e-9);
 }
+
+/// The eviction bound against proven optima: never above, and on the
+/// 8-layer chain strictly above every-node-once wherever the budget forces
+/// recomputation (optima from the issue fixtures).
+#[test]
+fn eviction_bound_is_below_the_linear8_optima() {
+    let g = synthetic::linear(8);
+    let optimum = [
+        (4u64, 26.0),
+        (5, 22.0),
+        (6, 21.0),
+        (7, 20.0),
+        (8, 19.0),
+        (9, 18.0),
+        (10, 17.0),
+    ];
+    for (b, opt) in optimum {
+        let lb = analysis::eviction_bound(&g, Bytes(b));
+        assert!(
+            lb <= opt + 1e-9,
+            "budget {b}: bound {lb} above optimum {opt}"
+        );
+        assert!(lb >= g.total_cost());
+        if opt > g.total_cost() {
+            assert!(
+                lb > g.total_cost(),
+                "budget {b}: bound {lb} no better than one pass"
+            );
+        }
+    }
+    assert_eq!(analysis::eviction_bound(&g, Bytes(10)), 17.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// On random DAGs with random costs and sizes, and on residual
+    /// training graphs, the eviction bound never exceeds the MILP optimum.
+    #[test]
+    fn eviction_bound_never_exceeds_the_optimum(
+        nodes in 6usize..=12, seed in 0u64..5000, frac in 0.0f64..=1.0, residual in any::<bool>()
+    ) {
+        let g = if residual {
+            synthetic::residual(&synthetic::ResidualChain { blocks: nodes / 3, branch: 2, ..Default::default() })
+        } else {
+            synthetic::random_layered(&RandomDag {
+                nodes,
+                seed,
+                cost: synthetic::Dist::Uniform(0, 20),
+                memory: synthetic::Dist::Uniform(1, 30),
+                ..RandomDag::default()
+            })
+        };
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        let budget = Bytes(lo + ((hi - lo) as f64 * frac).round() as u64);
+        let ilp = solve::run(&g, &CheckmateIlp, budget, &opts(Backend::Highs)).unwrap();
+        let lb = analysis::eviction_bound(&g, budget);
+        prop_assert!(lb >= g.total_cost());
+        if let Some(c) = ilp.cost() {
+            prop_assert_eq!(ilp.status, Status::Optimal);
+            prop_assert!(lb <= c * (1.0 + 1e-9), "bound {} > optimum {}", lb, c);
+        }
+    }
+}

@@ -125,8 +125,8 @@ pub(crate) fn solve_milp(
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
     let mut seed = find_seed(g, budget, opts);
-    // Every plan computes each node once: the bound before any solver runs.
-    let floor = g.total_cost();
+    // The bound before any solver runs (see `eviction_bound`).
+    let floor = crate::graph::analysis::eviction_bound(g, budget);
     let mut trace = vec![Progress {
         secs: start.elapsed().as_secs_f64(),
         cost: seed.as_ref().map(|s| s.cost),

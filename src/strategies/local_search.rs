@@ -495,11 +495,16 @@ impl Strategy for RematFast {
             consider(sch, "local search on S (cost-per-byte ranking)".into());
         }
         Ok(match best {
-            // Every node is computed at least once: a bound that costs
-            // nothing, so even the fastest answer states its gap.
+            // A bound from the graph alone: even the fastest answer
+            // states its gap.
             Some((_, sch, how)) => Solution {
-                lower_bound: Some(g.total_cost()),
-                ..Solution::feasible(sch, Some(format!("{how}; bound: every node computed once")))
+                lower_bound: Some(crate::graph::analysis::eviction_bound(g, budget)),
+                ..Solution::feasible(
+                    sch,
+                    Some(format!(
+                        "{how}; bound: every node once plus the cheapest evictions at the tightest stage"
+                    )),
+                )
             },
             None => Solution {
                 status: super::Status::NoSolution,
