@@ -6,6 +6,10 @@
 //!
 //!     cargo bench --bench scale -- [--time-limit SECS] [--strategies a,b,...]
 //!                                  [--only SUBSTRING]... [--out results/scale_bench.csv]
+//!                                  [--solver highs|cbc]
+//!
+//! With `--solver cbc` the rows are labelled `STRATEGY+cbc`, so both
+//! backends' rows live in one file and resume independently.
 //!
 //! Graphs: the public ones in ../shared/benchmarks/ (read in place) and the
 //! zoo's resnet50 and gpt2, at 90%, 80% and 60% of the checkpoint-all peak.
@@ -21,6 +25,7 @@ use remat::graph::analysis;
 use remat::solve;
 use remat::strategies::{self, SolveOptions};
 use remat::units::BudgetSpec;
+use remat::solver::Backend;
 use remat::zoo;
 use remat::Graph;
 use std::path::PathBuf;
@@ -53,6 +58,7 @@ fn peer_note(graph: &str, pct: u32) -> &'static str {
 
 fn main() {
     let mut time_limit = 120.0;
+    let mut backend = Backend::Highs;
     let mut names: Vec<String> = ["remat-fast", "remat-exact", "checkmate-ilp"]
         .map(String::from)
         .to_vec();
@@ -72,6 +78,12 @@ fn main() {
                     .collect()
             }
             "--only" => only.extend(it.next()),
+            "--solver" => {
+                backend = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--solver highs|cbc")
+            }
             "--out" => out = it.next().map(|p| root.join(p)).unwrap_or(out),
             "--bench" => {}
             other => eprintln!("ignoring argument {other}"),
@@ -116,6 +128,7 @@ fn main() {
     let (mut text, done) = common::resume(&out, HEADER);
     let opts = SolveOptions {
         time_limit: Duration::from_secs_f64(time_limit),
+        backend,
         threads: 1,
         ..SolveOptions::default()
     };
@@ -134,7 +147,11 @@ fn main() {
         for pct in [90u32, 80, 60] {
             let budget = BudgetSpec::parse(&format!("{pct}%")).unwrap().resolve(peak);
             for sname in &names {
-                if done.contains(&(name.clone(), pct.to_string(), sname.clone())) {
+                let label = match backend {
+                    Backend::Highs => sname.clone(),
+                    Backend::Cbc => format!("{sname}+cbc"),
+                };
+                if done.contains(&(name.clone(), pct.to_string(), label.clone())) {
                     continue;
                 }
                 // The full MILP has O(n·E) columns: past a few hundred
@@ -150,7 +167,7 @@ fn main() {
                     eprintln!("unknown strategy {sname}");
                     continue;
                 };
-                eprintln!("{name} @ {pct}%: {sname}");
+                eprintln!("{name} @ {pct}%: {label}");
                 let t = Instant::now();
                 let res = solve::run(&g, s.as_ref(), budget, &opts);
                 let secs = t.elapsed().as_secs_f64();
@@ -177,7 +194,7 @@ fn main() {
                     Err(e) => format!("{},,,,,,{secs:.3},,", e.to_string().replace(',', ";")),
                 };
                 text.push_str(&format!(
-                    "{name},{},{},{pct},{},{sname},{row},{}\n",
+                    "{name},{},{},{pct},{},{label},{row},{}\n",
                     g.len(),
                     g.num_edges(),
                     budget.get(),
