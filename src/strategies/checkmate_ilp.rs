@@ -136,6 +136,23 @@ pub(crate) fn solve_milp(
         Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
         None => "no heuristic plan fits to seed from".to_string(),
     };
+    // The seed already within the requested gap of the graph-only bound is
+    // optimal by the same rule a MIP solver stops by; on ResNet-50 at 80%
+    // this skips minutes of building and solving the model.
+    if let Some(s) = seed
+        .as_ref()
+        .filter(|s| s.cost - floor <= opts.gap * s.cost)
+    {
+        let note = format!(
+            "{seed_note}; within the requested gap of the eviction bound {floor}, no MILP needed"
+        );
+        return Ok(Solution {
+            status: Status::Optimal,
+            lower_bound: Some(floor.min(s.cost)),
+            trace,
+            ..Solution::feasible(s.schedule.clone(), Some(note))
+        });
+    }
     let mut cap = budget;
     for _ in 0..=MAX_TIGHTENINGS {
         let mut f = Formulation::build_as(g, cap, true, opts.cost_bound, free_model);
