@@ -4,7 +4,7 @@
 //! seed, and always says which plan seeded it and how far from optimal the
 //! answer may be.
 
-use super::portfolio::{acceptable, best_heuristic, evaluate};
+use super::portfolio::{acceptable, best_heuristic_with, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -51,7 +51,13 @@ const SEED_TIME_SHARE: f64 = 0.25;
 /// tolerance let a plan through that the simulator finds over budget.
 const MAX_TIGHTENINGS: usize = 3;
 
-pub(crate) fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<Seed> {
+/// `improved` hears each better heuristic cost as soon as it is known.
+pub(crate) fn find_seed(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    improved: &mut dyn FnMut(f64),
+) -> Option<Seed> {
     // A caller's warm start (a sweep's best plan so far) does not replace
     // the portfolio: the answer must never be worse than the best heuristic
     // at this budget, so both are tried and the cheaper one seeds.
@@ -64,7 +70,7 @@ pub(crate) fn find_seed(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option
         .warm_start
         .clone()
         .into_iter()
-        .chain(best_heuristic(g, budget, &seed_opts));
+        .chain(best_heuristic_with(g, budget, &seed_opts, improved));
     let mut best: Option<Seed> = None;
     for (name, mut schedule) in candidates {
         if schedule.stages() != g.len() || schedule.validate(g).is_err() {
@@ -124,14 +130,21 @@ pub(crate) fn solve_milp(
     if budget < g.fixed_memory {
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
-    let mut seed = find_seed(g, budget, opts);
     // The bound before any solver runs (see `eviction_bound`).
     let floor = crate::graph::analysis::eviction_bound(g, budget);
-    let mut trace = vec![Progress {
+    let mut trace = Vec::new();
+    let mut seed = find_seed(g, budget, opts, &mut |c| {
+        trace.push(Progress {
+            secs: start.elapsed().as_secs_f64(),
+            cost: Some(c),
+            bound: Some(floor),
+        })
+    });
+    trace.push(Progress {
         secs: start.elapsed().as_secs_f64(),
         cost: seed.as_ref().map(|s| s.cost),
         bound: Some(floor),
-    }];
+    });
     let seed_note = match &seed {
         Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
         None => "no heuristic plan fits to seed from".to_string(),

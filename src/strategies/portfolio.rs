@@ -36,6 +36,17 @@ fn heuristics() -> Vec<Box<dyn Strategy>> {
 /// `opts.cost_bound`) among the heuristics, with the heuristic's name.
 /// Heuristics that fail or do not apply are skipped.
 pub fn best_heuristic(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<(String, Schedule)> {
+    best_heuristic_with(g, budget, opts, &mut |_| {})
+}
+
+/// [`best_heuristic`], calling `improved` with each new best cost as soon as
+/// it is known (the exact strategies' progress trace starts there).
+pub fn best_heuristic_with(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    improved: &mut dyn FnMut(f64),
+) -> Option<(String, Schedule)> {
     let mut best: Option<(f64, String, Schedule)> = None;
     for h in heuristics() {
         let Ok(sol) = h.solve(g, budget, opts) else {
@@ -50,6 +61,7 @@ pub fn best_heuristic(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<(
         if acceptable(&sim, budget, opts.cost_bound)
             && best.as_ref().is_none_or(|(c, _, _)| sim.cost < *c)
         {
+            improved(sim.cost);
             best = Some((sim.cost, h.name().to_string(), sch));
         }
     }
