@@ -17,7 +17,7 @@
 //! see the whole schedule.
 
 use super::dtr;
-use super::{Solution, SolveOptions, Strategy, StrategyError};
+use super::{Progress, Solution, SolveOptions, Strategy, StrategyError};
 use crate::graph::{Graph, NodeId};
 use crate::schedule::{generate_plan, simulate, solve_r, Schedule, SimReport, Statement};
 use crate::units::Bytes;
@@ -428,6 +428,28 @@ pub fn search_from(
     Some(cur.sch)
 }
 
+/// remat-fast's best plan so far and when each improvement came.
+struct Incumbent {
+    best: Option<(f64, Schedule, String)>,
+    trace: Vec<Progress>,
+    start: Instant,
+    floor: f64,
+}
+
+impl Incumbent {
+    fn consider(&mut self, g: &Graph, sch: Schedule, how: String) {
+        let c = sch.cost(g);
+        if self.best.as_ref().is_none_or(|(b, _, _)| c < *b) {
+            self.trace.push(Progress {
+                secs: self.start.elapsed().as_secs_f64(),
+                cost: Some(c),
+                bound: Some(self.floor),
+            });
+            self.best = Some((c, sch, how));
+        }
+    }
+}
+
 impl Strategy for RematFast {
     fn name(&self) -> &'static str {
         "remat-fast"
@@ -444,16 +466,30 @@ impl Strategy for RematFast {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         let start = Instant::now();
-        let deadline = start + opts.time_limit.min(Duration::from_secs(60));
-        let mut best: Option<(f64, Schedule, String)> = None;
-        let mut consider = |sch: Schedule, how: String| {
-            let c = sch.cost(g);
-            if best.as_ref().is_none_or(|(b, _, _)| c < *b) {
-                best = Some((c, sch, how));
-            }
+        let window = opts.time_limit.min(Duration::from_secs(60));
+        let deadline = start + window;
+        let floor = crate::graph::analysis::eviction_bound(g, budget);
+        let mut inc = Incumbent {
+            best: None,
+            trace: Vec::new(),
+            start,
+            floor,
         };
         if let Some((_, sch, how)) = dtr::best(g, budget) {
-            consider(sch, format!("DTR eviction ({how})"));
+            inc.consider(g, sch, format!("DTR eviction ({how})"));
+        }
+        // The search first, since it usually finds the best plan, but not
+        // all the time: the baselines must still get their turn.
+        let ls_start = Instant::now();
+        let first = search(
+            g,
+            budget,
+            Ranking::Forecast,
+            start + window.mul_f64(1.0 - BASELINE_TIME_SHARE),
+        );
+        let first_secs = ls_start.elapsed();
+        if let Some(sch) = first {
+            inc.consider(g, sch, "local search on S (forecast ranking)".into());
         }
         // The prior-work baselines too, so the fast answer is never worse
         // than the best of them (revolve can win on chains at tight
@@ -461,8 +497,8 @@ impl Strategy for RematFast {
         // grids are slow on large graphs, so they share a slice of the time.
         // At least a second, even under a tiny time limit: on small graphs
         // that is every setting, and the guarantee holds.
-        let baselines_end = start
-            + (deadline - start)
+        let baselines_end = Instant::now()
+            + window
                 .mul_f64(BASELINE_TIME_SHARE)
                 .max(Duration::from_secs(1));
         for b in super::baselines() {
@@ -475,30 +511,26 @@ impl Strategy for RematFast {
                 continue;
             };
             if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
-                consider(sch, sol.detail.unwrap_or_else(|| b.name().into()));
+                inc.consider(g, sch, sol.detail.unwrap_or_else(|| b.name().into()));
             }
         }
-        let ls_start = Instant::now();
-        let first = search(g, budget, Ranking::Forecast, deadline);
         // The second ranking is a refinement: once a plan is in hand it may
         // take a few times as long as the first, not the whole time limit.
-        let second_end = match first {
-            Some(_) => {
-                deadline.min(Instant::now() + ls_start.elapsed() * 4 + Duration::from_secs(1))
-            }
-            None => deadline,
+        let second_end = if inc.best.is_none() {
+            deadline
+        } else {
+            deadline.min(Instant::now() + first_secs * 4 + Duration::from_secs(1))
         };
-        if let Some(sch) = first {
-            consider(sch, "local search on S (forecast ranking)".into());
-        }
         if let Some(sch) = search(g, budget, Ranking::CostPerByte, second_end) {
-            consider(sch, "local search on S (cost-per-byte ranking)".into());
+            inc.consider(g, sch, "local search on S (cost-per-byte ranking)".into());
         }
-        Ok(match best {
+        let trace = inc.trace;
+        Ok(match inc.best {
             // A bound from the graph alone: even the fastest answer
             // states its gap.
             Some((_, sch, how)) => Solution {
-                lower_bound: Some(crate::graph::analysis::eviction_bound(g, budget)),
+                lower_bound: Some(floor),
+                trace,
                 ..Solution::feasible(
                     sch,
                     Some(format!(
