@@ -196,15 +196,15 @@ fn prepare(
     for th in REPAIR_THRESHOLDS.into_iter().filter(|_| has_x) {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
         let name = format!("LP rounding at {th} repaired by local search");
-        if let Some(c) = local_search::search_from(
-            g,
-            rounded,
-            budget,
+        // Both rankings: the forecast is faster, but at tight budgets on
+        // random DAGs only the cost-per-byte ranking repairs some roundings.
+        let repaired_sch = [
             local_search::Ranking::Forecast,
-            repair_deadline,
-        )
-        .and_then(|sch| fitting_seed(g, sch, budget, name))
-        {
+            local_search::Ranking::CostPerByte,
+        ]
+        .into_iter()
+        .find_map(|r| local_search::search_from(g, rounded.clone(), budget, r, repair_deadline));
+        if let Some(c) = repaired_sch.and_then(|sch| fitting_seed(g, sch, budget, name)) {
             if repaired.as_ref().is_none_or(|r| c.cost < r.cost) {
                 repaired = Some(c);
             }
