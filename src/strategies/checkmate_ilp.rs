@@ -56,6 +56,7 @@ pub(crate) fn find_seed(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
+    good_enough: f64,
     improved: &mut dyn FnMut(f64),
 ) -> Option<Seed> {
     // A caller's warm start (a sweep's best plan so far) does not replace
@@ -70,7 +71,13 @@ pub(crate) fn find_seed(
         .warm_start
         .clone()
         .into_iter()
-        .chain(best_heuristic_with(g, budget, &seed_opts, improved));
+        .chain(best_heuristic_with(
+            g,
+            budget,
+            &seed_opts,
+            good_enough,
+            improved,
+        ));
     let mut best: Option<Seed> = None;
     for (name, mut schedule) in candidates {
         if schedule.stages() != g.len() || schedule.validate(g).is_err() {
@@ -133,7 +140,9 @@ pub(crate) fn solve_milp(
     // The bound before any solver runs (see `eviction_bound`).
     let floor = crate::graph::analysis::eviction_bound(g, budget);
     let mut trace = Vec::new();
-    let mut seed = find_seed(g, budget, opts, &mut |c| {
+    // A seed this cheap is within the requested gap of the bound already.
+    let good_enough = floor / (1.0 - opts.gap.clamp(0.0, 0.5));
+    let mut seed = find_seed(g, budget, opts, good_enough, &mut |c| {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: Some(c),

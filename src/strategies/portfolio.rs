@@ -36,19 +36,25 @@ fn heuristics() -> Vec<Box<dyn Strategy>> {
 /// `opts.cost_bound`) among the heuristics, with the heuristic's name.
 /// Heuristics that fail or do not apply are skipped.
 pub fn best_heuristic(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Option<(String, Schedule)> {
-    best_heuristic_with(g, budget, opts, &mut |_| {})
+    best_heuristic_with(g, budget, opts, 0.0, &mut |_| {})
 }
 
 /// [`best_heuristic`], calling `improved` with each new best cost as soon as
-/// it is known (the exact strategies' progress trace starts there).
+/// it is known (the exact strategies' progress trace starts there), and
+/// stopping early once a plan costs at most `good_enough` (a plan already
+/// provably within the requested gap need not wait for the LP rounding).
 pub fn best_heuristic_with(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
+    good_enough: f64,
     improved: &mut dyn FnMut(f64),
 ) -> Option<(String, Schedule)> {
     let mut best: Option<(f64, String, Schedule)> = None;
     for h in heuristics() {
+        if best.as_ref().is_some_and(|(c, _, _)| *c <= good_enough) {
+            break;
+        }
         let Ok(sol) = h.solve(g, budget, opts) else {
             continue;
         };
