@@ -1,6 +1,8 @@
 //! The greedy eviction heuristic: always simulator-confirmed, never below
 //! the proven optimum, and able to fit tight budgets.
 
+mod common;
+
 use proptest::prelude::*;
 use remat::graph::analysis;
 use remat::solve;
@@ -10,17 +12,7 @@ use remat::Bytes;
 
 #[test]
 fn linear8_never_beats_the_optimum() {
-    // Proven optima of Checkmate's 8-layer linear graph (issue fixtures).
-    let optimum = [
-        (3u64, 45.0),
-        (4, 26.0),
-        (5, 22.0),
-        (6, 21.0),
-        (7, 20.0),
-        (8, 19.0),
-        (9, 18.0),
-        (10, 17.0),
-    ];
+    let optimum = common::LINEAR8_OPTIMA;
     let g = synthetic::linear(8);
     let s = by_name("dtr-greedy").unwrap();
     let mut fitted = 0;

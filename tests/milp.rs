@@ -2,6 +2,8 @@
 //! the Checkmate paper, agreement of two independent formulations on two
 //! solvers, properties on random DAGs, and the public benchmark optima.
 
+mod common;
+
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution as _, SolverModel};
 use proptest::prelude::*;
 use remat::graph::analysis;
@@ -406,6 +408,15 @@ fn shared(name: &str) -> Option<Graph> {
     Some(Graph::load(&p).expect("benchmark graphs load"))
 }
 
+/// A public graph and the budget at `pct` of its checkpoint-all peak.
+fn shared_at(name: &str, pct: &str) -> Option<(Graph, Bytes)> {
+    let g = shared(name)?;
+    let budget = remat::units::BudgetSpec::parse(pct)
+        .unwrap()
+        .resolve(analysis::checkpoint_all_peak(&g));
+    Some((g, budget))
+}
+
 fn bench_opts() -> SolveOptions {
     SolveOptions {
         time_limit: Duration::from_secs(1800),
@@ -549,12 +560,9 @@ fn a_poor_warm_start_never_beats_the_portfolio_to_the_seed() {
 /// (the cost-per-byte ranking alone gave 1.35×).
 #[test]
 fn remat_fast_within_five_percent_on_random_layered_n500_at_80_percent() {
-    let Some(g) = shared("random-layered-n500.yaml") else {
+    let Some((g, budget)) = shared_at("random-layered-n500.yaml", "80%") else {
         return;
     };
-    let budget = remat::units::BudgetSpec::parse("80%")
-        .unwrap()
-        .resolve(analysis::checkpoint_all_peak(&g));
     let out = solve::run(&g, &RematFast, budget, &SolveOptions::default()).unwrap();
     assert_eq!(out.status, Status::Feasible, "{:?}", out.detail);
     assert!(out.peak().unwrap() <= budget);
@@ -595,16 +603,8 @@ fn progress_trace_brackets_the_optimum() {
 #[test]
 fn eviction_bound_is_below_the_linear8_optima() {
     let g = synthetic::linear(8);
-    let optimum = [
-        (4u64, 26.0),
-        (5, 22.0),
-        (6, 21.0),
-        (7, 20.0),
-        (8, 19.0),
-        (9, 18.0),
-        (10, 17.0),
-    ];
-    for (b, opt) in optimum {
+    // Budget 3 is the smallest feasible one; the bound is checked above it.
+    for (b, opt) in common::LINEAR8_OPTIMA.into_iter().skip(1) {
         let lb = analysis::eviction_bound(&g, Bytes(b));
         assert!(
             lb <= opt + 1e-9,
@@ -659,12 +659,9 @@ proptest! {
 /// bound, so remat-exact answers "optimal" without building the MILP.
 #[test]
 fn resnet50_at_80_percent_is_certified_without_the_milp() {
-    let Some(g) = shared("checkmate-resnet50-b256.yaml") else {
+    let Some((g, budget)) = shared_at("checkmate-resnet50-b256.yaml", "80%") else {
         return;
     };
-    let budget = remat::units::BudgetSpec::parse("80%")
-        .unwrap()
-        .resolve(analysis::checkpoint_all_peak(&g));
     let out = solve::run(&g, &RematExact, budget, &SolveOptions::default()).unwrap();
     assert_eq!(out.status, Status::Optimal, "{:?}", out.detail);
     assert_eq!(out.cost(), Some(406_800.0));

@@ -140,7 +140,8 @@ pub(crate) fn solve_milp(
     // The bound before any solver runs (see `eviction_bound`).
     let floor = crate::graph::analysis::eviction_bound(g, budget);
     let mut trace = Vec::new();
-    // A seed this cheap is within the requested gap of the bound already.
+    // A seed this cheap is within the requested gap of the bound already:
+    // cost − floor ≤ gap × cost.
     let good_enough = floor / (1.0 - opts.gap.clamp(0.0, 0.5));
     let mut seed = find_seed(g, budget, opts, good_enough, &mut |c| {
         trace.push(Progress {
@@ -161,10 +162,7 @@ pub(crate) fn solve_milp(
     // The seed already within the requested gap of the graph-only bound is
     // optimal by the same rule a MIP solver stops by; on ResNet-50 at 80%
     // this skips minutes of building and solving the model.
-    if let Some(s) = seed
-        .as_ref()
-        .filter(|s| s.cost - floor <= opts.gap * s.cost)
-    {
+    if let Some(s) = seed.as_ref().filter(|s| s.cost <= good_enough) {
         let note = format!(
             "{seed_note}; within the requested gap of the eviction bound {floor}, no MILP needed"
         );

@@ -9,12 +9,15 @@
 //! the stage after its previous read to its next read, where it is then
 //! recomputed) is a move; the move with the least extra cost per byte freed
 //! wins. Only a few moves per step are evaluated exactly, picked by a
-//! [`Ranking`]; remat-fast runs both rankings and keeps the cheaper plan. Phase 2 (improve): retry each dropped interval: restore it when
-//! the plan still fits, which removes its recomputation.
+//! [`Ranking`]; remat-fast runs both rankings and keeps the cheaper plan.
+//!
+//! Phase 2 (improve): for every recomputation, try keeping the value
+//! instead; keep the change when the plan still fits.
 //!
 //! Why not only DTR: eviction on the fly cannot look ahead, and on branchy
 //! DAGs its cascades fail to fit at budgets where plans exist. Moves on S
-//! see the whole schedule.
+//! see the whole schedule. remat-fast still runs DTR and every baseline and
+//! answers with the cheapest plan of all.
 
 use super::dtr;
 use super::{Progress, Solution, SolveOptions, Strategy, StrategyError};

@@ -4,6 +4,19 @@
 #![allow(dead_code)]
 
 use remat::graph::Graph;
+
+/// Proven optima of Checkmate's 8-layer linear graph (issue fixtures):
+/// (budget in bytes, optimal cost).
+pub const LINEAR8_OPTIMA: [(u64, f64); 8] = [
+    (3, 45.0),
+    (4, 26.0),
+    (5, 22.0),
+    (6, 21.0),
+    (7, 20.0),
+    (8, 19.0),
+    (9, 18.0),
+    (10, 17.0),
+];
 use remat::schedule::{generate_plan, simulate, Schedule};
 use remat::strategies::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use remat::units::Bytes;
