@@ -119,6 +119,64 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
     g.total_cost() + worst
 }
 
+/// Bytes the plan must have freed at the end of each stage `t`, beyond
+/// what it may hold: `t`'s output, plus every value computed before `t`
+/// that `t` or a later node reads, minus the budget's room for values
+/// (budget − fixed). Positive entries are the stages where something that
+/// crosses `t` without being read by it must be absent, and so computed
+/// again (see [`eviction_bound`]).
+pub fn stage_needs(g: &Graph, budget: Bytes) -> Vec<f64> {
+    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    let last = last_use(g);
+    let mut dying: Vec<Bytes> = vec![Bytes::ZERO; g.len()];
+    for i in g.ids() {
+        if last[i.idx()] != i {
+            dying[last[i.idx()].idx()] += g.memory(i);
+        }
+    }
+    let mut live = Bytes::ZERO;
+    g.ids()
+        .map(|t| {
+            let need = (live + g.memory(t)).as_f64() - avail;
+            if last[t.idx()] != t {
+                live += g.memory(t);
+            }
+            live = live - dying[t.idx()];
+            need
+        })
+        .collect()
+}
+
+/// Stages `first..=last` between two consecutive computations that read
+/// `value` (or its own computation and its first reader): the stages in
+/// which it may be absent at the cost of one more computation before the
+/// read that closes the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub value: NodeId,
+    pub first: usize,
+    pub last: usize,
+}
+
+/// Every non-empty segment of every value, value by value.
+pub fn segments(g: &Graph) -> Vec<Segment> {
+    let mut out = Vec::with_capacity(g.num_edges());
+    for v in g.ids() {
+        let mut prev = v.idx();
+        for &u in g.users(v) {
+            if u.idx() > prev + 1 {
+                out.push(Segment {
+                    value: v,
+                    first: prev + 1,
+                    last: u.idx() - 1,
+                });
+            }
+            prev = prev.max(u.idx());
+        }
+    }
+    out
+}
+
 /// Summary for `remat inspect`.
 #[derive(Debug, Clone)]
 pub struct Summary {

@@ -12,6 +12,7 @@
 
 pub mod cbc;
 pub mod checkmate;
+pub mod cover;
 pub mod fixing;
 pub mod highs;
 pub mod model;

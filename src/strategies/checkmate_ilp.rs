@@ -137,13 +137,27 @@ pub(crate) fn solve_milp(
     if budget < g.fixed_memory {
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
-    // The bound before any solver runs (see `eviction_bound`).
-    let floor = crate::graph::analysis::eviction_bound(g, budget);
-    let mut trace = Vec::new();
-    // A seed this cheap is within the requested gap of the bound already:
-    // cost − floor ≤ gap × cost.
-    let good_enough = floor / (1.0 - opts.gap.clamp(0.0, 0.5));
-    let mut seed = find_seed(g, budget, opts, good_enough, &mut |c| {
+    // The bound before the Checkmate model is built: the graph's own
+    // (eviction bound and cover program, see `starting_bound`).
+    let bound = super::starting_bound(g, budget, opts);
+    let floor = bound.value;
+    if floor.is_infinite() {
+        return Ok(Solution::infeasible(format!(
+            "no plan fits: the {} proves it",
+            bound.note
+        )));
+    }
+    let mut trace = vec![Progress {
+        secs: start.elapsed().as_secs_f64(),
+        cost: None,
+        bound: Some(floor),
+    }];
+    let good_enough = super::within_gap(floor, opts.gap);
+    let seed_opts = SolveOptions {
+        known_bound: Some(floor),
+        ..opts.clone()
+    };
+    let mut seed = find_seed(g, budget, &seed_opts, good_enough, &mut |c| {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: Some(c),
@@ -159,12 +173,13 @@ pub(crate) fn solve_milp(
         Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
         None => "no heuristic plan fits to seed from".to_string(),
     };
-    // The seed already within the requested gap of the graph-only bound is
-    // optimal by the same rule a MIP solver stops by; on ResNet-50 at 80%
-    // this skips minutes of building and solving the model.
+    // The seed already within the requested gap of the graph bound is
+    // optimal by the same rule a MIP solver stops by; on ResNet-50 this
+    // skips minutes of building and solving the model.
     if let Some(s) = seed.as_ref().filter(|s| s.cost <= good_enough) {
         let note = format!(
-            "{seed_note}; within the requested gap of the eviction bound {floor}, no MILP needed"
+            "{seed_note}; within the requested gap of the {} ({floor}), no MILP needed",
+            bound.note
         );
         return Ok(Solution {
             status: Status::Optimal,
@@ -224,10 +239,10 @@ pub(crate) fn solve_milp(
                 ),
             }
         }));
-        let bound = match (res.bound.map(|b| b * f.cost_scale), prepared.bound) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        let bound = [res.bound.map(|b| b * f.cost_scale), prepared.bound]
+            .into_iter()
+            .flatten()
+            .fold(floor, f64::max);
         let note = format!(
             "{seed_note}{}{}; {} in {:.2} s, first plan at {}",
             prepared.note,
@@ -258,7 +273,14 @@ pub(crate) fn solve_milp(
             }
             None => None,
         };
-        let mut sol = decide(found, seed, bound, &res, note);
+        let mut sol = decide(found, seed, Some(bound), &res, note);
+        // The solver's bound and the graph's together may prove what
+        // neither does alone.
+        if let (Some(sch), Some(lb)) = (&sol.schedule, sol.lower_bound) {
+            if sol.status == Status::Feasible && sch.cost(g) <= super::within_gap(lb, opts.gap) {
+                sol.status = Status::Optimal;
+            }
+        }
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: sol.schedule.as_ref().map(|s| s.cost(g)),

@@ -18,6 +18,7 @@ pub mod segments;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
+use crate::solver::cover::{graph_bound, GraphBound};
 use crate::solver::Backend;
 pub use crate::solver::Progress;
 use crate::units::Bytes;
@@ -86,6 +87,10 @@ pub struct SolveOptions {
     pub warm_start: Option<(String, Schedule)>,
     /// Only plans costing at most this are acceptable (max-batch search).
     pub cost_bound: Option<f64>,
+    /// A lower bound the caller has already proved for this graph and
+    /// budget (the MILP pipeline passes its graph bound to the heuristics
+    /// it seeds from), so it is not computed twice.
+    pub known_bound: Option<f64>,
 }
 
 impl Default for SolveOptions {
@@ -97,6 +102,7 @@ impl Default for SolveOptions {
             backend: Backend::default(),
             warm_start: None,
             cost_bound: None,
+            known_bound: None,
         }
     }
 }
@@ -207,4 +213,38 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
 
 pub fn names() -> Vec<&'static str> {
     all().iter().map(|s| s.name()).collect()
+}
+
+/// Most of a strategy's time the graph bound may take, and its share.
+const GRAPH_BOUND_TIME_MAX: Duration = Duration::from_secs(20);
+const GRAPH_BOUND_TIME_SHARE: f64 = 0.25;
+
+/// The lower bound a strategy starts from: the caller's, if it passed one,
+/// else the graph's own ([`graph_bound`]: the eviction bound raised by the
+/// cover program), within a quarter of the time limit and at most 20 s.
+/// Computed first because a plan within the gap of it is optimal, so the
+/// search can stop the moment it finds one.
+pub(crate) fn starting_bound(g: &Graph, budget: Bytes, opts: &SolveOptions) -> GraphBound {
+    if let Some(value) = opts.known_bound {
+        return GraphBound {
+            value,
+            proven: false,
+            note: "bound from the caller".into(),
+        };
+    }
+    let params = crate::solver::Params {
+        time_limit: opts
+            .time_limit
+            .mul_f64(GRAPH_BOUND_TIME_SHARE)
+            .min(GRAPH_BOUND_TIME_MAX),
+        threads: opts.threads,
+        ..crate::solver::Params::default()
+    };
+    graph_bound(g, budget, &params)
+}
+
+/// Cost at or below which a plan is within the relative `gap` of `bound`
+/// (cost − bound ≤ gap × cost): optimal by the rule a MIP solver stops by.
+pub(crate) fn within_gap(bound: f64, gap: f64) -> f64 {
+    bound / (1.0 - gap.clamp(0.0, 0.5))
 }
