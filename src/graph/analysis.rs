@@ -150,7 +150,9 @@ pub fn stage_needs(g: &Graph, budget: Bytes) -> Vec<f64> {
 /// Stages `first..=last` between two consecutive computations that read
 /// `value` (or its own computation and its first reader): the stages in
 /// which it may be absent at the cost of one more computation before the
-/// read that closes the segment.
+/// read that closes the segment, in stage `last + 1`. Between reads in
+/// consecutive stages the range is empty (`first == last + 1`), yet the
+/// value may still be absent for part of the closing stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     pub value: NodeId,
@@ -158,13 +160,13 @@ pub struct Segment {
     pub last: usize,
 }
 
-/// Every non-empty segment of every value, value by value.
+/// Every segment of every value, value by value, empty ones included.
 pub fn segments(g: &Graph) -> Vec<Segment> {
     let mut out = Vec::with_capacity(g.num_edges());
     for v in g.ids() {
         let mut prev = v.idx();
         for &u in g.users(v) {
-            if u.idx() > prev + 1 {
+            if u.idx() > prev {
                 out.push(Segment {
                     value: v,
                     first: prev + 1,

@@ -36,6 +36,7 @@
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
 use crate::graph::analysis::{last_use, segments, stage_needs};
 use crate::graph::{Graph, NodeId};
+use crate::schedule::Schedule;
 use crate::units::Bytes;
 use std::collections::HashMap;
 
@@ -88,21 +89,23 @@ fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
     }
     let (mut nonzeros, mut columns) = (0, 0);
     for s in segments(g) {
-        let hot = hot_before[s.last + 1] - hot_before[s.first];
-        if hot > 0 && g.memory(s.value).get() > 0 {
-            nonzeros += hot;
-            columns += s.last + 1 - s.first;
+        if g.memory(s.value).get() > 0 {
+            nonzeros += hot_before[s.last + 1] - hot_before[s.first];
+            columns += s.last + 2 - s.first;
         }
     }
     (nonzeros, columns)
 }
 
-/// Builds and solves the cover program on HiGHS within `params`.
+/// Builds and solves the cover program on HiGHS within `params`. A plan in
+/// hand (`known`) is mapped onto the program and handed to the solver as
+/// its first incumbent, which spares it the search for one.
 pub fn cover_bound(
     g: &Graph,
     budget: Bytes,
     detail: Detail,
     params: &Params,
+    known: Option<&Schedule>,
 ) -> Result<CoverBound, SolverError> {
     let base = g.total_cost();
     let needs = stage_needs(g, budget);
@@ -114,8 +117,10 @@ pub fn cover_bound(
             columns: 0,
         });
     }
-    let (model, scale) = build(g, budget, &needs, detail);
-    let r = solve_mip(&model, Backend::Highs, params, None)?;
+    let prog = Program::build(g, budget, &needs, detail);
+    let warm = known.map(|sch| prog.point_of(g, sch));
+    let r = solve_mip(&prog.model, Backend::Highs, params, warm.as_deref())?;
+    let (model, scale) = (&prog.model, prog.scale);
 
     let (extra, proven) = match r.status {
         MipStatus::Optimal => (r.bound.unwrap_or(0.0), true),
@@ -130,131 +135,230 @@ pub fn cover_bound(
     })
 }
 
-/// The program and its cost scale (costs are divided by the largest node
-/// cost so the solver's tolerances are relative to the instance).
-fn build(g: &Graph, budget: Bytes, needs: &[f64], detail: Detail) -> (Model, f64) {
-    let n = g.len();
-    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
-    let hot = |t: usize| needs[t] > 0.0;
-    let mem = |i: usize| g.memory(NodeId::from(i)).as_f64();
-    let cost = |i: usize| g.cost(NodeId::from(i));
-    let last: Vec<usize> = last_use(g).iter().map(|l| l.idx()).collect();
-    let scale = g.ids().map(|i| g.cost(i)).fold(0.0, f64::max);
-    let scale = if scale > 0.0 { scale } else { 1.0 };
+/// The program, with what it takes to map a plan onto it.
+pub struct Program {
+    pub model: Model,
+    /// Costs are divided by the largest node cost, so the solver's
+    /// tolerances are relative to the instance.
+    pub scale: f64,
+    detail: Detail,
+    recomputes: Vec<Recompute>,
+    /// ρ[u]: u computed again after its last reader.
+    again: HashMap<usize, Col>,
+    links: Vec<[(Col, f64); 3]>,
+}
 
-    let mut model = Model::new();
-    let mut stage_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    let mut recomputes: Vec<Recompute> = Vec::new();
-    for s in segments(g) {
-        let v = s.value.idx();
-        if mem(v) <= 0.0 || !(s.first..=s.last).any(hot) {
-            continue;
-        }
-        let mut one = Vec::new();
-        let from = match detail {
-            Detail::Segments => s.last + 1,
-            Detail::Moments => s.first + 1,
+impl Program {
+    pub fn build(g: &Graph, budget: Bytes, needs: &[f64], detail: Detail) -> Program {
+        let n = g.len();
+        let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+        let hot = |t: usize| needs[t] > 0.0;
+        let mem = |i: usize| g.memory(NodeId::from(i)).as_f64();
+        let cost = |i: usize| g.cost(NodeId::from(i));
+        let last: Vec<usize> = last_use(g).iter().map(|l| l.idx()).collect();
+        let scale = g.ids().map(|i| g.cost(i)).fold(0.0, f64::max);
+        let scale = if scale > 0.0 { scale } else { 1.0 };
+
+        // The memory a recomputation of v in stage r must find room for, beyond
+        // the budget, before any value is absent: every value read at or after
+        // r (live, which includes v), and v's inputs that died before r.
+        let live = |r: usize| needs[r] - mem(r) + avail;
+        let excess_at = |v: usize, r: usize| -> f64 {
+            let dead_inputs: f64 = g
+                .deps(NodeId::from(v))
+                .iter()
+                .filter(|u| last[u.idx()] < r)
+                .map(|u| mem(u.idx()))
+                .sum();
+            live(r) + dead_inputs - avail
         };
-        for r in from..=s.last + 1 {
-            let col = model.add_col(0.0, 1.0, cost(v) / scale, true);
-            one.push((col, 1.0));
-            for t in (s.first..r).filter(|&t| hot(t)) {
-                stage_rows[t].push((col, mem(v)));
+        let all = segments(g);
+        // Stages where some recomputation could have a moment row.
+        let mut tight = vec![false; n + 1];
+        if detail == Detail::Moments {
+            for s in all.iter().filter(|s| mem(s.value.idx()) > 0.0) {
+                for r in s.first..=s.last + 1 {
+                    tight[r] = tight[r] || excess_at(s.value.idx(), r) > 0.0;
+                }
             }
-            recomputes.push(Recompute {
-                value: v,
-                first: s.first,
-                recompute: r,
-                col,
-            });
         }
-        if one.len() > 1 {
-            model.add_row(f64::NEG_INFINITY, 1.0, &one);
+
+        let mut model = Model::new();
+        let mut stage_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+        let mut recomputes: Vec<Recompute> = Vec::new();
+        for s in all {
+            let v = s.value.idx();
+            // A segment without a hot stage matters only where it can be absent
+            // at the moment of a recomputation; elsewhere its columns would be
+            // zero in every optimum, so leaving them out loses nothing.
+            let useful = (s.first..=s.last).any(hot)
+                || (detail == Detail::Moments && (s.first..=s.last + 1).any(|r| tight[r]));
+            if mem(v) <= 0.0 || !useful {
+                continue;
+            }
+            let mut one = Vec::new();
+            let from = match detail {
+                Detail::Segments => s.last + 1,
+                Detail::Moments => s.first,
+            };
+            for r in from..=s.last + 1 {
+                let col = model.add_col(0.0, 1.0, cost(v) / scale, true);
+                one.push((col, 1.0));
+                for t in (s.first..r).filter(|&t| hot(t)) {
+                    stage_rows[t].push((col, mem(v)));
+                }
+                recomputes.push(Recompute {
+                    value: v,
+                    first: s.first,
+                    recompute: r,
+                    col,
+                });
+            }
+            if one.len() > 1 {
+                model.add_row(f64::NEG_INFINITY, 1.0, &one);
+            }
         }
-    }
-    if detail == Detail::Segments {
-        // A column then only says "absent somewhere in the segment", not
-        // when it comes back, so the input and moment rows do not apply.
+        if detail == Detail::Segments {
+            // A column then only says "absent somewhere in the segment", not
+            // when it comes back, so the input and moment rows do not apply.
+            for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
+                model.add_row(needs[t], f64::INFINITY, row);
+            }
+            return Program {
+                model,
+                scale,
+                detail,
+                recomputes,
+                again: HashMap::new(),
+                links: Vec::new(),
+            };
+        }
+
+        // Inputs that died before the recomputation: computed again once
+        // (ρ[u]) or kept through every hot stage in between (e[u, t]).
+        let mut again: HashMap<usize, Col> = HashMap::new();
+        let mut kept: HashMap<(usize, usize), Col> = HashMap::new();
+        let mut links: Vec<[(Col, f64); 3]> = Vec::new();
+        for x in &recomputes {
+            for &u in g.deps(NodeId::from(x.value)) {
+                let u = u.idx();
+                let gap = last[u] + 1..x.recompute;
+                if mem(u) <= 0.0 || !gap.clone().any(hot) {
+                    continue;
+                }
+                let rho = *again
+                    .entry(u)
+                    .or_insert_with(|| model.add_col(0.0, 1.0, cost(u) / scale, true));
+                for t in gap.filter(|&t| hot(t)) {
+                    let e = *kept.entry((u, t)).or_insert_with(|| {
+                        let e = model.add_col(0.0, 1.0, 0.0, false);
+                        stage_rows[t].push((e, -mem(u)));
+                        e
+                    });
+                    links.push([(e, 1.0), (rho, 1.0), (x.col, -1.0)]);
+                }
+            }
+        }
+        for l in &links {
+            model.add_row(0.0, f64::INFINITY, l);
+        }
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
             model.add_row(needs[t], f64::INFINITY, row);
         }
-        return (model, scale);
-    }
 
-    // Inputs that died before the recomputation: computed again once
-    // (ρ[u]) or kept through every hot stage in between (e[u, t]).
-    let mut again: HashMap<usize, Col> = HashMap::new();
-    let mut kept: HashMap<(usize, usize), Col> = HashMap::new();
-    let mut links: Vec<[(Col, f64); 3]> = Vec::new();
-    for x in &recomputes {
-        for &u in g.deps(NodeId::from(x.value)) {
-            let u = u.idx();
-            let gap = last[u] + 1..x.recompute;
-            if mem(u) <= 0.0 || !gap.clone().any(hot) {
+        // The moment of each recomputation.
+        // Columns claiming their value absent at a moment inside stage r:
+        // absent since at most r and computed again after r.
+        let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+        let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+        for (k, x) in recomputes.iter().enumerate() {
+            for r in x.first..x.recompute {
+                spanning[r].push(k);
+            }
+            ending[x.recompute].push(k);
+        }
+        for x in &recomputes {
+            let r = x.recompute;
+            let k = excess_at(x.value, r);
+            if k <= 0.0 {
                 continue;
             }
-            let rho = *again
-                .entry(u)
-                .or_insert_with(|| model.add_col(0.0, 1.0, cost(u) / scale, true));
-            for t in gap.filter(|&t| hot(t)) {
-                let e = *kept.entry((u, t)).or_insert_with(|| {
-                    let e = model.add_col(0.0, 1.0, 0.0, false);
-                    stage_rows[t].push((e, -mem(u)));
-                    e
-                });
-                links.push([(e, 1.0), (rho, 1.0), (x.col, -1.0)]);
-            }
+            // Values computed after this one in the same stage are still
+            // absent at its moment; values before it are back.
+            let claims = spanning[r]
+                .iter()
+                .chain(ending[r].iter().filter(|&&j| recomputes[j].value > x.value));
+            // Its inputs are resident at that moment whatever their columns
+            // claim, so their claims do not count toward it.
+            let inputs = g.deps(NodeId::from(x.value));
+            let mut row: Vec<(Col, f64)> = claims
+                .map(|&j| recomputes[j])
+                .filter(|y| y.value != x.value && !inputs.contains(&NodeId::from(y.value)))
+                .map(|y| (y.col, mem(y.value).min(k)))
+                .collect();
+            row.push((x.col, -k));
+            model.add_row(0.0, f64::INFINITY, &row);
         }
-    }
-    for l in &links {
-        model.add_row(0.0, f64::INFINITY, l);
-    }
-    for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
-        model.add_row(needs[t], f64::INFINITY, row);
+        Program {
+            model,
+            scale,
+            detail,
+            recomputes,
+            again,
+            links,
+        }
     }
 
-    // The moment of each recomputation. live[r]: bytes of the values
-    // computed before r and read at or after r (need_r without node r).
-    let live = |r: usize| needs[r] - mem(r) + avail;
-    // Columns claiming their value absent at a moment inside stage r:
-    // absent since at most r and computed again after r.
-    let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-    let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-    for (k, x) in recomputes.iter().enumerate() {
-        for r in x.first..x.recompute {
-            spanning[r].push(k);
+    /// The program's point for a schedule: per segment, the column of the
+    /// last stage that computes the value again inside it; ρ[u] when u is
+    /// computed after its last reader; each e[u, t] as small as the links
+    /// allow. The validity argument in the module doc says this point is
+    /// feasible for every plan that fits, at no more than its cost; the tests
+    /// hold every strategy's plans to that.
+    pub fn point_of(&self, g: &Graph, sch: &Schedule) -> Vec<f64> {
+        let mut x = vec![0.0f64; self.model.num_cols()];
+        let last = last_use(g);
+        let computes = |t: usize, v: usize| t < sch.stages() && sch.r(t, v);
+        // A segment's columns are adjacent, by increasing stage: the last
+        // one whose stage computes the value wins. A Segments column
+        // stands for any recomputation in the segment.
+        let mut k = 0;
+        while k < self.recomputes.len() {
+            let c = self.recomputes[k];
+            let mut end = k;
+            while end < self.recomputes.len()
+                && self.recomputes[end].value == c.value
+                && self.recomputes[end].first == c.first
+            {
+                end += 1;
+            }
+            let chosen = match self.detail {
+                Detail::Segments => (c.first..=c.recompute)
+                    .any(|t| computes(t, c.value))
+                    .then_some(c.col),
+                Detail::Moments => self.recomputes[k..end]
+                    .iter()
+                    .rev()
+                    .find(|d| computes(d.recompute, d.value))
+                    .map(|d| d.col),
+            };
+            if let Some(col) = chosen {
+                x[col] = 1.0;
+            }
+            k = end;
         }
-        ending[x.recompute].push(k);
-    }
-    for x in &recomputes {
-        let r = x.recompute;
-        let dead_inputs: f64 = g
-            .deps(NodeId::from(x.value))
-            .iter()
-            .filter(|u| last[u.idx()] < r)
-            .map(|u| mem(u.idx()))
-            .sum();
-        let k = live(r) + dead_inputs - avail;
-        if k <= 0.0 {
-            continue;
+        for (&u, &col) in &self.again {
+            let after = last[u].idx() + 1;
+            if (after..sch.stages()).any(|t| sch.r(t, u)) {
+                x[col] = 1.0;
+            }
         }
-        // Values computed after this one in the same stage are still
-        // absent at its moment; values before it are back.
-        let claims = spanning[r]
-            .iter()
-            .chain(ending[r].iter().filter(|&&j| recomputes[j].value > x.value));
-        // Its inputs are resident at that moment whatever their columns
-        // claim, so their claims do not count toward it.
-        let inputs = g.deps(NodeId::from(x.value));
-        let mut row: Vec<(Col, f64)> = claims
-            .map(|&j| recomputes[j])
-            .filter(|y| y.value != x.value && !inputs.contains(&NodeId::from(y.value)))
-            .map(|y| (y.col, mem(y.value).min(k)))
-            .collect();
-        row.push((x.col, -k));
-        model.add_row(0.0, f64::INFINITY, &row);
+        for l in &self.links {
+            let (e, rho, col) = (l[0].0, l[1].0, l[2].0);
+            x[e] = x[e].max(x[col] - x[rho]);
+        }
+        x
     }
-    (model, scale)
 }
 
 /// Largest [`Detail::Segments`] program worth building (nonzeros): beyond
@@ -281,7 +385,12 @@ pub struct GraphBound {
     pub note: String,
 }
 
-pub fn graph_bound(g: &Graph, budget: Bytes, params: &Params) -> GraphBound {
+pub fn graph_bound(
+    g: &Graph,
+    budget: Bytes,
+    params: &Params,
+    known: Option<&Schedule>,
+) -> GraphBound {
     let start = std::time::Instant::now();
     let mut best = GraphBound {
         value: crate::graph::analysis::eviction_bound(g, budget),
@@ -305,7 +414,7 @@ pub fn graph_bound(g: &Graph, budget: Bytes, params: &Params) -> GraphBound {
             time_limit: left,
             ..params.clone()
         };
-        match cover_bound(g, budget, detail, &p) {
+        match cover_bound(g, budget, detail, &p, known) {
             Ok(c) if c.bound >= best.value => {
                 best = GraphBound {
                     value: c.bound,

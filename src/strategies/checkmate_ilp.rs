@@ -139,19 +139,27 @@ pub(crate) fn solve_milp(
     }
     // The bound before the Checkmate model is built: the graph's own
     // (eviction bound and cover program, see `starting_bound`).
-    let bound = super::starting_bound(g, budget, opts);
+    // A DTR plan first, in milliseconds: the time to a first plan should
+    // not wait for the bound's solve.
+    let quick = super::dtr::best(g, budget);
+    let mut trace = vec![Progress {
+        secs: start.elapsed().as_secs_f64(),
+        cost: quick.as_ref().map(|q| q.0),
+        bound: Some(crate::graph::analysis::eviction_bound(g, budget)),
+    }];
+    let bound = super::starting_bound(g, budget, opts, quick.as_ref().map(|q| &q.1));
     let floor = bound.value;
-    if floor.is_infinite() {
+    if floor.is_infinite() && quick.is_none() {
         return Ok(Solution::infeasible(format!(
             "no plan fits: the {} proves it",
             bound.note
         )));
     }
-    let mut trace = vec![Progress {
+    trace.push(Progress {
         secs: start.elapsed().as_secs_f64(),
-        cost: None,
+        cost: quick.as_ref().map(|q| q.0),
         bound: Some(floor),
-    }];
+    });
     let good_enough = super::within_gap(floor, opts.gap);
     let seed_opts = SolveOptions {
         known_bound: Some(floor),

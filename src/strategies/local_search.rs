@@ -471,39 +471,47 @@ impl Strategy for RematFast {
         let start = Instant::now();
         let window = opts.time_limit.min(Duration::from_secs(60));
         let deadline = start + window;
-        let bound = super::starting_bound(g, budget, opts);
-        if bound.value.is_infinite() {
+        let mut inc = Incumbent {
+            best: None,
+            trace: Vec::new(),
+            start,
+            floor: crate::graph::analysis::eviction_bound(g, budget),
+        };
+        // DTR first: a plan in milliseconds. Then the search, since it
+        // usually finds the best plan, but not all the time: the baselines
+        // must still get their turn.
+        if let Some((_, sch, how)) = dtr::best(g, budget) {
+            inc.consider(g, sch, format!("DTR eviction ({how})"));
+        }
+        let ls_start = Instant::now();
+        if let Some(sch) = search(
+            g,
+            budget,
+            Ranking::Forecast,
+            start + window.mul_f64(1.0 - BASELINE_TIME_SHARE),
+        ) {
+            inc.consider(g, sch, "local search on S (forecast ranking)".into());
+        }
+        let first_secs = ls_start.elapsed();
+        // The bound, warm-started from the best plan so far, out of what is
+        // left of the window.
+        let left = SolveOptions {
+            time_limit: deadline.saturating_duration_since(Instant::now()),
+            ..opts.clone()
+        };
+        let in_hand = inc.best.as_ref().map(|b| &b.1);
+        let bound = super::starting_bound(g, budget, &left, in_hand);
+        // (A plan in hand beside an infinite bound is a bug in the bound;
+        // it goes on, and the pipeline's bound check reports it loudly.)
+        if bound.value.is_infinite() && inc.best.is_none() {
             return Ok(Solution::infeasible(format!(
                 "no plan fits: the {} proves it",
                 bound.note
             )));
         }
+        inc.floor = bound.value;
         let good_enough = super::within_gap(bound.value, opts.gap);
-        let mut inc = Incumbent {
-            best: None,
-            trace: Vec::new(),
-            start,
-            floor: bound.value,
-        };
         let done = |inc: &Incumbent| inc.best.as_ref().is_some_and(|b| b.0 <= good_enough);
-        if let Some((_, sch, how)) = dtr::best(g, budget) {
-            inc.consider(g, sch, format!("DTR eviction ({how})"));
-        }
-        // The search first, since it usually finds the best plan, but not
-        // all the time: the baselines must still get their turn.
-        let ls_start = Instant::now();
-        if !done(&inc) {
-            let first = search(
-                g,
-                budget,
-                Ranking::Forecast,
-                start + window.mul_f64(1.0 - BASELINE_TIME_SHARE),
-            );
-            if let Some(sch) = first {
-                inc.consider(g, sch, "local search on S (forecast ranking)".into());
-            }
-        }
-        let first_secs = ls_start.elapsed();
         // The prior-work baselines too, so the fast answer is never worse
         // than the best of them (revolve can win on chains at tight
         // budgets, and on some DAGs the search finds nothing). Their knob

@@ -221,10 +221,16 @@ const GRAPH_BOUND_TIME_SHARE: f64 = 0.25;
 
 /// The lower bound a strategy starts from: the caller's, if it passed one,
 /// else the graph's own ([`graph_bound`]: the eviction bound raised by the
-/// cover program), within a quarter of the time limit and at most 20 s.
+/// cover program, warm-started from `known`, a plan in hand), within a
+/// quarter of the time limit and at most 20 s.
 /// Computed first because a plan within the gap of it is optimal, so the
 /// search can stop the moment it finds one.
-pub(crate) fn starting_bound(g: &Graph, budget: Bytes, opts: &SolveOptions) -> GraphBound {
+pub(crate) fn starting_bound(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    known: Option<&Schedule>,
+) -> GraphBound {
     if let Some(value) = opts.known_bound {
         return GraphBound {
             value,
@@ -238,9 +244,12 @@ pub(crate) fn starting_bound(g: &Graph, budget: Bytes, opts: &SolveOptions) -> G
             .mul_f64(GRAPH_BOUND_TIME_SHARE)
             .min(GRAPH_BOUND_TIME_MAX),
         threads: opts.threads,
+        // The bound is the cover program's dual bound: solve it a decade
+        // tighter than the plan is asked to be, so it certifies that plan.
+        gap: opts.gap * 0.1,
         ..crate::solver::Params::default()
     };
-    graph_bound(g, budget, &params)
+    graph_bound(g, budget, &params, known)
 }
 
 /// Cost at or below which a plan is within the relative `gap` of `bound`
