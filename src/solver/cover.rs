@@ -177,8 +177,8 @@ impl Program {
         let mut tight = vec![false; n + 1];
         if detail == Detail::Moments {
             for s in all.iter().filter(|s| mem(s.value.idx()) > 0.0) {
-                for r in s.first..=s.last + 1 {
-                    tight[r] = tight[r] || excess_at(s.value.idx(), r) > 0.0;
+                for (r, t) in tight.iter_mut().enumerate().take(s.last + 2).skip(s.first) {
+                    *t = *t || excess_at(s.value.idx(), r) > 0.0;
                 }
             }
         }
@@ -272,8 +272,8 @@ impl Program {
         let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
         let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
         for (k, x) in recomputes.iter().enumerate() {
-            for r in x.first..x.recompute {
-                spanning[r].push(k);
+            for at in &mut spanning[x.first..x.recompute] {
+                at.push(k);
             }
             ending[x.recompute].push(k);
         }

@@ -459,7 +459,7 @@ impl Strategy for RematFast {
     }
 
     fn describe(&self) -> &'static str {
-        "fast plan, no solver: local search on S (solve_r prices each move) and DTR eviction, cheapest wins"
+        "fast plan, no solver for the plan: local search on S (solve_r prices each move), DTR eviction and the baselines, cheapest wins; optimal when within the gap of the cover-program bound"
     }
 
     fn solve(
