@@ -345,6 +345,8 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let min_budget = analysis::min_feasible_budget(g);
     let bounds: HashMap<Bytes, OnceLock<Option<f64>>> =
         pending.iter().map(|&(_, b)| (b, OnceLock::new())).collect();
+    let floors: HashMap<Bytes, OnceLock<f64>> =
+        pending.iter().map(|&(_, b)| (b, OnceLock::new())).collect();
     let next = AtomicUsize::new(0);
     let solved = AtomicUsize::new(0);
     let pool = Mutex::new(WarmPool::default());
@@ -428,11 +430,15 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         }
                     });
                 }
-                // The graph-only eviction bound is free and sometimes higher
-                // than the LP's (and is all there is with --no-lp-bound).
+                // The graph bound (eviction bound and cover program) is often
+                // higher than the LP's, and is all there is with
+                // --no-lp-bound. Once per budget, like the LP.
                 if out.status != Status::Bound && budget >= min_budget {
-                    let floor = crate::graph::analysis::eviction_bound(g, budget);
-                    row.lp_bound = Some(row.lp_bound.map_or(floor, |b| b.max(floor)));
+                    let floor = *floors[&budget]
+                        .get_or_init(|| crate::strategies::graph_floor(g, budget, &cfg.opts));
+                    if floor.is_finite() {
+                        row.lp_bound = Some(row.lp_bound.map_or(floor, |b| b.max(floor)));
+                    }
                 }
                 if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
                     row.gap = Some(if c > 0.0 {

@@ -252,6 +252,15 @@ pub(crate) fn starting_bound(
     graph_bound(g, budget, &params, known)
 }
 
+/// The graph bound's value alone, for reports (the sweep's bound column).
+pub fn graph_floor(g: &Graph, budget: Bytes, opts: &SolveOptions) -> f64 {
+    let opts = SolveOptions {
+        known_bound: None,
+        ..opts.clone()
+    };
+    starting_bound(g, budget, &opts, None).value
+}
+
 /// Cost at or below which a plan is within the relative `gap` of `bound`
 /// (cost − bound ≤ gap × cost): optimal by the rule a MIP solver stops by.
 pub(crate) fn within_gap(bound: f64, gap: f64) -> f64 {
