@@ -506,7 +506,7 @@ fn cover_program_reaches_the_public_optima() {
             gap: 1e-9,
             ..Params::default()
         };
-        let b = graph_bound(&g, budget, &p, None);
+        let b = graph_bound(&g, budget, &p, None, None);
         assert!(b.proven, "{file} {pct}: {}", b.note);
         assert!(
             (b.value - optimum).abs() <= optimum * 1e-9,

@@ -34,7 +34,7 @@
 //! special case.
 
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
-use crate::graph::analysis::{last_use, segments, stage_needs};
+use crate::graph::analysis::{last_use, segments, stage_needs, Segment};
 use crate::graph::{Graph, NodeId};
 use crate::schedule::Schedule;
 use crate::units::Bytes;
@@ -78,8 +78,62 @@ pub enum Detail {
     Moments,
 }
 
+/// What a recomputation must find room for: the stage needs and last
+/// readers, shared by the size estimate and the program.
+struct Room<'a> {
+    g: &'a Graph,
+    needs: &'a [f64],
+    last: Vec<usize>,
+    avail: f64,
+}
+
+impl<'a> Room<'a> {
+    fn new(g: &'a Graph, budget: Bytes, needs: &'a [f64]) -> Room<'a> {
+        Room {
+            g,
+            needs,
+            last: last_use(g).iter().map(|l| l.idx()).collect(),
+            avail: budget.saturating_sub(g.fixed_memory).as_f64(),
+        }
+    }
+
+    fn hot(&self, t: usize) -> bool {
+        self.needs[t] > 0.0
+    }
+
+    fn mem(&self, i: usize) -> f64 {
+        self.g.memory(NodeId::from(i)).as_f64()
+    }
+
+    /// The bytes a recomputation of `v` in stage `r` lacks before any value
+    /// is absent: every value read at or after `r` (which includes `v`) and
+    /// `v`'s inputs that died before `r`, beyond the budget.
+    fn excess_at(&self, v: usize, r: usize) -> f64 {
+        let live = self.needs[r] - self.mem(r) + self.avail;
+        let dead_inputs: f64 = self
+            .g
+            .deps(NodeId::from(v))
+            .iter()
+            .filter(|u| self.last[u.idx()] < r)
+            .map(|u| self.mem(u.idx()))
+            .sum();
+        live + dead_inputs - self.avail
+    }
+
+    /// Whether segment `s` gets a column for recomputing in stage `r`.
+    /// Recomputing in r + 1 instead serves every plan that recomputes in r
+    /// just as well when stage r has no row (not hot: the same stages
+    /// covered, the same input links) and the moment in r + 1 lacks no room
+    /// (no moment row): same cost, more claimed absent. So such an r is
+    /// left out, and a plan's point uses the next column kept.
+    fn keeps(&self, s: &Segment, r: usize) -> bool {
+        r > s.last || self.hot(r) || self.excess_at(s.value.idx(), r + 1) > 0.0
+    }
+}
+
 /// How big each program would be: (nonzeros of [`Detail::Segments`],
-/// columns of [`Detail::Moments`]), in O(edges).
+/// columns of [`Detail::Moments`]). The second is counted exactly only
+/// when the segments are short enough for that to be cheap.
 fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
     let needs = stage_needs(g, budget);
     // hot_before[t]: hot stages among 0..t.
@@ -87,13 +141,23 @@ fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
     for (t, &n) in needs.iter().enumerate() {
         hot_before[t + 1] = hot_before[t] + usize::from(n > 0.0);
     }
-    let (mut nonzeros, mut columns) = (0, 0);
-    for s in segments(g) {
-        if g.memory(s.value).get() > 0 {
-            nonzeros += hot_before[s.last + 1] - hot_before[s.first];
-            columns += s.last + 2 - s.first;
-        }
+    let all: Vec<Segment> = segments(g)
+        .into_iter()
+        .filter(|s| g.memory(s.value).get() > 0)
+        .collect();
+    let nonzeros = all
+        .iter()
+        .map(|s| hot_before[s.last + 1] - hot_before[s.first])
+        .sum();
+    let stages: usize = all.iter().map(|s| s.last + 2 - s.first).sum();
+    if stages > 20 * MOMENT_COLUMNS_MAX {
+        return (nonzeros, stages);
     }
+    let room = Room::new(g, budget, &needs);
+    let columns = all
+        .iter()
+        .map(|s| (s.first..=s.last + 1).filter(|&r| room.keeps(s, r)).count())
+        .sum();
     (nonzeros, columns)
 }
 
@@ -151,27 +215,14 @@ pub struct Program {
 impl Program {
     pub fn build(g: &Graph, budget: Bytes, needs: &[f64], detail: Detail) -> Program {
         let n = g.len();
-        let avail = budget.saturating_sub(g.fixed_memory).as_f64();
-        let hot = |t: usize| needs[t] > 0.0;
-        let mem = |i: usize| g.memory(NodeId::from(i)).as_f64();
+        let room = Room::new(g, budget, needs);
+        let hot = |t: usize| room.hot(t);
+        let mem = |i: usize| room.mem(i);
         let cost = |i: usize| g.cost(NodeId::from(i));
-        let last: Vec<usize> = last_use(g).iter().map(|l| l.idx()).collect();
+        let last = &room.last;
         let scale = g.ids().map(|i| g.cost(i)).fold(0.0, f64::max);
         let scale = if scale > 0.0 { scale } else { 1.0 };
-
-        // The memory a recomputation of v in stage r must find room for, beyond
-        // the budget, before any value is absent: every value read at or after
-        // r (live, which includes v), and v's inputs that died before r.
-        let live = |r: usize| needs[r] - mem(r) + avail;
-        let excess_at = |v: usize, r: usize| -> f64 {
-            let dead_inputs: f64 = g
-                .deps(NodeId::from(v))
-                .iter()
-                .filter(|u| last[u.idx()] < r)
-                .map(|u| mem(u.idx()))
-                .sum();
-            live(r) + dead_inputs - avail
-        };
+        let excess_at = |v: usize, r: usize| room.excess_at(v, r);
         let all = segments(g);
         // Stages where some recomputation could have a moment row.
         let mut tight = vec![false; n + 1];
@@ -202,6 +253,9 @@ impl Program {
                 Detail::Moments => s.first,
             };
             for r in from..=s.last + 1 {
+                if detail == Detail::Moments && !room.keeps(&s, r) {
+                    continue;
+                }
                 let col = model.add_col(0.0, 1.0, cost(v) / scale, true);
                 one.push((col, 1.0));
                 for t in (s.first..r).filter(|&t| hot(t)) {
@@ -336,11 +390,20 @@ impl Program {
                 Detail::Segments => (c.first..=c.recompute)
                     .any(|t| computes(t, c.value))
                     .then_some(c.col),
-                Detail::Moments => self.recomputes[k..end]
-                    .iter()
-                    .rev()
-                    .find(|d| computes(d.recompute, d.value))
-                    .map(|d| d.col),
+                // The last recomputation in the segment, moved forward to
+                // the next column kept (see `Room::keeps`).
+                Detail::Moments => {
+                    let close = self.recomputes[end - 1].recompute;
+                    (c.first..=close)
+                        .rev()
+                        .find(|&t| computes(t, c.value))
+                        .and_then(|t| {
+                            self.recomputes[k..end]
+                                .iter()
+                                .find(|d| d.recompute >= t)
+                                .map(|d| d.col)
+                        })
+                }
             };
             if let Some(col) = chosen {
                 x[col] = 1.0;
@@ -366,9 +429,12 @@ impl Program {
 /// has ~10⁵ and solves in ~6 s.
 pub const SEGMENT_NONZEROS_MAX: usize = 400_000;
 
-/// Largest [`Detail::Moments`] program worth building. Measured: 518
-/// columns solve in ~3 s and 5,352 in ~28 s (random-layered n100, n250).
-pub const MOMENT_COLUMNS_MAX: usize = 2_500;
+/// Largest [`Detail::Moments`] program worth building (columns kept, see
+/// `Room::keeps`). Measured: 608 columns solve in 0.4 s (random-layered
+/// n100 at 80%), 3,636 in 13 s (n250 at 90%); 7,775 (n250 at 80%) ran
+/// 65 s past a 20 s limit, in HiGHS's presolve and root, which the limit
+/// does not interrupt.
+pub const MOMENT_COLUMNS_MAX: usize = 4_000;
 
 /// The best lower bound the graph gives without the Checkmate model: the
 /// eviction bound, then the cover program at each detail the instance is
@@ -385,11 +451,14 @@ pub struct GraphBound {
     pub note: String,
 }
 
+/// `enough`: a bound at or above it already certifies the plan in hand,
+/// so the tighter (slower) program is skipped once it is reached.
 pub fn graph_bound(
     g: &Graph,
     budget: Bytes,
     params: &Params,
     known: Option<&Schedule>,
+    enough: Option<f64>,
 ) -> GraphBound {
     let start = std::time::Instant::now();
     let mut best = GraphBound {
@@ -403,7 +472,7 @@ pub fn graph_bound(
         (Detail::Moments, moment_cols <= MOMENT_COLUMNS_MAX),
     ];
     for &(detail, fits) in plan {
-        if !fits || best.value.is_infinite() {
+        if !fits || best.value.is_infinite() || enough.is_some_and(|e| best.value >= e) {
             continue;
         }
         let left = params.time_limit.saturating_sub(start.elapsed());
