@@ -21,7 +21,7 @@ fn check_plans(name: &str, g: &Graph, budget: Bytes, skip: &[&str], secs: u64) -
     let needs = stage_needs(g, budget);
     let programs: Vec<Program> = [Detail::Segments, Detail::Moments]
         .into_iter()
-        .map(|d| Program::build(g, budget, &needs, d))
+        .map(|d| Program::build(g, &needs, d))
         .collect();
     let mut checked = Vec::new();
     for s in strategies::all()

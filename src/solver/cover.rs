@@ -84,16 +84,14 @@ struct Room<'a> {
     g: &'a Graph,
     needs: &'a [f64],
     last: Vec<usize>,
-    avail: f64,
 }
 
 impl<'a> Room<'a> {
-    fn new(g: &'a Graph, budget: Bytes, needs: &'a [f64]) -> Room<'a> {
+    fn new(g: &'a Graph, needs: &'a [f64]) -> Room<'a> {
         Room {
             g,
             needs,
             last: last_use(g).iter().map(|l| l.idx()).collect(),
-            avail: budget.saturating_sub(g.fixed_memory).as_f64(),
         }
     }
 
@@ -109,7 +107,9 @@ impl<'a> Room<'a> {
     /// is absent: every value read at or after `r` (which includes `v`) and
     /// `v`'s inputs that died before `r`, beyond the budget.
     fn excess_at(&self, v: usize, r: usize) -> f64 {
-        let live = self.needs[r] - self.mem(r) + self.avail;
+        // need_r counts node r's output and the budget's room; the live
+        // values are what is left without the output.
+        let live_over_budget = self.needs[r] - self.mem(r);
         let dead_inputs: f64 = self
             .g
             .deps(NodeId::from(v))
@@ -117,7 +117,7 @@ impl<'a> Room<'a> {
             .filter(|u| self.last[u.idx()] < r)
             .map(|u| self.mem(u.idx()))
             .sum();
-        live + dead_inputs - self.avail
+        live_over_budget + dead_inputs
     }
 
     /// Whether segment `s` gets a column for recomputing in stage `r`.
@@ -153,7 +153,7 @@ fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
     if stages > 20 * MOMENT_COLUMNS_MAX {
         return (nonzeros, stages);
     }
-    let room = Room::new(g, budget, &needs);
+    let room = Room::new(g, &needs);
     let columns = all
         .iter()
         .map(|s| (s.first..=s.last + 1).filter(|&r| room.keeps(s, r)).count())
@@ -181,7 +181,7 @@ pub fn cover_bound(
             columns: 0,
         });
     }
-    let prog = Program::build(g, budget, &needs, detail);
+    let prog = Program::build(g, &needs, detail);
     let warm = known.map(|sch| prog.point_of(g, sch));
     let r = solve_mip(&prog.model, Backend::Highs, params, warm.as_deref())?;
     let (model, scale) = (&prog.model, prog.scale);
@@ -213,23 +213,22 @@ pub struct Program {
 }
 
 impl Program {
-    pub fn build(g: &Graph, budget: Bytes, needs: &[f64], detail: Detail) -> Program {
+    pub fn build(g: &Graph, needs: &[f64], detail: Detail) -> Program {
         let n = g.len();
-        let room = Room::new(g, budget, needs);
+        let room = Room::new(g, needs);
         let hot = |t: usize| room.hot(t);
         let mem = |i: usize| room.mem(i);
         let cost = |i: usize| g.cost(NodeId::from(i));
         let last = &room.last;
         let scale = g.ids().map(|i| g.cost(i)).fold(0.0, f64::max);
         let scale = if scale > 0.0 { scale } else { 1.0 };
-        let excess_at = |v: usize, r: usize| room.excess_at(v, r);
         let all = segments(g);
         // Stages where some recomputation could have a moment row.
         let mut tight = vec![false; n + 1];
         if detail == Detail::Moments {
             for s in all.iter().filter(|s| mem(s.value.idx()) > 0.0) {
                 for (r, t) in tight.iter_mut().enumerate().take(s.last + 2).skip(s.first) {
-                    *t = *t || excess_at(s.value.idx(), r) > 0.0;
+                    *t = *t || room.excess_at(s.value.idx(), r) > 0.0;
                 }
             }
         }
@@ -333,7 +332,7 @@ impl Program {
         }
         for x in &recomputes {
             let r = x.recompute;
-            let k = excess_at(x.value, r);
+            let k = room.excess_at(x.value, r);
             if k <= 0.0 {
                 continue;
             }
