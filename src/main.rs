@@ -78,8 +78,9 @@ enum Command {
         /// Memory budget: bytes, KB/MB/GB, KiB/MiB/GiB, or NN% of the checkpoint-all peak.
         #[arg(short, long)]
         budget: String,
-        /// Strategy name (see `remat strategies`).
-        #[arg(short, long, default_value = "checkpoint-all")]
+        /// Strategy name (see `remat strategies`). The default proves its
+        /// answer optimal when it can; `remat-fast` answers within a minute.
+        #[arg(short, long, default_value = "remat-exact")]
         strategy: String,
         /// Write the plan: JSON if the name ends in .json, text otherwise.
         #[arg(long)]

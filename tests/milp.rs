@@ -729,3 +729,45 @@ fn resnet50_at_80_percent_is_certified_without_the_milp() {
         .unwrap_or("")
         .contains("no MILP needed"));
 }
+
+/// The size guard counts the model it would build exactly, and a graph past
+/// it gets a clear refusal from the LP strategies and a plan from the
+/// exact ones (the heuristics' plan and the graph bound) without the
+/// model ever being built.
+#[test]
+fn model_size_is_counted_and_capped() {
+    use remat::solver::checkmate::{check_size, columns, MAX_COLUMNS};
+    for g in [
+        synthetic::linear(9),
+        synthetic::residual(&synthetic::ResidualChain::default()),
+        synthetic::random_layered(&RandomDag {
+            nodes: 40,
+            seed: 7,
+            ..RandomDag::default()
+        }),
+    ] {
+        let f = Formulation::build(&g, analysis::checkpoint_all_peak(&g), true, None);
+        assert_eq!(columns(&g), f.model.num_cols(), "{}", g.name);
+        assert!(check_size(&g).is_ok());
+    }
+    // A 560-layer chain (1121 nodes, 2.8 M columns) is just past the
+    // limit; refusing it must not cost a build.
+    let g = synthetic::linear(560);
+    assert!(columns(&g) > MAX_COLUMNS);
+    // Tight enough that the eviction bound does not already prove the
+    // heuristics' plan optimal (which would skip the model anyway).
+    let budget = Bytes(analysis::min_feasible_budget(&g).get() * 4);
+    let opts = SolveOptions {
+        time_limit: Duration::from_secs(2),
+        ..SolveOptions::default()
+    };
+    let e = lp_lower_bound(&g, budget, &opts).unwrap_err().to_string();
+    assert!(e.contains("columns, over the limit"), "{e}");
+    let out = solve::run(&g, &RematExact, budget, &opts).unwrap();
+    assert!(out.status.has_plan(), "{:?}", out.status);
+    let detail = out.detail.clone().unwrap_or_default();
+    assert!(detail.contains("over the limit"), "{detail}");
+    assert_eq!(out.status, Status::Feasible, "{detail}");
+    assert!(out.peak().unwrap() <= budget);
+    assert!(out.lower_bound.unwrap() <= out.cost().unwrap());
+}

@@ -8,7 +8,7 @@ use super::portfolio::{acceptable, best_heuristic_with, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
-use crate::solver::checkmate::{drop_spurious, Formulation, FreeModel};
+use crate::solver::checkmate::{self, drop_spurious, Formulation, FreeModel};
 use crate::solver::{solve_mip, MipResult, MipStatus, Params, Progress};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
@@ -56,6 +56,7 @@ pub(crate) fn find_seed(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
+    time_share: f64,
     good_enough: f64,
     improved: &mut dyn FnMut(f64),
 ) -> Option<Seed> {
@@ -63,7 +64,7 @@ pub(crate) fn find_seed(
     // the portfolio: the answer must never be worse than the best heuristic
     // at this budget, so both are tried and the cheaper one seeds.
     let seed_opts = SolveOptions {
-        time_limit: opts.time_limit.mul_f64(SEED_TIME_SHARE),
+        time_limit: opts.time_limit.mul_f64(time_share),
         warm_start: None,
         ..opts.clone()
     };
@@ -165,7 +166,15 @@ pub(crate) fn solve_milp(
         known_bound: Some(floor),
         ..opts.clone()
     };
-    let mut seed = find_seed(g, budget, &seed_opts, good_enough, &mut |c| {
+    // Too large a model is not built at all (see `checkmate::MAX_COLUMNS`):
+    // the heuristics then get the whole time left.
+    let too_large = checkmate::check_size(g).err();
+    let share = if too_large.is_some() {
+        1.0
+    } else {
+        SEED_TIME_SHARE
+    };
+    let mut seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: Some(c),
@@ -194,6 +203,22 @@ pub(crate) fn solve_milp(
             lower_bound: Some(floor.min(s.cost)),
             trace,
             ..Solution::feasible(s.schedule.clone(), Some(note))
+        });
+    }
+    if let Some(why) = too_large {
+        let note = format!("{seed_note}; {why}, so the {} is the bound", bound.note);
+        return Ok(match seed {
+            Some(s) => Solution {
+                lower_bound: Some(floor.min(s.cost)),
+                trace,
+                ..Solution::feasible(s.schedule, Some(note))
+            },
+            None => Solution {
+                status: Status::NoSolution,
+                lower_bound: Some(floor),
+                trace,
+                ..Solution::infeasible(note)
+            },
         });
     }
     let mut cap = budget;

@@ -226,18 +226,23 @@ impl TradeOff for Chen {
                 };
                 Points {
                     len: 1,
-                    iter: Box::new(std::iter::once(point)),
+                    at: Box::new(move |_| point.clone()),
+                    monotone: false,
                 }
             }
             Rule::Greedy => {
                 let sweep = thin(greedy_sweep(g, &cands), MAX_GREEDY_SETTINGS);
                 Points {
                     len: sweep.len(),
-                    iter: Box::new(sweep.into_iter().map(move |(b, ck)| KnobPoint {
-                        knob: format!("b={b} ({} checkpoints)", ck.len()),
-                        value: b as f64,
-                        schedule: segments_to_schedule(g, &ck),
-                    })),
+                    at: Box::new(move |i| {
+                        let (b, ck) = &sweep[i];
+                        KnobPoint {
+                            knob: format!("b={b} ({} checkpoints)", ck.len()),
+                            value: *b as f64,
+                            schedule: segments_to_schedule(g, ck),
+                        }
+                    }),
+                    monotone: false,
                 }
             }
         })

@@ -386,11 +386,15 @@ impl TradeOff for Griewank {
         let range = chain.snapshot_range();
         Ok(Points {
             len: range.clone().count(),
-            iter: Box::new(range.map(move |s| KnobPoint {
-                knob: format!("snapshots={s} (chain of {} steps)", chain.steps),
-                value: s as f64,
-                schedule: revolve_schedule(g, &chain, s),
-            })),
+            at: Box::new(move |i| {
+                let s = range.start() + i;
+                KnobPoint {
+                    knob: format!("snapshots={s} (chain of {} steps)", chain.steps),
+                    value: s as f64,
+                    schedule: revolve_schedule(g, &chain, s),
+                }
+            }),
+            monotone: true,
         })
     }
 }
