@@ -119,9 +119,13 @@ pub fn approx(
     let mut lb: Option<f64> = None;
     let mut best: Option<(f64, Schedule, String)> = None;
     let mut lp_seconds = 0.0;
+    // The time limit cut the ε search short: no plan then means time ran
+    // out, not that none fits.
+    let mut stopped = false;
     for (ei, eps) in epsilons().enumerate() {
         let left = opts.time_limit.saturating_sub(start.elapsed());
         if left.is_zero() {
+            stopped = true;
             break;
         }
         let b = Bytes((budget.as_f64() * (1.0 - eps)).floor() as u64);
@@ -145,7 +149,10 @@ pub fn approx(
             }
             // Smaller budgets are infeasible too.
             LpStatus::Infeasible => break,
-            LpStatus::Stopped => break,
+            LpStatus::Stopped => {
+                stopped = true;
+                break;
+            }
             LpStatus::Optimal => {}
         }
         if ei == 0 {
@@ -184,11 +191,18 @@ pub fn approx(
         }
     }
     let Some((cost, sch, how)) = best else {
+        let (status, why) = if stopped {
+            (
+                Status::NoSolution,
+                "the time limit stopped the LP before any rounding fitted",
+            )
+        } else {
+            (Status::Infeasible, "no rounding fitted the budget")
+        };
         return Ok(Solution {
+            status,
             lower_bound: lb,
-            ..Solution::infeasible(format!(
-                "no rounding fitted the budget (LP time {lp_seconds:.2} s)"
-            ))
+            ..Solution::infeasible(format!("{why} (LP time {lp_seconds:.2} s)"))
         });
     };
     let mut sol = Solution::feasible(sch, Some(format!("{how}; LP time {lp_seconds:.2} s")));
