@@ -7,8 +7,10 @@
 //! over budget, look at the values resident at the peak that the peak's
 //! stage does not read. Dropping one of them over its idle interval (from
 //! the stage after its previous read to its next read, where it is then
-//! recomputed) is a move; the move with the least extra cost per byte freed
-//! wins. Only a few moves per step are evaluated exactly, picked by a
+//! recomputed) is a move; so is undoing an earlier drop, and keeping a
+//! value that an over-budget stage recomputes from the stage before
+//! instead. The move with the least extra cost per byte freed wins. Only a
+//! few moves per step are evaluated exactly, picked by a
 //! [`Ranking`]; remat-fast runs both rankings and keeps the cheaper plan.
 //!
 //! Phase 2 (improve): for every recomputation, try keeping the value
@@ -64,6 +66,10 @@ const CANDIDATES_PER_STEP: usize = 48;
 /// graph, and how many iterations an escape's inverse stays forbidden.
 const MAX_ESCAPES_PER_NODE: usize = 2;
 const TABU_TENURE: usize = 8;
+
+/// In a phase-1 move, marks a keep that undoes no earlier drop (the other
+/// moves carry the index of the drop they undo, or none).
+const KEEP: usize = usize::MAX;
 
 /// Over-budget stages whose idle values are candidates, worst first.
 const OVER_STAGES: usize = 16;
@@ -328,9 +334,32 @@ pub fn search_from(
                     .collect()
             }
         };
+        // Keeping a value that an over-budget stage recomputes, from the
+        // stage before (which then computes it, with its own cascade),
+        // moves that recomputation's working set out of the worst stage.
+        // Measured: random-layered-n100 at 65% from 1.141× to 1.104×; the
+        // same plans on n250, n500, ResNet-50 and MobileNet at 90/80/60%.
+        let shifts: Vec<Drop> = cur
+            .over
+            .iter()
+            .take(OVER_STAGES)
+            .flat_map(|&t| {
+                cur.sch
+                    .r_row(t)
+                    .ones()
+                    .filter(move |&v| v + 1 < t)
+                    .map(move |v| Drop {
+                        node: v,
+                        from: t,
+                        to: t,
+                        via_inputs: false,
+                    })
+            })
+            .collect();
         let moves = undo
             .iter()
             .map(|&i| (Some(i), drops[i]))
+            .chain(shifts.into_iter().map(|d| (Some(KEEP), d)))
             .chain(picked.into_iter().map(|d| (None, d)));
         let mut best: Option<(f64, Option<usize>, Drop, Eval)> = None;
         // The least-bad move, for when nothing improves.
@@ -374,6 +403,7 @@ pub fn search_from(
         }
         let (_, undo_of, d, e) = best?;
         match undo_of {
+            Some(KEEP) => apply(g, &mut s, &cur.sch, d, true),
             Some(i) => {
                 apply(g, &mut s, &cur.sch, d, true);
                 drops.swap_remove(i);
