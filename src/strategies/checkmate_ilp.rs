@@ -101,8 +101,14 @@ pub(crate) fn find_seed(
     best
 }
 
-fn fmt_secs(s: Option<f64>) -> String {
-    s.map_or("-".into(), |s| format!("{s:.2} s"))
+/// When the solver found its first plan of its own, for the detail line
+/// (CBC does not say when, only whether).
+fn first_plan(res: &MipResult) -> String {
+    match (res.first_solution_secs, &res.x) {
+        (Some(s), _) => format!(", first plan at {s:.2} s"),
+        (None, None) => ", no plan of its own".into(),
+        (None, Some(_)) => String::new(),
+    }
 }
 
 impl Strategy for CheckmateIlp {
@@ -277,7 +283,7 @@ pub(crate) fn solve_milp(
             .flatten()
             .fold(floor, f64::max);
         let note = format!(
-            "{seed_note}{}{}; {} in {:.2} s, first plan at {}",
+            "{seed_note}{}{}; {} in {:.2} s{}",
             prepared.note,
             if seed.is_some() && warm.is_none() {
                 " (over the MILP's memory model, not passed to the solver)"
@@ -286,7 +292,7 @@ pub(crate) fn solve_milp(
             },
             opts.backend,
             res.seconds,
-            fmt_secs(res.first_solution_secs)
+            first_plan(&res)
         );
         let found = match &res.x {
             Some(x) => {
