@@ -44,6 +44,6 @@ done
 # The sweep CSVs only (the *_bench.csv files are the benchmarks').
 sweeps=()
 for c in results/*.csv; do
-  case "$c" in *_bench.csv) ;; *) sweeps+=("$c") ;; esac
+  case "$c" in *_bench.csv | *_bench_*.csv) ;; *) sweeps+=("$c") ;; esac
 done
 "$remat" report "${sweeps[@]}" -o results/report.md

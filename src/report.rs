@@ -11,6 +11,11 @@ use std::collections::{BTreeMap, HashMap};
 /// The strategy every ratio is taken against.
 pub const ILP: &str = "checkmate-ilp";
 
+/// The reference when a sweep has no ILP rows: the same MILP with a tighter
+/// linearisation, so the same optimum (large models are swept with it
+/// alone, since the paper's form spends minutes in setup there).
+pub const EXACT: &str = "remat-exact";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ratio {
     /// Geometric mean of cost / ILP cost.
@@ -37,6 +42,8 @@ pub struct StrategySummary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReport {
     pub model: String,
+    /// [`ILP`], or [`EXACT`] when the sweep has no ILP plan.
+    pub reference: &'static str,
     /// Distinct budgets across all strategies.
     pub budgets: usize,
     /// ILP rows with a plan, and how many of those are proven optimal.
@@ -59,11 +66,16 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
     by_model
         .into_iter()
         .map(|(model, rows)| {
-            let ilp: HashMap<Bytes, f64> = rows
-                .iter()
-                .filter(|r| r.strategy == ILP)
-                .filter_map(|r| Some((r.budget, r.cost?)))
-                .collect();
+            let plans_of = |name: &str| -> HashMap<Bytes, f64> {
+                rows.iter()
+                    .filter(|r| r.strategy == name)
+                    .filter_map(|r| Some((r.budget, r.cost?)))
+                    .collect()
+            };
+            let (reference, ilp) = match plans_of(ILP) {
+                p if p.is_empty() => (EXACT, plans_of(EXACT)),
+                p => (ILP, p),
+            };
             let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
             names.sort_by_key(|n| (order.get(n).copied().unwrap_or(usize::MAX), *n));
             names.dedup();
@@ -111,11 +123,12 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
             budgets.dedup();
             ModelReport {
                 model: model.to_string(),
+                reference,
                 budgets: budgets.len(),
                 ilp_plans: ilp.len(),
                 ilp_optimal: rows
                     .iter()
-                    .filter(|r| r.strategy == ILP && r.status == "optimal")
+                    .filter(|r| r.strategy == reference && r.status == "optimal")
                     .count(),
                 strategies,
             }
@@ -129,15 +142,23 @@ pub fn render(reports: &[ModelReport]) -> String {
     let mut s = String::new();
     for m in reports {
         s.push_str(&format!("## {} ({} budgets)\n\n", m.model, m.budgets));
+        let reference = m.reference;
         if m.ilp_plans == 0 {
             s.push_str(&format!(
-                "No {ILP} plans for this model: cost ratios need the ILP (run `remat sweep` with --strategies {ILP}).\n\n"
+                "No {ILP} or {EXACT} plans for this model: cost ratios need one of them (run `remat sweep` with --strategies {EXACT}).\n\n"
             ));
-        } else if m.ilp_optimal < m.ilp_plans {
-            s.push_str(&format!(
-                "{ILP} is proven optimal at {} of its {} budgets with a plan; elsewhere it is the best plan the time limit allowed, so ratios below 1 can occur.\n\n",
-                m.ilp_optimal, m.ilp_plans
-            ));
+        } else {
+            if reference != ILP {
+                s.push_str(&format!(
+                    "No {ILP} rows: the ratios are against {reference}, which solves the same MILP.\n\n"
+                ));
+            }
+            if m.ilp_optimal < m.ilp_plans {
+                s.push_str(&format!(
+                    "{reference} is proven optimal at {} of its {} budgets with a plan; elsewhere it is the best plan the time limit allowed, so ratios below 1 can occur.\n\n",
+                    m.ilp_optimal, m.ilp_plans
+                ));
+            }
         }
         s.push_str("| strategy | plans | smallest feasible budget | cost / ILP cost (geomean) | worst | budgets compared |\n");
         s.push_str("|---|---:|---:|---:|---:|---:|\n");
@@ -229,10 +250,39 @@ mod tests {
     fn missing_ilp_is_explained_not_fatal() {
         let rows = vec![row("chen", 100, Some(20.0))];
         let text = render(&summarize(&rows));
-        assert!(text.contains("No checkmate-ilp plans"), "{text}");
+        assert!(
+            text.contains("No checkmate-ilp or remat-exact plans"),
+            "{text}"
+        );
         assert!(
             text.contains("| chen | 1/1 | 100 B | – | – | 0 |"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn remat_exact_stands_in_for_a_missing_ilp() {
+        let rows = vec![
+            row(EXACT, 100, Some(10.0)),
+            row(EXACT, 80, Some(16.0)),
+            row("chen", 100, Some(20.0)),
+            row("chen", 80, Some(20.0)),
+        ];
+        let r = summarize(&rows);
+        assert_eq!(r[0].reference, EXACT);
+        let text = render(&r);
+        assert!(
+            text.contains("the ratios are against remat-exact"),
+            "{text}"
+        );
+        // (2.0 × 1.25) ^ ½
+        assert!(
+            text.contains("| chen | 2/2 | 80 B | 1.581 | 2.000 | 2 |"),
+            "{text}"
+        );
+        // With ILP rows too, the ILP is the reference.
+        let mut rows = rows;
+        rows.push(row(ILP, 100, Some(10.0)));
+        assert_eq!(summarize(&rows)[0].reference, ILP);
     }
 }
