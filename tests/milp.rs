@@ -771,3 +771,18 @@ fn model_size_is_counted_and_capped() {
     assert!(out.peak().unwrap() <= budget);
     assert!(out.lower_bound.unwrap() <= out.cost().unwrap());
 }
+
+/// Running out of time is not a proof that nothing fits: an LP rounding cut
+/// short before any plan says `no-solution`, never `infeasible`.
+#[test]
+fn approx_out_of_time_is_no_solution() {
+    let g = synthetic::linear(8);
+    let budget = Bytes(analysis::checkpoint_all_peak(&g).get() - 1);
+    let opts = SolveOptions {
+        time_limit: Duration::ZERO,
+        ..SolveOptions::default()
+    };
+    let sol = CheckmateApprox.solve(&g, budget, &opts).unwrap();
+    assert_eq!(sol.status, Status::NoSolution, "{:?}", sol.detail);
+    assert!(sol.schedule.is_none());
+}
