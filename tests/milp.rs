@@ -762,7 +762,10 @@ fn model_size_is_counted_and_capped() {
         ..SolveOptions::default()
     };
     let e = lp_lower_bound(&g, budget, &opts).unwrap_err().to_string();
-    assert!(e.contains("columns, over the limit"), "{e}");
+    assert!(
+        e.contains("lp-bound does not apply") && e.contains("columns, over the limit"),
+        "{e}"
+    );
     let out = solve::run(&g, &RematExact, budget, &opts).unwrap();
     assert!(out.status.has_plan(), "{:?}", out.status);
     let detail = out.detail.clone().unwrap_or_default();

@@ -109,7 +109,13 @@ pub fn approx(
     if budget < g.fixed_memory {
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
-    checkmate::check_size(g).map_err(StrategyError::Other)?;
+    checkmate::check_size(g).map_err(|reason| StrategyError::NotApplicable {
+        strategy: match rounding {
+            Rounding::Threshold => "checkmate-approx",
+            Rounding::Randomized { .. } => "checkmate-approx-randomized",
+        },
+        reason,
+    })?;
     let f = Formulation::build(g, budget, false, None);
     let solver_err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
     let mut lp = LpSession::new(&f.model, &params(opts, opts.time_limit), lp_method(&f))

@@ -26,7 +26,12 @@ pub fn lp_lower_bound(
     if budget < g.fixed_memory {
         return Ok(None);
     }
-    checkmate::check_size(g).map_err(StrategyError::Other)?;
+    // Too large a model is a property of the graph, not a failure to retry:
+    // a sweep records it as not applicable.
+    checkmate::check_size(g).map_err(|reason| StrategyError::NotApplicable {
+        strategy: "lp-bound",
+        reason,
+    })?;
     // The tight FREE model's relaxation: same MILP, a higher bound.
     let f = Formulation::build_as(g, budget, false, None, FreeModel::Tight);
     let params = Params {
