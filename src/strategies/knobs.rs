@@ -44,8 +44,8 @@ impl Points<'_> {
     /// above it (more snapshots that may still fit), then those below it,
     /// nearest first: the fewest snapshots are the slowest to evaluate,
     /// O(n²) recomputations, seconds apiece on a 3000-node chain. Otherwise
-    /// all, in order. Also
-    /// returns how many of them the bisection has already evaluated.
+    /// all, in order. Also returns how many of them the bisection has
+    /// already evaluated.
     fn order(&self, fits: &mut dyn FnMut(usize) -> bool) -> (Vec<usize>, usize) {
         if !self.monotone || self.len == 0 {
             return ((0..self.len).collect(), 0);
