@@ -46,7 +46,8 @@ pub struct ModelReport {
     pub reference: &'static str,
     /// Distinct budgets across all strategies.
     pub budgets: usize,
-    /// ILP rows with a plan, and how many of those are proven optimal.
+    /// The reference's rows with a plan, and how many of those are proven
+    /// optimal.
     pub ilp_plans: usize,
     pub ilp_optimal: usize,
     pub strategies: Vec<StrategySummary>,

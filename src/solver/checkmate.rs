@@ -92,15 +92,8 @@ pub const MAX_COLUMNS: usize = 2_500_000;
 /// edge (i, k) in every stage t ≥ k.
 pub fn columns(g: &Graph) -> usize {
     let n = g.len();
-    let free: usize = g
-        .ids()
-        .map(|k| {
-            let mut deps: Vec<NodeId> = g.deps(k).to_vec();
-            deps.sort_unstable();
-            deps.dedup();
-            deps.len() * (n - k.idx())
-        })
-        .sum();
+    let (edges, _) = sorted_edges(g);
+    let free: usize = edges.iter().map(|&(_, k)| n - k).sum();
     2 * tri(n) + tri(n.saturating_sub(1)) + free
 }
 

@@ -8,7 +8,7 @@ use super::portfolio::{acceptable, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::{Graph, NodeId};
 use crate::schedule::Schedule;
-use crate::solver::checkmate::{self, drop_spurious, Formulation};
+use crate::solver::checkmate::{drop_spurious, Formulation};
 use crate::solver::highs::{LpMethod, LpSession};
 use crate::solver::{LpStatus, Params};
 use crate::units::Bytes;
@@ -109,13 +109,13 @@ pub fn approx(
     if budget < g.fixed_memory {
         return Ok(Solution::infeasible("the budget is below the fixed memory"));
     }
-    checkmate::check_size(g).map_err(|reason| StrategyError::NotApplicable {
-        strategy: match rounding {
+    super::model_fits(
+        g,
+        match rounding {
             Rounding::Threshold => "checkmate-approx",
             Rounding::Randomized { .. } => "checkmate-approx-randomized",
         },
-        reason,
-    })?;
+    )?;
     let f = Formulation::build(g, budget, false, None);
     let solver_err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
     let mut lp = LpSession::new(&f.model, &params(opts, opts.time_limit), lp_method(&f))

@@ -67,10 +67,6 @@ const CANDIDATES_PER_STEP: usize = 48;
 const MAX_ESCAPES_PER_NODE: usize = 2;
 const TABU_TENURE: usize = 8;
 
-/// In a phase-1 move, marks a keep that undoes no earlier drop (the other
-/// moves carry the index of the drop they undo, or none).
-const KEEP: usize = usize::MAX;
-
 /// Over-budget stages whose idle values are candidates, worst first.
 const OVER_STAGES: usize = 16;
 
@@ -85,6 +81,23 @@ struct Drop {
     from: usize,
     to: usize,
     via_inputs: bool,
+}
+
+/// What a phase-1 move does with its [`Drop`]'s interval.
+#[derive(Debug, Clone, Copy)]
+enum Move {
+    /// Drops the value over it (and remembers the drop).
+    Drop,
+    /// Keeps it again, undoing the remembered drop at this index.
+    Undo(usize),
+    /// Keeps it, undoing no drop of this search.
+    Keep,
+}
+
+impl Move {
+    fn keeps(self) -> bool {
+        !matches!(self, Move::Drop)
+    }
 }
 
 struct Eval {
@@ -358,13 +371,13 @@ pub fn search_from(
             .collect();
         let moves = undo
             .iter()
-            .map(|&i| (Some(i), drops[i]))
-            .chain(shifts.into_iter().map(|d| (Some(KEEP), d)))
-            .chain(picked.into_iter().map(|d| (None, d)));
-        let mut best: Option<(f64, Option<usize>, Drop, Eval)> = None;
+            .map(|&i| (Move::Undo(i), drops[i]))
+            .chain(shifts.into_iter().map(|d| (Move::Keep, d)))
+            .chain(picked.into_iter().map(|d| (Move::Drop, d)));
+        let mut best: Option<(f64, Move, Drop, Eval)> = None;
         // The least-bad move, for when nothing improves.
-        let mut escape: Option<(f64, Option<usize>, Drop, Eval)> = None;
-        for (undo_of, d) in moves {
+        let mut escape: Option<(f64, Move, Drop, Eval)> = None;
+        for (kind, d) in moves {
             if tabu
                 .iter()
                 .any(|&(v, f, t, until)| until > iter && (v, f, t) == (d.node, d.from, d.to))
@@ -372,7 +385,7 @@ pub fn search_from(
                 continue;
             }
             let mut trial = s.clone();
-            apply(g, &mut trial, &cur.sch, d, undo_of.is_some());
+            apply(g, &mut trial, &cur.sch, d, kind.keeps());
             let Some(e) = eval(g, &trial, budget) else {
                 continue;
             };
@@ -380,13 +393,13 @@ pub fn search_from(
             let freed = cur.excess - e.excess;
             if freed <= 0.0 {
                 if escape.as_ref().is_none_or(|(x, ..)| e.excess < *x) {
-                    escape = Some((e.excess, undo_of, d, e));
+                    escape = Some((e.excess, kind, d, e));
                 }
                 continue;
             }
             let score = (e.sim.cost - cur.sim.cost) / freed;
             if best.as_ref().is_none_or(|(b, ..)| score < *b) {
-                best = Some((score, undo_of, d, e));
+                best = Some((score, kind, d, e));
             }
         }
         if best.is_none() {
@@ -401,17 +414,14 @@ pub fn search_from(
             }
             best = escape;
         }
-        let (_, undo_of, d, e) = best?;
-        match undo_of {
-            Some(KEEP) => apply(g, &mut s, &cur.sch, d, true),
-            Some(i) => {
-                apply(g, &mut s, &cur.sch, d, true);
+        let (_, kind, d, e) = best?;
+        apply(g, &mut s, &cur.sch, d, kind.keeps());
+        match kind {
+            Move::Drop => drops.push(d),
+            Move::Undo(i) => {
                 drops.swap_remove(i);
             }
-            None => {
-                apply(g, &mut s, &cur.sch, d, false);
-                drops.push(d);
-            }
+            Move::Keep => {}
         }
         cur = e;
     }
@@ -545,7 +555,7 @@ impl Strategy for RematFast {
         // The prior-work baselines too, so the fast answer is never worse
         // than the best of them (revolve can win on chains at tight
         // budgets, and on some DAGs the search finds nothing). Their knob
-        // grids are slow on large graphs, so they get what the search left.
+        // grids are slow on large graphs, so they share a slice of the time.
         // At least a second, even under a tiny time limit: on small graphs
         // that is every setting, and the guarantee holds. A plan within the
         // gap of the bound needs none of them: none can be cheaper by more.

@@ -10,7 +10,7 @@
 use super::checkmate_approx::lp_method;
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
-use crate::solver::checkmate::{self, Formulation, FreeModel};
+use crate::solver::checkmate::{Formulation, FreeModel};
 use crate::solver::fixing::DualBound;
 use crate::solver::highs::LpSession;
 use crate::solver::{LpStatus, Params};
@@ -26,12 +26,7 @@ pub fn lp_lower_bound(
     if budget < g.fixed_memory {
         return Ok(None);
     }
-    // Too large a model is a property of the graph, not a failure to retry:
-    // a sweep records it as not applicable.
-    checkmate::check_size(g).map_err(|reason| StrategyError::NotApplicable {
-        strategy: "lp-bound",
-        reason,
-    })?;
+    super::model_fits(g, "lp-bound")?;
     // The tight FREE model's relaxation: same MILP, a higher bound.
     let f = Formulation::build_as(g, budget, false, None, FreeModel::Tight);
     let params = Params {

@@ -268,3 +268,11 @@ pub fn graph_floor(g: &Graph, budget: Bytes, opts: &SolveOptions) -> f64 {
 pub(crate) fn within_gap(bound: f64, gap: f64) -> f64 {
     bound / (1.0 - gap.clamp(0.0, 0.5))
 }
+
+/// Too large a Checkmate model is a property of the graph, not a failure
+/// to retry: the LP strategies answer that they do not apply, which a sweep
+/// records as a row.
+pub(crate) fn model_fits(g: &Graph, strategy: &'static str) -> Result<(), StrategyError> {
+    crate::solver::checkmate::check_size(g)
+        .map_err(|reason| StrategyError::NotApplicable { strategy, reason })
+}
