@@ -50,6 +50,7 @@ fn chain_graph(mem: &[u64], cost: &[f64]) -> Graph {
         vec![format!("l{}", mem.len() - 1)],
     ));
     let file = GraphFile {
+        meta: Default::default(),
         name: "chain".into(),
         graph: GraphKind::Forward,
         batch_size: 1,
@@ -180,6 +181,7 @@ fn candidates_on_linear_graphs_are_all_forward_nodes() {
 fn articulation_points_of_a_diamond_skip_the_branches() {
     // a -> {b, c} -> d -> e: b and c are inside a block, a, d, e are cuts.
     let file = GraphFile {
+        meta: Default::default(),
         name: "diamond".into(),
         graph: GraphKind::Training,
         batch_size: 1,
@@ -198,6 +200,7 @@ fn articulation_points_of_a_diamond_skip_the_branches() {
     // Two sources feeding one node: neither source is a cut vertex once
     // the virtual source joins them.
     let file2 = GraphFile {
+        meta: Default::default(),
         nodes: vec![
             NodeSpec::new("x", 1.0, 1, vec![]),
             NodeSpec::new("y", 1.0, 1, vec![]),

@@ -50,6 +50,11 @@ pub struct GraphFile {
     /// non-integer value gets a clear message instead of a type error.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fixed_memory: f64,
+    /// Free-form provenance (an importer's version, its own fingerprint of
+    /// the source model). The solver ignores it; tools that wrote it check
+    /// it when they read a plan back.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub meta: std::collections::BTreeMap<String, String>,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -189,6 +194,12 @@ impl GraphFile {
             out.push_str(&format!("cost_unit: {}\n", yaml_scalar(u)));
         }
         out.push_str(&format!("fixed_memory: {}\n", fmt_num(self.fixed_memory)));
+        if !self.meta.is_empty() {
+            out.push_str("meta:\n");
+            for (k, v) in &self.meta {
+                out.push_str(&format!("  {}: {}\n", yaml_scalar(k), yaml_scalar(v)));
+            }
+        }
         out.push_str("nodes:\n");
         for n in &self.nodes {
             out.push_str("  - {");
@@ -267,6 +278,7 @@ mod tests {
     #[test]
     fn yaml_round_trip() {
         let f = GraphFile {
+            meta: Default::default(),
             name: "t".into(),
             graph: GraphKind::Forward,
             batch_size: 4,

@@ -187,6 +187,7 @@ impl Graph {
     /// The explicit training graph as a file, e.g. for `remat graph`.
     pub fn to_file(&self) -> GraphFile {
         GraphFile {
+            meta: Default::default(),
             name: self.name.clone(),
             graph: GraphKind::Training,
             batch_size: self.batch_size,

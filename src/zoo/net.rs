@@ -195,6 +195,7 @@ impl Net {
             })
             .collect();
         GraphFile {
+            meta: Default::default(),
             name: self.name.clone(),
             graph: GraphKind::Forward,
             batch_size: batch,

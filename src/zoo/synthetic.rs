@@ -30,6 +30,7 @@ pub fn linear_file(n: usize) -> GraphFile {
     };
     nodes.push(NodeSpec::new("loss", 1.0, 1, last));
     GraphFile {
+        meta: Default::default(),
         name: format!("linear{n}"),
         graph: GraphKind::Forward,
         batch_size: 1,
@@ -285,6 +286,7 @@ pub fn random_layered_file(p: &RandomDag) -> GraphFile {
         GraphKind::Training
     };
     GraphFile {
+        meta: Default::default(),
         name: format!("random-n{}-s{}", p.nodes, p.seed),
         graph,
         batch_size: 1,
@@ -370,6 +372,7 @@ pub fn residual_file(p: &ResidualChain) -> GraphFile {
         ..NodeSpec::new("loss", cost, mem, vec![x])
     });
     GraphFile {
+        meta: Default::default(),
         name: format!("residual{}x{}", p.blocks, p.branch),
         graph: GraphKind::Forward,
         batch_size: 1,

@@ -167,6 +167,7 @@ pub fn fan(k: usize, fixed: u64) -> Graph {
         ));
     }
     let f = GraphFile {
+        meta: Default::default(),
         name: format!("fan{k}"),
         graph: GraphKind::Training,
         batch_size: 1,
