@@ -1,0 +1,791 @@
+"""Import an ONNX model as a `graph: forward` file for remat.
+
+Usage::
+
+    python -m remat_torch.onnx_import model.onnx -o graph.yaml [--batch N]
+    python -m remat_torch from-onnx model.onnx -o graph.yaml [--batch N]
+
+Every ONNX op output that is a real tensor becomes a node: its memory is the
+element count from ONNX shape inference times the dtype size, its cost the
+op's multiply-accumulate count (`cost_unit: mac`). Graph inputs become nodes
+without a gradient, initializers go into `fixed_memory`, views (Reshape,
+Flatten, Squeeze, Unsqueeze, Identity, inference Dropout) are folded into the
+tensor they alias, shape arithmetic is folded away as constant, and a `loss`
+node reading the graph outputs is added as the single sink. The choices are
+written down in docs/onnx.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+
+IMPORTER = "remat_torch.onnx_import"
+
+
+class ImportFailure(Exception):
+    """A problem with the input: reported as one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------
+# dtypes
+
+# Bits per element, by TensorProto data type name. STRING and UNDEFINED have
+# no fixed size and are refused.
+_DTYPE_BITS = {
+    "FLOAT": 32, "UINT8": 8, "INT8": 8, "UINT16": 16, "INT16": 16,
+    "INT32": 32, "INT64": 64, "BOOL": 8, "FLOAT16": 16, "DOUBLE": 64,
+    "UINT32": 32, "UINT64": 64, "COMPLEX64": 64, "COMPLEX128": 128,
+    "BFLOAT16": 16, "FLOAT8E4M3FN": 8, "FLOAT8E4M3FNUZ": 8, "FLOAT8E5M2": 8,
+    "FLOAT8E5M2FNUZ": 8, "FLOAT8E8M0": 8, "UINT4": 4, "INT4": 4,
+    "FLOAT4E2M1": 4, "UINT2": 2, "INT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6,
+}
+
+# Types a gradient can flow through (what PyTorch lets require grad and ONNX
+# exports from a trainable model).
+_GRAD_DTYPES = {"FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16"}
+
+
+def _dtype_name(elem_type: int) -> str:
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"type #{elem_type}"
+
+
+def _nbytes(numel: int, elem_type: int, where: str) -> int:
+    name = _dtype_name(elem_type)
+    bits = _DTYPE_BITS.get(name)
+    if bits is None:
+        raise ImportFailure(f"{where} has dtype {name}, which has no fixed byte size")
+    return (numel * bits + 7) // 8
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+# --------------------------------------------------------------------------
+# op tables
+
+# Ops whose first output is a view of (or identical to) their first input: no
+# node, no memory; readers of the output read the input's node instead.
+VIEW_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout"}
+
+# Ops whose outputs depend on shapes only: folded as constants.
+SHAPE_OPS = {"Shape", "Size"}
+
+# Random ops without inputs still produce a fresh tensor each step.
+SOURCE_OPS = {"RandomNormal", "RandomUniform"}
+
+ELEMENTWISE = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Relu", "LeakyRelu",
+    "PRelu", "Elu", "Selu", "Celu", "Gelu", "Sigmoid", "HardSigmoid",
+    "HardSwish", "Swish", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Erf",
+    "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+    "Acosh", "Atanh", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
+    "Clip", "Floor", "Ceil", "Round", "Sign", "Mod", "BitShift", "And", "Or",
+    "Xor", "Not", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+    "IsNaN", "IsInf", "Where", "Shrink", "QuantizeLinear", "DequantizeLinear",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumSum", "Trilu",
+}
+# n-ary reductions over inputs: (inputs - 1) operations per output element.
+VARIADIC = {"Sum", "Mean", "Max", "Min"}
+# Pure data movement: one per output element.
+COPY_OPS = {
+    "Concat", "Split", "Slice", "Transpose", "Pad", "Expand", "Tile",
+    "Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+    "Cast", "CastLike", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
+    "Compress", "OneHot", "ConstantOfShape", "EyeLike", "Range",
+}
+# Reductions read every input element once.
+REDUCE_OPS = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+    "ReduceSumSquare", "ArgMax", "ArgMin", "GlobalAveragePool",
+    "GlobalMaxPool", "GlobalLpPool", "TopK",
+}
+# Per-element operation counts of normalisations and softmax (see docs).
+PER_ELEMENT = {
+    "BatchNormalization": 2,  # inference form: (x - mean) * scale', + bias
+    "LayerNormalization": 4,  # mean, variance, normalise, affine
+    "GroupNormalization": 4,
+    "InstanceNormalization": 4,
+    "MeanVarianceNormalization": 4,
+    "RMSNormalization": 3,  # mean square, normalise, scale
+    "LpNormalization": 2,
+    "Softmax": 3,  # exp, sum, divide
+    "LogSoftmax": 3,
+    "Hardmax": 1,
+}
+POOL_OPS = {"MaxPool", "AveragePool", "LpPool", "MaxRoiPool"}
+
+# What each op's gradient reads besides the incoming gradient (only tensors
+# that are nodes; weights are resident in fixed_memory anyway).
+#   "self": the output; "inputs": the op's activation inputs; "indices": its
+#   non-float activation inputs (gather indices, where-conditions); [] none.
+# Ops not listed keep the format's default, self + inputs.
+SAVES_SELF = {
+    "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal", "Softmax",
+    "LogSoftmax", "Elu", "Selu",
+}
+SAVES_INPUTS = {
+    "Conv", "ConvTranspose", "ConvInteger", "Gemm", "MatMul", "MatMulInteger",
+    "Einsum", "Mul", "Div", "Pow", "BatchNormalization", "LayerNormalization",
+    "GroupNormalization", "InstanceNormalization", "RMSNormalization",
+    "MeanVarianceNormalization", "LpNormalization", "LeakyRelu", "PRelu",
+    "Celu", "Gelu", "Erf", "Log", "Abs", "Sin", "Cos", "Tan", "Asin", "Acos",
+    "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign",
+    "HardSigmoid", "HardSwish", "Swish", "Mish", "Clip", "ThresholdedRelu",
+    "Shrink", "ReduceSumSquare", "ReduceL1",
+}
+SAVES_NOTHING = {
+    "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Split", "Slice",
+    "Transpose", "Pad", "Expand", "Tile", "Cast", "CastLike", "DepthToSpace",
+    "SpaceToDepth", "AveragePool", "GlobalAveragePool", "ReduceSum",
+    "ReduceMean", "Resize", "Upsample", "Floor", "Ceil", "Round", "Sign",
+    "Trilu", "CumSum", "ReverseSequence",
+}
+SAVES_INDICES = {
+    "Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND",
+    "Where", "Compress",
+}
+
+
+def _attr(node, name, default=None):
+    from onnx import helper
+
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _einsum_macs(equation: str, in_shapes, out_shape):
+    eq = equation.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(in_shapes):
+        return None
+    sizes = {}
+    for term, shape in zip(terms, in_shapes):
+        if shape is None:
+            return None
+        letters = term.replace("...", "")
+        if "..." in term:
+            # the letters after the ellipsis are the trailing dimensions
+            head, _, tail = term.partition("...")
+            dims = list(shape[: len(head)]) + list(shape[len(shape) - len(tail):])
+        else:
+            dims = list(shape)
+        if len(dims) != len(letters):
+            return None
+        for ch, d in zip(letters, dims):
+            sizes[ch] = max(sizes.get(ch, 1), d)
+    if "->" not in eq:
+        counts = {ch: lhs.count(ch) for ch in sizes}
+        rhs = "".join(sorted(ch for ch, c in counts.items() if c == 1))
+    contracted = [sizes[ch] for ch in sizes if ch not in rhs]
+    return _numel(out_shape) * _numel(contracted)
+
+
+def op_macs(node, in_shapes, out_shapes):
+    """Multiply-accumulate count of one op, or None when there is no formula.
+
+    `in_shapes`/`out_shapes` are the static shapes of the node's inputs and
+    outputs (None for an absent optional one or an unknown shape).
+    """
+    op = node.op_type
+    x = in_shapes[0] if in_shapes else None
+    y = out_shapes[0] if out_shapes else None
+    out_total = sum(_numel(s) for s in out_shapes if s is not None)
+    try:
+        if op in ("Conv", "ConvInteger"):
+            w = in_shapes[1]
+            return _numel(y) * w[1] * _numel(w[2:])
+        if op == "QLinearConv":
+            w = in_shapes[3]
+            return _numel(y) * w[1] * _numel(w[2:])
+        if op == "ConvTranspose":
+            w = in_shapes[1]
+            return _numel(x) * w[1] * _numel(w[2:])
+        if op == "Gemm":
+            a, b = in_shapes[0], in_shapes[1]
+            m, k = (a[1], a[0]) if _attr(node, "transA", 0) else (a[0], a[1])
+            n = b[0] if _attr(node, "transB", 0) else b[1]
+            return m * n * k
+        if op in ("MatMul", "MatMulInteger"):
+            return _numel(y) * x[-1]
+        if op == "QLinearMatMul":
+            return _numel(y) * x[-1]
+        if op == "Einsum":
+            return _einsum_macs(_attr(node, "equation").decode(), in_shapes, y)
+        if op in ("LSTM", "GRU", "RNN"):
+            w, r = in_shapes[1], in_shapes[2]
+            seq_batch = x[0] * x[1]
+            return seq_batch * (_numel(w) + _numel(r))
+        if op in POOL_OPS:
+            k = _attr(node, "kernel_shape")
+            if k is None:
+                return None
+            return _numel(y) * _numel(k)
+        if op in PER_ELEMENT:
+            return PER_ELEMENT[op] * _numel(y)
+        if op in ELEMENTWISE:
+            return out_total
+        if op in VARIADIC:
+            return max(1, len([s for s in in_shapes if s is not None]) - 1) * out_total
+        if op in COPY_OPS:
+            return out_total
+        if op in REDUCE_OPS:
+            return _numel(x)
+        if op == "LRN":
+            return _numel(y) * _attr(node, "size", 1)
+        if op in ("Resize", "Upsample"):
+            mode = _attr(node, "mode", b"nearest")
+            mode = mode.decode() if isinstance(mode, bytes) else mode
+            spatial = max(0, len(y) - 2)
+            per = {"linear": 2**spatial, "cubic": 4**spatial}.get(mode, 1)
+            return per * _numel(y)
+    except (TypeError, IndexError, AttributeError, KeyError):
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------
+# the import
+
+
+class _Tensor:
+    """What an ONNX tensor name stands for."""
+
+    __slots__ = ("kind", "key")
+
+    # kind: "input" | "act" (a node), "param" | "buffer" (fixed memory),
+    # "const" (folded: constants and shape arithmetic)
+    def __init__(self, kind, key=None):
+        self.kind = kind
+        self.key = key  # for input/act: the tensor name of the node
+
+
+class _Node:
+    __slots__ = (
+        "key", "onnx_index", "op", "deps", "elem_type", "shape", "total_cost",
+        "requires_grad", "saves", "out_index",
+    )
+
+
+def _load(path: str):
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if not os.path.isfile(path):
+        raise ImportFailure("cannot read: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as e:
+        raise ImportFailure(f"not an ONNX model ({_one_line(e)})") from None
+    except OSError as e:
+        raise ImportFailure(f"cannot read: {e.strerror or e}") from None
+    if model.ir_version <= 0 or len(model.graph.node) == 0:
+        raise ImportFailure("not an ONNX model (no IR version or no graph nodes)")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:  # the checker raises several exception types
+        raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
+    if model.functions:
+        try:
+            import onnx.inliner
+
+            model = onnx.inliner.inline_local_functions(model)
+        except Exception:  # keep the functions as opaque ops
+            pass
+    return model
+
+
+def _one_line(e) -> str:
+    msg = str(e).strip()
+    return re.sub(r"\s+", " ", msg) or type(e).__name__
+
+
+def _bind_dims(model, batch: int | None, dims: dict[str, int]):
+    """Replace symbolic dimensions by values, in place.
+
+    The leading dimension of every graph input that is symbolic is the batch;
+    other symbolic dimensions are bound by name (`--dim NAME=N`). Returns the
+    batch size the file is for.
+    """
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    bind = dict(dims)
+    fixed_batches = set()
+    inputs = [i for i in g.input if i.name not in inits]
+    for vi in inputs:
+        t = vi.type.tensor_type
+        if not t.HasField("shape") or len(t.shape.dim) == 0:
+            continue
+        d0 = t.shape.dim[0]
+        if d0.HasField("dim_value"):
+            fixed_batches.add(d0.dim_value)
+        elif d0.dim_param and d0.dim_param not in bind:
+            bind[d0.dim_param] = batch if batch is not None else 1
+    symbolic_batch = any(
+        vi.type.tensor_type.HasField("shape")
+        and len(vi.type.tensor_type.shape.dim) > 0
+        and not vi.type.tensor_type.shape.dim[0].HasField("dim_value")
+        for vi in inputs
+    )
+    if batch is not None and not symbolic_batch and fixed_batches and batch not in fixed_batches:
+        shown = ", ".join(str(b) for b in sorted(fixed_batches))
+        raise ImportFailure(
+            f"the model's batch dimension is fixed at {shown}, so --batch {batch} cannot apply "
+            "(export it with a dynamic batch axis)"
+        )
+    if batch is None:
+        batch = next(iter(sorted(fixed_batches)), None) if not symbolic_batch else 1
+        batch = batch or 1
+
+    def fix(vi, is_input):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            return
+        for k, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value"):
+                continue
+            if d.dim_param in bind:
+                d.dim_value = bind[d.dim_param]
+            elif is_input and k == 0:
+                d.dim_value = batch
+            elif is_input:
+                what = f"'{d.dim_param}'" if d.dim_param else "unnamed"
+                hint = f"--dim {d.dim_param}=N" if d.dim_param else "a static export"
+                raise ImportFailure(
+                    f"input '{vi.name}': dimension {k} is symbolic ({what}); bind it with {hint}"
+                )
+            else:
+                d.Clear()  # let shape inference compute it
+
+    for vi in inputs:
+        fix(vi, True)
+    for vi in list(g.output) + list(g.value_info):
+        fix(vi, False)
+    return batch
+
+
+def _infer(model):
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=True, strict_mode=True, data_prop=True
+        )
+    except Exception as e:  # InferenceError, ValidationError, ...
+        msg = _one_line(e)
+        m = re.search(r"node name: ([^)]*)\)", msg)
+        where = f"node '{m.group(1)}': " if m and m.group(1) else ""
+        raise ImportFailure(f"{where}shape inference failed: {msg}") from None
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[\x00-\x1f\x7f\s]+", "_", name).lstrip("/")
+    return name
+
+
+def build_graph(path: str, batch: int | None = None, dims=None, name=None):
+    """Returns (graph dict, warnings) for the ONNX model at `path`."""
+    model = _load(path)
+    batch = _bind_dims(model, batch, dims or {})
+    model = _infer(model)
+    g = model.graph
+    warnings = []
+
+    # static types and shapes of every tensor shape inference knows
+    types = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            continue
+        shape = None
+        if t.HasField("shape"):
+            shape = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?"
+                     for d in t.shape.dim]
+        types[vi.name] = (t.elem_type, shape)
+    for t in g.initializer:
+        types[t.name] = (t.data_type, list(t.dims))
+
+    def static_shape(tname):
+        s = types.get(tname, (None, None))[1]
+        if s is None or any(not isinstance(d, int) for d in s):
+            return None
+        return s
+
+    # classify initializers: BN running statistics and non-float tensors are
+    # buffers (resident, no gradient); every other one is a parameter.
+    bn_stats = set()
+    for n in g.node:
+        if n.op_type == "BatchNormalization":
+            bn_stats.update(i for i in n.input[3:5] if i)
+    fixed = 0
+    tensors: dict[str, _Tensor] = {}
+    n_params = 0
+    for t in g.initializer:
+        nbytes = _nbytes(_numel(list(t.dims)), t.data_type, f"initializer '{t.name}'")
+        if _dtype_name(t.data_type) in _GRAD_DTYPES and t.name not in bn_stats:
+            tensors[t.name] = _Tensor("param")
+            fixed += 2 * nbytes
+            n_params += _numel(list(t.dims))
+        else:
+            tensors[t.name] = _Tensor("buffer")
+            fixed += nbytes
+
+    nodes: dict[str, _Node] = {}  # by tensor name, in creation order
+    input_names = []
+    for vi in g.input:
+        if vi.name in tensors:
+            continue
+        elem, shape = types.get(vi.name, (None, None))
+        if shape is None or elem is None:
+            raise ImportFailure(f"input '{vi.name}' has no tensor shape")
+        nd = _Node()
+        nd.key, nd.onnx_index, nd.op, nd.deps = vi.name, -1, "Input", []
+        nd.elem_type, nd.shape, nd.total_cost = elem, shape, 0
+        nd.requires_grad, nd.saves, nd.out_index = False, None, 0
+        nodes[vi.name] = nd
+        tensors[vi.name] = _Tensor("input", vi.name)
+        input_names.append(vi.name)
+
+    def label(i, n):
+        return f"node '{n.name}' ({n.op_type})" if n.name else f"node #{i} ({n.op_type})"
+
+    unknown_ops = set()
+    onnx_nodes = list(g.node)
+    for i, n in enumerate(onnx_nodes):
+        ins = [tensors.get(t) if t else None for t in n.input]
+        for t, info in zip(n.input, ins):
+            if t and info is None:
+                # an outer-scope or undefined name: the checker lets
+                # subgraph captures through; treat it as a constant
+                tensors[t] = _Tensor("const")
+        ins = [tensors.get(t) if t else None for t in n.input]
+        present = [x for x in ins if x is not None]
+        op = n.op_type
+
+        if op == "Constant":
+            for o in n.output:
+                if o:
+                    tensors[o] = _Tensor("const")
+                    elem, shape = types.get(o, (None, None))
+                    if elem is not None and static_shape(o) is not None:
+                        fixed += _nbytes(_numel(shape), elem, f"{label(i, n)} output '{o}'")
+            continue
+        if op in SHAPE_OPS or (op not in SOURCE_OPS
+                               and all(x.kind in ("const", "buffer") for x in present)):
+            for o in n.output:
+                if o:
+                    tensors[o] = _Tensor("const")
+            continue
+        if op in VIEW_OPS and n.input and ins[0] is not None:
+            tensors[n.output[0]] = ins[0]
+            for o in n.output[1:]:
+                if o:
+                    tensors[o] = _Tensor("const")  # the inference dropout mask
+            continue
+
+        # a computing op: one node per output tensor
+        deps = []
+        for x in present:
+            if x.kind in ("input", "act") and x.key not in deps:
+                deps.append(x.key)
+        touches_param = any(x.kind == "param" for x in present)
+        grad_in = touches_param or any(nodes[d].requires_grad for d in deps)
+        in_shapes = [static_shape(t) if t else None for t in n.input]
+        out_shapes = []
+        for o in n.output:
+            if not o:
+                out_shapes.append(None)
+                continue
+            elem, shape = types.get(o, (None, None))
+            if elem is None or shape is None:
+                raise ImportFailure(f"{label(i, n)}: output '{o}' has no inferred shape")
+            bad = [d for d in shape if not isinstance(d, int)]
+            if bad:
+                hint = (f"; bind it with --dim {bad[0]}=N"
+                        if bad[0] != "?" else "")
+                raise ImportFailure(
+                    f"{label(i, n)}: output '{o}' has a symbolic dimension '{bad[0]}'{hint}"
+                )
+            _nbytes(0, elem, f"{label(i, n)}: output '{o}'")  # refuses STRING etc.
+            out_shapes.append(shape)
+        macs = op_macs(n, in_shapes, out_shapes)
+        if macs is None:
+            unknown_ops.add(op)
+            macs = sum(_numel(s) for s in out_shapes if s is not None)
+        for k, o in enumerate(n.output):
+            if not o:
+                continue
+            elem, shape = types[o]
+            nd = _Node()
+            nd.key, nd.onnx_index, nd.op, nd.deps = o, i, op, deps
+            nd.elem_type, nd.shape, nd.total_cost = elem, shape, macs
+            nd.requires_grad = grad_in and _dtype_name(elem) in _GRAD_DTYPES
+            nd.out_index = k
+            if op in SAVES_SELF:
+                nd.saves = ["self"]
+            elif op in SAVES_INPUTS:
+                nd.saves = list(deps)
+            elif op in SAVES_NOTHING:
+                nd.saves = []
+            elif op in SAVES_INDICES:
+                nd.saves = [d for d in deps if _dtype_name(nodes[d].elem_type) not in _GRAD_DTYPES]
+            else:
+                nd.saves = None  # the format's default: self + deps
+            nodes[o] = nd
+            tensors[o] = _Tensor("act", o)
+
+    # the loss reads every graph output that is a node
+    out_keys = []
+    out_elems = 0
+    for vi in g.output:
+        x = tensors.get(vi.name)
+        if x is None or x.kind not in ("input", "act"):
+            continue
+        if x.key not in out_keys:
+            out_keys.append(x.key)
+        s = static_shape(vi.name) or nodes[x.key].shape
+        out_elems += _numel(s)
+    if not out_keys:
+        raise ImportFailure("no graph output depends on a graph input")
+
+    # keep what reaches an output
+    live = set()
+    stack = list(out_keys)
+    while stack:
+        k = stack.pop()
+        if k in live:
+            continue
+        live.add(k)
+        stack.extend(nodes[k].deps)
+    dropped_ops = {nodes[k].onnx_index for k in nodes if k not in live} - {
+        nodes[k].onnx_index for k in live
+    }
+    dropped_ops.discard(-1)
+
+    # the op's cost is split over its kept outputs, by element count
+    kept_by_op: dict[int, list[str]] = {}
+    for k in nodes:
+        if k in live and nodes[k].onnx_index >= 0:
+            kept_by_op.setdefault(nodes[k].onnx_index, []).append(k)
+
+    # names: ONNX node names (leading '/' dropped), unique, not 'self', not
+    # under 'grad/'; graph inputs by their tensor name
+    used = set()
+
+    def unique(base):
+        base = _sanitize(base) or "node"
+        if base in ("self",) or base.startswith("grad/"):
+            base = "_" + base
+        cand, j = base, 2
+        while cand in used:
+            cand, j = f"{base}_{j}", j + 1
+        used.add(cand)
+        return cand
+
+    names = {}
+    for k in input_names:
+        if k in live:
+            names[k] = unique(k)
+    op_base = {}
+    for idx, keys in kept_by_op.items():
+        n = onnx_nodes[idx]
+        op_base[idx] = n.name or f"{n.op_type}_{idx}"
+    loss_name = None
+    for k, nd in nodes.items():
+        if k not in live or nd.onnx_index < 0:
+            continue
+        keys = kept_by_op[nd.onnx_index]
+        base = op_base[nd.onnx_index]
+        names[k] = unique(base if len(keys) == 1 else f"{base}:{nd.out_index}")
+    loss_name = unique("loss")
+
+    out_nodes = []
+    for k, nd in nodes.items():
+        if k not in live:
+            continue
+        numel = _numel(nd.shape)
+        mem = _nbytes(numel, nd.elem_type, f"tensor '{k}'")
+        if nd.onnx_index >= 0:
+            keys = kept_by_op[nd.onnx_index]
+            total = sum(_numel(nodes[j].shape) for j in keys)
+            share = numel / total if total else 1.0 / len(keys)
+            cost = nd.total_cost * share
+            cost = int(cost) if float(cost).is_integer() else float(cost)
+        else:
+            cost = 0
+        entry = {"name": names[k], "op": nd.op, "cost": cost, "memory": mem}
+        if nd.deps:
+            entry["deps"] = [names[d] for d in nd.deps]
+        if not nd.requires_grad:
+            entry["requires_grad"] = False
+        elif nd.saves is not None:
+            saves = [s if s == "self" else names[s] for s in nd.saves]
+            default = ["self"] + entry.get("deps", [])
+            if saves != default:
+                entry["saves"] = saves
+        out_nodes.append(entry)
+    out_nodes.append({
+        "name": loss_name, "op": "Loss", "cost": out_elems, "memory": 4,
+        "deps": [names[k] for k in out_keys],
+    })
+
+    if unknown_ops:
+        warnings.append(
+            "no MAC formula for " + ", ".join(sorted(unknown_ops))
+            + " (counted as one MAC per output element)"
+        )
+    if dropped_ops:
+        warnings.append(f"{len(dropped_ops)} op(s) reach no graph output and are left out")
+
+    with open(path, "rb") as f:
+        digest = hashlib.sha256()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    opsets = ",".join(
+        f"{o.domain or 'ai.onnx'}:{o.version}" for o in model.opset_import
+    )
+    meta = {
+        "importer": IMPORTER,
+        "source": "onnx",
+        "onnx_file": os.path.basename(path),
+        "onnx_sha256": digest.hexdigest(),
+        "opset": opsets,
+        "parameters": str(n_params),
+    }
+    if model.producer_name:
+        meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()
+    gname = name or os.path.splitext(os.path.basename(path))[0] or "onnx-model"
+    graph = {
+        "name": gname,
+        "graph": "forward",
+        "batch_size": batch,
+        "cost_unit": "mac",
+        "fixed_memory": fixed,
+        "meta": meta,
+        "nodes": out_nodes,
+    }
+    return graph, warnings
+
+
+# --------------------------------------------------------------------------
+# output
+
+
+def _scalar(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return json.dumps(v)
+    return json.dumps(str(v))  # a JSON string is a YAML double-quoted scalar
+
+
+def to_yaml(graph: dict) -> str:
+    lines = []
+    for key in ("name", "graph", "batch_size", "cost_unit", "fixed_memory"):
+        lines.append(f"{key}: {_scalar(graph[key])}")
+    lines.append("meta:")
+    for k, v in graph["meta"].items():
+        lines.append(f"  {k}: {_scalar(v)}")
+    lines.append("nodes:")
+    for nd in graph["nodes"]:
+        parts = []
+        for k, v in nd.items():
+            if isinstance(v, list):
+                parts.append(f"{k}: [" + ", ".join(_scalar(x) for x in v) + "]")
+            else:
+                parts.append(f"{k}: {_scalar(v)}")
+        lines.append("  - {" + ", ".join(parts) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: str, text: str):
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".remat-onnx-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="remat_torch from-onnx",
+        description="Write a remat `graph: forward` file from an ONNX model "
+        "(shape inference for sizes, MAC counts for costs).",
+    )
+    p.add_argument("model", help="the .onnx file")
+    p.add_argument("-o", "--output", required=True,
+                   help="graph file to write (.yaml, or .json for JSON; '-' for stdout)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="value of the symbolic batch (leading) dimension of the inputs "
+                   "(default: the model's own, or 1)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="bind another symbolic dimension by name (repeatable)")
+    p.add_argument("--name", default=None, help="graph name (default: the file's stem)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
+    path = args.model
+    try:
+        if args.batch is not None and args.batch < 1:
+            raise ImportFailure(f"--batch must be at least 1, not {args.batch}")
+        dims = {}
+        for spec in args.dim:
+            k, sep, v = spec.partition("=")
+            if not sep or not k or not v.isdigit() or int(v) < 1:
+                raise ImportFailure(f"--dim wants NAME=N with N >= 1, not '{spec}'")
+            dims[k] = int(v)
+        graph, warnings = build_graph(path, args.batch, dims, args.name)
+    except ImportFailure as e:
+        print(f"error: {path}: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: the ONNX importer needs the 'onnx' package ({e})", file=sys.stderr)
+        return 2
+    for w in warnings:
+        print(f"warning: {path}: {w}", file=sys.stderr)
+    if args.output.endswith(".json"):
+        text = json.dumps(graph, indent=1) + "\n"
+    else:
+        text = to_yaml(graph)
+    try:
+        _write(args.output, text)
+    except OSError as e:
+        print(f"error: {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    if args.output != "-":
+        n = len(graph["nodes"])
+        print(f"wrote {args.output} ({n} nodes, batch {graph['batch_size']})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
