@@ -267,7 +267,7 @@ def op_macs(node, in_shapes, out_shapes):
 class _Tensor:
     """What an ONNX tensor name stands for."""
 
-    __slots__ = ("kind", "key")
+    __slots__ = ("key", "kind")
 
     # kind: "input" | "act" (a node), "param" | "buffer" (fixed memory),
     # "const" (folded: constants and shape arithmetic)
@@ -278,8 +278,8 @@ class _Tensor:
 
 class _Node:
     __slots__ = (
-        "key", "onnx_index", "op", "deps", "elem_type", "shape", "total_cost",
-        "requires_grad", "saves", "out_index",
+        "deps", "elem_type", "key", "onnx_index", "op", "out_index",
+        "requires_grad", "saves", "shape", "total_cost",
     )
 
 
@@ -299,15 +299,15 @@ def _load(path: str):
         raise ImportFailure("not an ONNX model (no IR version or no graph nodes)")
     try:
         onnx.checker.check_model(model)
-    except Exception as e:  # the checker raises several exception types
+    except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
     if model.functions:
-        try:
-            import onnx.inliner
+        import onnx.inliner
 
+        try:
             model = onnx.inliner.inline_local_functions(model)
-        except Exception:  # keep the functions as opaque ops
-            pass
+        except (RuntimeError, ValueError) as e:
+            raise ImportFailure(f"cannot inline its local functions: {_one_line(e)}") from None
     return model
 
 
@@ -387,7 +387,12 @@ def _infer(model):
         return onnx.shape_inference.infer_shapes(
             model, check_type=True, strict_mode=True, data_prop=True
         )
-    except Exception as e:  # InferenceError, ValidationError, ...
+    except (
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,
+        RuntimeError,
+        ValueError,
+    ) as e:
         msg = _one_line(e)
         m = re.search(r"node name: ([^)]*)\)", msg)
         where = f"node '{m.group(1)}': " if m and m.group(1) else ""
@@ -454,6 +459,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
         elem, shape = types.get(vi.name, (None, None))
         if shape is None or elem is None:
             raise ImportFailure(f"input '{vi.name}' has no tensor shape")
+        _nbytes(0, elem, f"input '{vi.name}'")  # refuses STRING etc.
         nd = _Node()
         nd.key, nd.onnx_index, nd.op, nd.deps = vi.name, -1, "Input", []
         nd.elem_type, nd.shape, nd.total_cost = elem, shape, 0
@@ -580,9 +586,9 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
 
     # the op's cost is split over its kept outputs, by element count
     kept_by_op: dict[int, list[str]] = {}
-    for k in nodes:
-        if k in live and nodes[k].onnx_index >= 0:
-            kept_by_op.setdefault(nodes[k].onnx_index, []).append(k)
+    for k, nd in nodes.items():
+        if k in live and nd.onnx_index >= 0:
+            kept_by_op.setdefault(nd.onnx_index, []).append(k)
 
     # names: ONNX node names (leading '/' dropped), unique, not 'self', not
     # under 'grad/'; graph inputs by their tensor name
@@ -603,7 +609,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
         if k in live:
             names[k] = unique(k)
     op_base = {}
-    for idx, keys in kept_by_op.items():
+    for idx in kept_by_op:
         n = onnx_nodes[idx]
         op_base[idx] = n.name or f"{n.op_type}_{idx}"
     loss_name = None
