@@ -96,6 +96,7 @@ ELEMENTWISE = {
     "Xor", "Not", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
     "IsNaN", "IsInf", "Where", "Shrink", "QuantizeLinear", "DequantizeLinear",
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "CumSum", "Trilu",
+    "Dropout",  # training mode only; in inference it is a view
 }
 # n-ary reductions over inputs: (inputs - 1) operations per output element.
 VARIADIC = {"Sum", "Mean", "Max", "Min"}
@@ -137,9 +138,15 @@ SAVES_SELF = {
     "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal", "Softmax",
     "LogSoftmax", "Elu", "Selu",
 }
-SAVES_INPUTS = {
+# Products (Gemm's bias input aside): the gradient for one factor reads the
+# others, so a factor is saved only when another factor needs a gradient
+# (x @ W saves x for W's gradient; x / 8 saves nothing).
+PRODUCTS = {
     "Conv", "ConvTranspose", "ConvInteger", "Gemm", "MatMul", "MatMulInteger",
-    "Einsum", "Mul", "Div", "Pow", "BatchNormalization", "LayerNormalization",
+    "Einsum", "Mul",
+}
+SAVES_INPUTS = {
+    "Pow", "BatchNormalization", "LayerNormalization",
     "GroupNormalization", "InstanceNormalization", "RMSNormalization",
     "MeanVarianceNormalization", "LpNormalization", "LeakyRelu", "PRelu",
     "Celu", "Gelu", "Erf", "Log", "Abs", "Sin", "Cos", "Tan", "Asin", "Acos",
@@ -283,6 +290,49 @@ class _Node:
     )
 
 
+def _dropout_training(node, const_nodes, opset) -> bool:
+    """Whether a Dropout runs in training mode (opset 12 on: a constant true
+    `training_mode` input, as a PyTorch export in TRAINING mode writes)."""
+    from onnx import numpy_helper
+
+    if opset < 12 or len(node.input) < 3 or not node.input[2]:
+        return False
+    src = const_nodes.get(node.input[2])
+    if src is None:
+        return False
+    tensor = src if not hasattr(src, "op_type") else _attr(src, "value")
+    try:
+        return bool(numpy_helper.to_array(tensor).reshape(-1)[0])
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return False
+
+
+def _product_saves(op, ins, needs_grad):
+    """Saved inputs of a product: each factor that another factor's gradient
+    reads. `ins` are the op's inputs (None where absent)."""
+    factors = list(enumerate(ins))
+    if op == "Gemm":
+        factors = factors[:2]  # C is added, not multiplied
+    saves = []
+
+    def add(x):
+        if x is not None and x.kind in ("input", "act") and x.key not in saves:
+            saves.append(x.key)
+
+    if op == "Div":
+        a = ins[0] if ins else None
+        b = ins[1] if len(ins) > 1 else None
+        if needs_grad(b):
+            add(a)  # d(a/b)/db = -a/b^2
+        if needs_grad(a) or needs_grad(b):
+            add(b)
+        return saves
+    for i, x in factors:
+        if any(needs_grad(y) for j, y in factors if j != i):
+            add(x)
+    return saves
+
+
 def _load(path: str):
     import onnx
     from google.protobuf.message import DecodeError
@@ -399,6 +449,129 @@ def _infer(model):
         raise ImportFailure(f"{where}shape inference failed: {msg}") from None
 
 
+# Shape arithmetic that ONNX's data propagation cannot follow (a Div or Cast
+# between Shape and Reshape, say) leaves symbolic dimensions behind. With
+# every input dimension bound, that arithmetic is constant: evaluate it with
+# onnx's reference evaluator, replace it by Constant nodes, infer again.
+_FOLD_MAX_ELEMENTS = 1 << 16
+_FOLD_MAX_ROUNDS = 64
+_EVAL_ERRORS = (
+    RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+    NotImplementedError, ArithmeticError,
+)
+
+
+def _static(vi):
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    return None if any(d is None for d in dims) else dims
+
+
+def _has_symbolic(model) -> bool:
+    g = model.graph
+    known = {vi.name: vi for vi in list(g.value_info) + list(g.output)}
+    for n in g.node:
+        for o in n.output:
+            if o and (o not in known or _static(known[o]) is None):
+                return True
+    return False
+
+
+def _fold_constants(inferred, model) -> bool:
+    """Replaces computable shape arithmetic in `model` by Constant nodes.
+
+    `inferred` is `model` after shape inference. Returns whether anything
+    was replaced.
+    """
+    import numpy as np
+    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    g = inferred.graph
+    shapes = {vi.name: _static(vi) for vi in list(g.input) + list(g.value_info)
+              + list(g.output)}
+    values = {}
+    for t in g.initializer:
+        external = t.data_location == TensorProto.EXTERNAL
+        if external or _dtype_name(t.data_type) in _GRAD_DTYPES:
+            continue  # parameters are not shape arithmetic
+        if _numel(list(t.dims)) <= _FOLD_MAX_ELEMENTS:
+            values[t.name] = numpy_helper.to_array(t)
+    opset = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), None)
+    producers = {}
+    for i, n in enumerate(g.node):
+        for o in n.output:
+            producers[o] = i
+        ins = [t for t in n.input if t]
+        try:
+            if n.op_type == "Constant":
+                out = ReferenceEvaluator(n, opsets={"": opset}).run(None, {})
+            elif n.op_type in ("Shape", "Size"):
+                shape = shapes.get(n.input[0])
+                if shape is None:
+                    continue
+                if n.op_type == "Size":
+                    out = [np.array(_numel(shape), dtype=np.int64)]
+                else:
+                    start = _attr(n, "start", 0)
+                    end = _attr(n, "end", None)
+                    out = [np.array(shape[slice(start, end)], dtype=np.int64)]
+            elif (
+                n.domain in ("", "ai.onnx")
+                and ins
+                and all(t in values for t in ins)
+                and n.op_type not in SOURCE_OPS
+                and not any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+                            for a in n.attribute)
+            ):
+                feeds = {t: values[t] for t in ins}
+                out = ReferenceEvaluator(n, opsets={"": opset}).run(None, feeds)
+            else:
+                continue
+        except _EVAL_ERRORS:  # a node the evaluator cannot run stays as it is
+            continue
+        for o, v in zip(n.output, out):
+            if o and v is not None and np.asarray(v).size <= _FOLD_MAX_ELEMENTS:
+                values[o] = np.asarray(v)
+    # replace the producers of valued tensors read by a node that is not valued
+    replace = set()
+    for n in g.node:
+        if all(o in values for o in n.output if o):
+            continue
+        for t in n.input:
+            if t in values and t in producers and g.node[producers[t]].op_type != "Constant":
+                replace.add(producers[t])
+    if not replace:
+        return False
+    new_nodes = []
+    for i, n in enumerate(model.graph.node):
+        if i not in replace or not all(o in values for o in n.output if o):
+            new_nodes.append(n)
+            continue
+        for o in n.output:
+            if o:
+                new_nodes.append(helper.make_node(
+                    "Constant", [], [o], name=f"{n.name or n.op_type}/folded",
+                    value=numpy_helper.from_array(values[o], o)))
+    del model.graph.node[:]
+    model.graph.node.extend(new_nodes)
+    return True
+
+
+def _infer_static(model):
+    """Shape inference, folding shape arithmetic until every shape is static."""
+    inferred = _infer(model)
+    rounds = 0
+    while _has_symbolic(inferred) and rounds < _FOLD_MAX_ROUNDS:
+        if not _fold_constants(inferred, model):
+            break
+        inferred = _infer(model)
+        rounds += 1
+    return inferred
+
+
 def _sanitize(name: str) -> str:
     name = re.sub(r"[\x00-\x1f\x7f\s]+", "_", name).lstrip("/")
     return name
@@ -408,7 +581,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     """Returns (graph dict, warnings) for the ONNX model at `path`."""
     model = _load(path)
     batch = _bind_dims(model, batch, dims or {})
-    model = _infer(model)
+    model = _infer_static(model)
     g = model.graph
     warnings = []
 
@@ -468,8 +641,18 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
         tensors[vi.name] = _Tensor("input", vi.name)
         input_names.append(vi.name)
 
+    const_nodes = {n.output[0]: n for n in g.node if n.op_type == "Constant" and n.output}
+    for t in g.initializer:
+        const_nodes[t.name] = t
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
     def label(i, n):
         return f"node '{n.name}' ({n.op_type})" if n.name else f"node #{i} ({n.op_type})"
+
+    def needs_grad(x):
+        if x is None:
+            return False
+        return x.kind == "param" or (x.kind in ("input", "act") and nodes[x.key].requires_grad)
 
     unknown_ops = set()
     onnx_nodes = list(g.node)
@@ -498,7 +681,8 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
                 if o:
                     tensors[o] = _Tensor("const")
             continue
-        if op in VIEW_OPS and n.input and ins[0] is not None:
+        dropout_train = op == "Dropout" and _dropout_training(n, const_nodes, opset)
+        if op in VIEW_OPS and n.input and ins[0] is not None and not dropout_train:
             tensors[n.output[0]] = ins[0]
             for o in n.output[1:]:
                 if o:
@@ -511,6 +695,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
             if x.kind in ("input", "act") and x.key not in deps:
                 deps.append(x.key)
         touches_param = any(x.kind == "param" for x in present)
+
         grad_in = touches_param or any(nodes[d].requires_grad for d in deps)
         in_shapes = [static_shape(t) if t else None for t in n.input]
         out_shapes = []
@@ -543,7 +728,9 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
             nd.elem_type, nd.shape, nd.total_cost = elem, shape, macs
             nd.requires_grad = grad_in and _dtype_name(elem) in _GRAD_DTYPES
             nd.out_index = k
-            if op in SAVES_SELF:
+            if op in PRODUCTS or op == "Div":
+                nd.saves = _product_saves(op, ins, needs_grad)
+            elif op in SAVES_SELF or dropout_train:
                 nd.saves = ["self"]
             elif op in SAVES_INPUTS:
                 nd.saves = list(deps)
