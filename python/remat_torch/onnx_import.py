@@ -247,7 +247,7 @@ def op_macs(node, in_shapes, out_shapes):
         if op in PER_ELEMENT:
             return PER_ELEMENT[op] * _numel(y)
         if op in ELEMENTWISE:
-            return out_total
+            return _numel(y)  # Dropout's mask is not counted apart
         if op in VARIADIC:
             return max(1, len([s for s in in_shapes if s is not None]) - 1) * out_total
         if op in COPY_OPS:
@@ -493,12 +493,16 @@ def _fold_constants(inferred, model) -> bool:
     shapes = {vi.name: _static(vi) for vi in list(g.input) + list(g.value_info)
               + list(g.output)}
     values = {}
+    # A float initializer may be a scalar of the shape arithmetic or a
+    # parameter: its values serve as operands, but what derives from it is
+    # replaced only when it also derives from a Shape (never a weight).
+    from_shape, from_param = set(), set()
     for t in g.initializer:
-        external = t.data_location == TensorProto.EXTERNAL
-        if external or _dtype_name(t.data_type) in _GRAD_DTYPES:
-            continue  # parameters are not shape arithmetic
-        if _numel(list(t.dims)) <= _FOLD_MAX_ELEMENTS:
-            values[t.name] = numpy_helper.to_array(t)
+        if t.data_location == TensorProto.EXTERNAL or _numel(list(t.dims)) > _FOLD_MAX_ELEMENTS:
+            continue
+        values[t.name] = numpy_helper.to_array(t)
+        if _dtype_name(t.data_type) in _GRAD_DTYPES:
+            from_param.add(t.name)
     opset = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), None)
     producers = {}
     for i, n in enumerate(g.node):
@@ -535,13 +539,19 @@ def _fold_constants(inferred, model) -> bool:
         for o, v in zip(n.output, out):
             if o and v is not None and np.asarray(v).size <= _FOLD_MAX_ELEMENTS:
                 values[o] = np.asarray(v)
+                if n.op_type in ("Shape", "Size") or any(t in from_shape for t in ins):
+                    from_shape.add(o)
+                if any(t in from_param for t in ins):
+                    from_param.add(o)
     # replace the producers of valued tensors read by a node that is not valued
     replace = set()
     for n in g.node:
         if all(o in values for o in n.output if o):
             continue
         for t in n.input:
-            if t in values and t in producers and g.node[producers[t]].op_type != "Constant":
+            foldable = t in from_shape or t not in from_param
+            if (t in values and foldable and t in producers
+                    and g.node[producers[t]].op_type != "Constant"):
                 replace.add(producers[t])
     if not replace:
         return False

@@ -234,6 +234,100 @@ def test_requires_grad_and_saves_with_parameters(tmp_path):
     assert g["batch_size"] == 2  # the model's own fixed batch
 
 
+def _const(name, value, dtype=T.FLOAT, dims=()):
+    vals = value if isinstance(value, list) else [value]
+    return h.make_node("Constant", [], [name], name=f"const_{name}",
+                       value=h.make_tensor(name, dtype, list(dims), vals))
+
+
+def test_attention_saves_what_each_gradient_reads(tmp_path):
+    # x[N,4,8]: q, k, v = x @ Wq, x @ Wk, x @ Wv; p = softmax(q @ k^T / 2)
+    # out = p @ v; then out * 3 (a constant, not a weight)
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4, 8])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 4, 8])
+    nodes = [
+        h.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+        h.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        h.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+        h.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+        h.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        _const("two", 2.0),
+        h.make_node("Div", ["s", "two"], ["sd"], name="scale"),
+        h.make_node("Softmax", ["sd"], ["p"], name="softmax", axis=-1),
+        h.make_node("MatMul", ["p", "v"], ["o"], name="attn"),
+        _const("three", 3.0),
+        h.make_node("Mul", ["o", "three"], ["y"], name="times3"),
+    ]
+    inits = [_w("wq", [8, 8]), _w("wk", [8, 8]), _w("wv", [8, 8])]
+    g = _import(_save(tmp_path, nodes, [x], [y], inits), "--batch", "2")
+    n = _by_name(g)
+    assert [v["name"] for v in g["nodes"]] == [
+        "x", "q", "k", "v", "kt", "scores", "scale", "softmax", "attn", "times3", "loss"]
+    # batched MatMul: output elements x inner dimension
+    assert n["q"]["cost"] == 2 * 4 * 8 * 8
+    assert n["scores"]["cost"] == 2 * 4 * 4 * 8
+    assert n["attn"]["cost"] == 2 * 4 * 8 * 4
+    assert n["scores"]["memory"] == 2 * 4 * 4 * F
+    assert n["q"]["saves"] == ["x"]  # for the weight's gradient
+    assert n["kt"]["saves"] == []
+    assert n["scores"]["saves"] == ["q", "kt"]  # two activations: both
+    assert n["scale"]["saves"] == []  # a constant divisor
+    assert n["softmax"]["saves"] == ["self"]
+    assert n["attn"]["saves"] == ["softmax", "v"]
+    assert n["times3"]["saves"] == []
+    # Constant ops are resident once: two float scalars
+    assert g["fixed_memory"] == 2 * F * 3 * 64 + 2 * F
+
+
+def test_shape_arithmetic_is_folded(tmp_path):
+    # Reshape(x, Cast(Cast(Shape(x), float) * [2, 0.5], int64)): ONNX's data
+    # propagation stops at the Cast; the importer evaluates the arithmetic
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 8])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, None])
+    nodes = [
+        h.make_node("Shape", ["x"], ["sh"], name="shape"),
+        h.make_node("Cast", ["sh"], ["shf"], name="castf", to=T.FLOAT),
+        _const("factors", [2.0, 0.5], dims=[2]),
+        h.make_node("Mul", ["shf", "factors"], ["tf"], name="mul"),
+        h.make_node("Cast", ["tf"], ["target"], name="casti", to=T.INT64),
+        h.make_node("Reshape", ["x", "target"], ["r"], name="reshape"),
+        h.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    model = h.make_model(h.make_graph(nodes, "g", [x], [y], []),
+                         opset_imports=[h.make_opsetid("", 17)])
+    bound = onnx.load_from_string(model.SerializeToString())
+    onnx_import._bind_dims(bound, 4, {})
+    assert onnx_import._has_symbolic(onnx_import._infer(bound))  # needs the fold
+    path = str(tmp_path / "fold.onnx")
+    onnx.save(model, path)
+    g = _import(path, "--batch", "4")
+    n = _by_name(g)
+    assert [v["name"] for v in g["nodes"]] == ["x", "relu", "loss"]
+    assert n["relu"]["memory"] == 8 * 4 * F and n["relu"]["deps"] == ["x"]
+    assert n["loss"]["cost"] == 32
+
+
+def test_dropout_training_mode_is_a_node(tmp_path):
+    # training-mode Dropout (opset 12 on, training_mode = true) computes a
+    # new tensor; without training_mode it is the identity and folds away
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 6])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 6])
+    nodes = [
+        h.make_node("Gemm", ["x", "w"], ["a"], name="fc"),
+        _const("ratio", 0.1),
+        _const("train", True, dtype=T.BOOL),
+        h.make_node("Dropout", ["a", "ratio", "train"], ["d", "mask"], name="drop"),
+        h.make_node("Dropout", ["d"], ["e"], name="eval_drop"),
+        h.make_node("Relu", ["e"], ["y"], name="relu"),
+    ]
+    g = _import(_save(tmp_path, nodes, [x], [y], [_w("w", [6, 6])]), "--batch", "3")
+    n = _by_name(g)
+    assert [v["name"] for v in g["nodes"]] == ["x", "fc", "drop", "relu", "loss"]
+    assert n["drop"]["cost"] == 18 and n["drop"]["memory"] == 18 * F
+    assert n["drop"]["saves"] == ["self"]  # its output stands in for the mask
+    assert n["relu"]["deps"] == ["drop"]
+
+
 def test_unknown_op_warns_once(tmp_path, capsys):
     x = h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 3])
     y = h.make_tensor_value_info("y", T.FLOAT, ["N"])
