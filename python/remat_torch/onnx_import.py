@@ -348,7 +348,8 @@ def _load(path: str):
     if model.ir_version <= 0 or len(model.graph.node) == 0:
         raise ImportFailure("not an ONNX model (no IR version or no graph nodes)")
     try:
-        onnx.checker.check_model(model)
+        # by path, so that external data is looked up beside the model
+        onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
     if model.functions:
@@ -789,7 +790,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
 
     # names: ONNX node names (leading '/' dropped), unique, not 'self', not
     # under 'grad/'; graph inputs by their tensor name
-    used = set()
+    used = {"loss"}  # the added sink's name
 
     def unique(base):
         base = _sanitize(base) or "node"
@@ -809,14 +810,13 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     for idx in kept_by_op:
         n = onnx_nodes[idx]
         op_base[idx] = n.name or f"{n.op_type}_{idx}"
-    loss_name = None
     for k, nd in nodes.items():
         if k not in live or nd.onnx_index < 0:
             continue
         keys = kept_by_op[nd.onnx_index]
         base = op_base[nd.onnx_index]
         names[k] = unique(base if len(keys) == 1 else f"{base}:{nd.out_index}")
-    loss_name = unique("loss")
+    loss_name = "loss"
 
     out_nodes = []
     for k, nd in nodes.items():

@@ -115,6 +115,22 @@ def test_default_batch_is_one_and_json_output(tmp_path):
     assert _by_name(g)["fc1/Gemm"]["cost"] == 16 * 8
 
 
+def test_external_data_beside_the_model(tmp_path):
+    # weights in a separate file, read from another working directory
+    model = onnx.load(mlp(tmp_path))
+    d = tmp_path / "ext"
+    d.mkdir()
+    onnx.save_model(model, str(d / "mlp.onnx"), save_as_external_data=True,
+                    location="mlp.data", size_threshold=0)
+    out = str(tmp_path / "ext.yaml")
+    res = _run_cli(str(d / "mlp.onnx"), "-o", out, "--batch", "3", cwd="/")
+    assert res.returncode == 0, res.stderr
+    with open(out) as f:
+        g = yaml.safe_load(f)
+    assert g["fixed_memory"] == 1696
+    assert _by_name(g)["fc1/Gemm"]["cost"] == 384
+
+
 # ---------------------------------------------------------------- conv net
 
 
@@ -357,20 +373,21 @@ def test_names_made_unique_and_valid(tmp_path):
     ]
     g = _import(_save(tmp_path, nodes, [x], [y], []))
     names = [v["name"] for v in g["nodes"]]
-    assert names == ["x", "loss", "loss_2", "_grad/x", "Relu_3", "_self", "loss_3"]
+    # 'loss' is kept for the added sink
+    assert names == ["x", "loss_2", "loss_3", "_grad/x", "Relu_3", "_self", "loss"]
     assert g["nodes"][-1]["op"] == "Loss"
 
 
 # ------------------------------------------------------------- bad input
 
 
-def _run_cli(*args):
+def _run_cli(*args, cwd=None):
     env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
     env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "remat_torch.onnx_import", *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True, text=True, env=env, timeout=120, check=False, cwd=cwd,
     )
 
 
