@@ -352,6 +352,7 @@ def _load(path: str):
         onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
+    _strip_weights(model)
     if model.functions:
         import onnx.inliner
 
@@ -360,6 +361,28 @@ def _load(path: str):
         except (RuntimeError, ValueError) as e:
             raise ImportFailure(f"cannot inline its local functions: {_one_line(e)}") from None
     return model
+
+
+def _strip_weights(model):
+    """Drops the data of large initializers, in place, keeping type and dims.
+
+    Shape inference needs only those, and copies the whole model on every
+    call: without the weights, a 300 MB model infers in a fraction of the
+    time. Small tensors keep their data (they may be shape arithmetic).
+    """
+    from onnx import TensorProto
+
+    fields = ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
+              "uint64_data", "string_data")
+    for t in model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL or _numel(list(t.dims)) <= 64:
+            continue
+        for f in fields:
+            t.ClearField(f)
+        t.data_location = TensorProto.EXTERNAL
+        del t.external_data[:]
+        entry = t.external_data.add()
+        entry.key, entry.value = "location", "remat-import-stripped"
 
 
 def _one_line(e) -> str:
@@ -494,15 +517,15 @@ def _fold_constants(inferred, model) -> bool:
     shapes = {vi.name: _static(vi) for vi in list(g.input) + list(g.value_info)
               + list(g.output)}
     values = {}
-    # A float initializer may be a scalar of the shape arithmetic or a
-    # parameter: its values serve as operands, but what derives from it is
-    # replaced only when it also derives from a Shape (never a weight).
-    from_shape, from_param = set(), set()
+    # A float scalar initializer may be a constant of the shape arithmetic;
+    # what derives from a larger float initializer (a weight) is never
+    # replaced, so that it stays a node with a gradient.
+    from_param = set()
     for t in g.initializer:
         if t.data_location == TensorProto.EXTERNAL or _numel(list(t.dims)) > _FOLD_MAX_ELEMENTS:
             continue
         values[t.name] = numpy_helper.to_array(t)
-        if _dtype_name(t.data_type) in _GRAD_DTYPES:
+        if _dtype_name(t.data_type) in _GRAD_DTYPES and _numel(list(t.dims)) > 1:
             from_param.add(t.name)
     opset = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), None)
     producers = {}
@@ -540,18 +563,15 @@ def _fold_constants(inferred, model) -> bool:
         for o, v in zip(n.output, out):
             if o and v is not None and np.asarray(v).size <= _FOLD_MAX_ELEMENTS:
                 values[o] = np.asarray(v)
-                if n.op_type in ("Shape", "Size") or any(t in from_shape for t in ins):
-                    from_shape.add(o)
                 if any(t in from_param for t in ins):
                     from_param.add(o)
     # replace the producers of valued tensors read by a node that is not valued
     replace = set()
     for n in g.node:
-        if all(o in values for o in n.output if o):
-            continue
+        if all(o in values and o not in from_param for o in n.output if o):
+            continue  # folded itself: its inputs need no Constant of their own
         for t in n.input:
-            foldable = t in from_shape or t not in from_param
-            if (t in values and foldable and t in producers
+            if (t in values and t not in from_param and t in producers
                     and g.node[producers[t]].op_type != "Constant"):
                 replace.add(producers[t])
     if not replace:

@@ -323,6 +323,36 @@ def test_shape_arithmetic_is_folded(tmp_path):
     assert n["loss"]["cost"] == 32
 
 
+def test_folding_keeps_a_small_weight_a_node(tmp_path):
+    # a class token: Expand(tok[1,1,4], shape computed from Shape(x) through
+    # Casts) is concatenated with x. The shape arithmetic is folded; the
+    # Expand of the weight stays a node with a gradient.
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, None, None])
+    nodes = [
+        h.make_node("Shape", ["x"], ["sh"], name="shape", end=1),
+        _const("rest", [1, 4], dtype=T.INT64, dims=[2]),
+        h.make_node("Concat", ["sh", "rest"], ["target"], name="cat_shape", axis=0),
+        h.make_node("Cast", ["target"], ["tf"], name="castf", to=T.FLOAT),
+        _const("one", 1.0),
+        h.make_node("Mul", ["tf", "one"], ["tm"], name="times1"),
+        h.make_node("Cast", ["tm"], ["ti"], name="casti", to=T.INT64),
+        h.make_node("Expand", ["tok", "ti"], ["toks"], name="expand"),
+        h.make_node("Concat", ["toks", "x"], ["y"], name="cat", axis=1),
+    ]
+    path = _save(tmp_path, nodes, [x], [y], [_w("tok", [1, 1, 4])])
+    bound = onnx.load(path)
+    onnx_import._bind_dims(bound, 2, {})
+    assert onnx_import._has_symbolic(onnx_import._infer(bound))  # needs the fold
+    g = _import(path, "--batch", "2")
+    n = _by_name(g)
+    assert [v["name"] for v in g["nodes"]] == ["x", "expand", "cat", "loss"]
+    assert n["expand"]["memory"] == 2 * 4 * F and "deps" not in n["expand"]
+    assert "requires_grad" not in n["expand"]  # the token is trained
+    assert n["cat"]["deps"] == ["expand", "x"]
+    assert n["cat"]["memory"] == 2 * 4 * 4 * F and n["cat"]["cost"] == 32
+
+
 def test_dropout_training_mode_is_a_node(tmp_path):
     # training-mode Dropout (opset 12 on, training_mode = true) computes a
     # new tensor; without training_mode it is the identity and folds away
