@@ -685,7 +685,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
             return False
         return x.kind == "param" or (x.kind in ("input", "act") and nodes[x.key].requires_grad)
 
-    unknown_ops = set()
+    unknown_ops = {}  # ONNX node index -> op type without a formula
     onnx_nodes = list(g.node)
     for i, n in enumerate(onnx_nodes):
         ins = [tensors.get(t) if t else None for t in n.input]
@@ -704,7 +704,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
                     tensors[o] = _Tensor("const")
                     elem, shape = types.get(o, (None, None))
                     if elem is not None and static_shape(o) is not None:
-                        fixed += _nbytes(_numel(shape), elem, f"{label(i, n)} output '{o}'")
+                        fixed += _nbytes(_numel(shape), elem, f"{label(i, n)}: output '{o}'")
             continue
         if op in SHAPE_OPS or (op not in SOURCE_OPS
                                and all(x.kind in ("const", "buffer") for x in present)):
@@ -748,7 +748,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
             out_shapes.append(shape)
         macs = op_macs(n, in_shapes, out_shapes)
         if macs is None:
-            unknown_ops.add(op)
+            unknown_ops[i] = op
             macs = sum(_numel(s) for s in out_shapes if s is not None)
         for k, o in enumerate(n.output):
             if not o:
@@ -868,9 +868,10 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
         "deps": [names[k] for k in out_keys],
     })
 
-    if unknown_ops:
+    unknown = {op for i, op in unknown_ops.items() if i in kept_by_op}
+    if unknown:
         warnings.append(
-            "no MAC formula for " + ", ".join(sorted(unknown_ops))
+            "no MAC formula for " + ", ".join(sorted(unknown))
             + " (counted as one MAC per output element)"
         )
     if dropped_ops:

@@ -42,9 +42,13 @@ def _save(tmp_path, nodes, inputs, outputs, inits, name="m.onnx", opset=17):
 
 
 def _import(path, *args):
+    """Imports, and has remat validate the file too when it is built."""
     out = os.path.join(os.path.dirname(path), "out.yaml")
     rc = onnx_import.main([path, "-o", out, *args])
     assert rc == 0
+    if _remat_bin():
+        res = _remat("inspect", out)
+        assert res.returncode == 0, res.stderr
     with open(out) as f:
         return yaml.safe_load(f)
 
@@ -190,6 +194,51 @@ def test_convnet_costs_sizes_structure(tmp_path):
     # parameters x2 (weights + gradients); BN running statistics x1
     params = 108 + 4 + 4 + 4 + 72 + 640 + 10
     assert g["fixed_memory"] == 2 * F * params + F * 8 == 6768
+
+
+def test_mac_formulas_of_other_ops(tmp_path):
+    # N = 2 throughout
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4, 5, 5])
+    z = h.make_tensor_value_info("z", T.FLOAT, ["N", 2, 3])  # LSTM: [seq, batch, in]
+    outs = [h.make_tensor_value_info(k, T.FLOAT, [None] * r)
+            for k, r in (("gap", 4), ("s3", 3), ("yh", 3))]
+    nodes = [
+        h.make_node("ConvTranspose", ["x", "wt"], ["ct"], name="deconv", group=2,
+                    kernel_shape=[2, 2], strides=[2, 2]),
+        h.make_node("AveragePool", ["ct"], ["ap"], name="avgpool", kernel_shape=[2, 2],
+                    strides=[2, 2]),
+        h.make_node("GlobalAveragePool", ["ap"], ["gap"], name="gap"),
+        _const("shape", [0, 4, 25], dtype=T.INT64, dims=[3]),
+        h.make_node("Reshape", ["ap", "shape"], ["r"], name="view"),
+        h.make_node("MatMul", ["r", "w2"], ["mm"], name="matmul"),
+        h.make_node("LayerNormalization", ["mm", "g", "b"], ["ln"], name="ln", axis=-1),
+        h.make_node("Einsum", ["ln", "ln"], ["es"], name="einsum", equation="bij,bkj->bik"),
+        h.make_node("Sum", ["es", "es", "es"], ["s3"], name="sum3"),
+        h.make_node("LSTM", ["z", "wl", "rl"], ["y_all", "yh"], name="lstm", hidden_size=5),
+    ]
+    inits = [_w("wt", [4, 2, 2, 2]), _w("w2", [25, 6]), _w("g", [6]), _w("b", [6]),
+             _w("wl", [1, 20, 3]), _w("rl", [1, 20, 5])]
+    g = _import(_save(tmp_path, nodes, [x, z], outs, inits), "--batch", "2")
+    n = _by_name(g)
+    # ConvTranspose: input elements x (out channels / group) x kernel
+    assert n["deconv"]["cost"] == (2 * 4 * 5 * 5) * 2 * 4 == 1600
+    assert n["deconv"]["memory"] == 2 * 4 * 10 * 10 * F
+    assert n["avgpool"]["cost"] == (2 * 4 * 5 * 5) * 4 and n["avgpool"]["saves"] == []
+    assert n["gap"]["cost"] == 2 * 4 * 5 * 5  # input elements
+    # Reshape is a view; MatMul [2,4,25] @ [25,6] broadcasts the weight
+    assert n["matmul"]["deps"] == ["avgpool"]
+    assert n["matmul"]["cost"] == 2 * 4 * 6 * 25
+    assert n["ln"]["cost"] == 4 * 2 * 4 * 6 and n["ln"]["saves"] == ["matmul"]
+    # Einsum: output elements x contracted j; one dep for the repeated input
+    assert n["einsum"]["cost"] == 2 * 4 * 4 * 6 and n["einsum"]["deps"] == ["ln"]
+    assert n["einsum"]["saves"] == ["ln"]
+    assert n["sum3"]["cost"] == 2 * (2 * 4 * 4)  # two additions per element
+    # LSTM: seq x batch x (|W| + |R|); its unread output Y is dropped, so
+    # the one kept output carries the whole cost under the node's own name
+    assert n["lstm"]["cost"] == 2 * 2 * (20 * 3 + 20 * 5) == 640
+    assert n["lstm"]["memory"] == 1 * 2 * 5 * F and n["lstm"]["deps"] == ["z"]
+    assert n["loss"]["deps"] == ["gap", "sum3", "lstm"]
+    assert n["loss"]["cost"] == 2 * 4 + 2 * 4 * 4 + 1 * 2 * 5
 
 
 # ------------------------------------------- shape ops, views, multi-output
@@ -499,9 +548,20 @@ def resnet18_conv_macs(batch, res):
     return batch * total
 
 
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _remat_bin():
-    b = os.environ.get("REMAT_BIN") or "/work/main/target/release/remat"
-    return b if os.path.isfile(b) and os.access(b, os.X_OK) else None
+    """$REMAT_BIN, else this checkout's release build, else the main one's."""
+    if os.environ.get("REMAT_BIN"):
+        candidates = [os.environ["REMAT_BIN"]]
+    else:
+        candidates = [os.path.join(_REPO, "target", "release", "remat"),
+                      "/work/main/target/release/remat"]
+    for b in candidates:
+        if os.path.isfile(b) and os.access(b, os.X_OK):
+            return b
+    return None
 
 
 @pytest.fixture(scope="module")
