@@ -345,8 +345,10 @@ def _load(path: str):
         raise ImportFailure(f"not an ONNX model ({_one_line(e)})") from None
     except OSError as e:
         raise ImportFailure(f"cannot read: {e.strerror or e}") from None
-    if model.ir_version <= 0 or len(model.graph.node) == 0:
-        raise ImportFailure("not an ONNX model (no IR version or no graph nodes)")
+    if model.ir_version <= 0:
+        raise ImportFailure("not an ONNX model (no IR version)")
+    if len(model.graph.node) == 0:
+        raise ImportFailure("the model's graph has no nodes")
     try:
         # by path, so that external data is looked up beside the model
         onnx.checker.check_model(path)
