@@ -980,15 +980,17 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:  # --help, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
     path = args.model
+    if args.batch is not None and args.batch < 1:
+        print(f"error: --batch must be at least 1, not {args.batch}", file=sys.stderr)
+        return 2
+    dims = {}
+    for spec in args.dim:
+        k, sep, v = spec.partition("=")
+        if not sep or not k or not v.isdigit() or int(v) < 1:
+            print(f"error: --dim wants NAME=N with N >= 1, not '{spec}'", file=sys.stderr)
+            return 2
+        dims[k] = int(v)
     try:
-        if args.batch is not None and args.batch < 1:
-            raise ImportFailure(f"--batch must be at least 1, not {args.batch}")
-        dims = {}
-        for spec in args.dim:
-            k, sep, v = spec.partition("=")
-            if not sep or not k or not v.isdigit() or int(v) < 1:
-                raise ImportFailure(f"--dim wants NAME=N with N >= 1, not '{spec}'")
-            dims[k] = int(v)
         graph, warnings = build_graph(path, args.batch, dims, args.name)
     except ImportFailure as e:
         print(f"error: {path}: {e}", file=sys.stderr)
