@@ -605,6 +605,22 @@ def _infer_static(model):
     return inferred
 
 
+def _unknown_shape(node, output, shape) -> str:
+    """Why an output's size is unknown, for the one-line error."""
+    import onnx.defs
+
+    if shape is None:
+        what = f"shape inference gave output '{output}' no shape"
+    else:
+        k = next(k for k, d in enumerate(shape) if not isinstance(d, int))
+        what = f"shape inference left dimension {k} of output '{output}' unknown"
+    domain = node.domain or ""
+    if domain not in ("", "ai.onnx") or not onnx.defs.has(node.op_type, domain):
+        shown = f"{domain}.{node.op_type}" if domain else node.op_type
+        what += f" (ONNX has no shape function for {shown})"
+    return what
+
+
 def _sanitize(name: str) -> str:
     name = re.sub(r"[\x00-\x1f\x7f\s]+", "_", name).lstrip("/")
     return name
@@ -737,15 +753,8 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
                 out_shapes.append(None)
                 continue
             elem, shape = types.get(o, (None, None))
-            if elem is None or shape is None:
-                raise ImportFailure(f"{label(i, n)}: output '{o}' has no inferred shape")
-            bad = [d for d in shape if not isinstance(d, int)]
-            if bad:
-                hint = (f"; bind it with --dim {bad[0]}=N"
-                        if bad[0] != "?" else "")
-                raise ImportFailure(
-                    f"{label(i, n)}: output '{o}' has a symbolic dimension '{bad[0]}'{hint}"
-                )
+            if elem is None or shape is None or any(not isinstance(d, int) for d in shape):
+                raise ImportFailure(f"{label(i, n)}: {_unknown_shape(n, o, shape)}")
             _nbytes(0, elem, f"{label(i, n)}: output '{o}'")  # refuses STRING etc.
             out_shapes.append(shape)
         macs = op_macs(n, in_shapes, out_shapes)

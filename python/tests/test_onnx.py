@@ -504,6 +504,20 @@ def test_shape_inference_failure_names_node(tmp_path):
                     p, "node 'mm'", "shape inference failed")
 
 
+def test_op_without_shape_function_names_node(tmp_path):
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, None])
+    nodes = [h.make_node("Relu", ["x"], ["r"], name="relu"),
+             h.make_node("FusedThing", ["r"], ["y"], name="fused", domain="com.example")]
+    g = h.make_graph(nodes, "g", [x], [y])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17),
+                                           h.make_opsetid("com.example", 1)])
+    p = str(tmp_path / "custom.onnx")
+    onnx.save(model, p)
+    _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml")),
+                    p, "node 'fused'", "unknown", "no shape function for com.example.FusedThing")
+
+
 def test_unknown_dtype_names_node(tmp_path):
     x = h.make_tensor_value_info("x", T.FLOAT, [2])
     y = h.make_tensor_value_info("y", T.STRING, [2])
