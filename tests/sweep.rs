@@ -3,12 +3,12 @@
 mod common;
 
 use common::{fan, recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
-use remat::budgets::BudgetList;
+use remat::workflows::budgets::BudgetList;
 use remat::graph::{analysis, Graph};
 use remat::schedule::{simulate, Plan, PlanFile};
 use remat::strategies::checkpoint_all::CheckpointAll;
 use remat::strategies::{SolveOptions, StrategyError};
-use remat::sweep::{self, Row, SweepConfig};
+use remat::workflows::sweep::{self, Row, SweepConfig};
 use remat::units::Bytes;
 use std::path::Path;
 use std::process::Command;
@@ -266,7 +266,7 @@ fn plots_are_written() {
     let cfg = config(&tmp.path().join("p.csv"), &g);
     let s = sweep::run(&g, &cfg).unwrap();
     let svg = dir.join("p.svg");
-    remat::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
+    remat::reports::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     for needle in [
         "fan3: compute overhead vs memory budget",
@@ -279,10 +279,10 @@ fn plots_are_written() {
         assert!(text.contains(needle), "missing '{needle}'");
     }
     let png = dir.join("p.png");
-    remat::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
+    remat::reports::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
-    assert!(remat::plot::plot_sweep(&s.rows, "other", &png).is_err());
-    assert!(remat::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
+    assert!(remat::reports::plot::plot_sweep(&s.rows, "other", &png).is_err());
+    assert!(remat::reports::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
 
     // Figure 1: the recompute-all plan recomputes; the trace ends at the
     // fixed memory and peaks at the simulated peak.
@@ -290,8 +290,8 @@ fn plots_are_written() {
     let plan = remat::schedule::generate_plan(&g, &sch).unwrap();
     let out = dir.join("mem.svg");
     let budget = analysis::min_feasible_budget(&g);
-    let trace = remat::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
-    remat::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
+    let trace = remat::reports::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
+    remat::reports::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
     let sim = simulate(&g, &plan).unwrap();
     assert_eq!(trace.live.iter().copied().max(), Some(sim.peak));
     assert_eq!(trace.recomputations.len(), sim.computations - g.len());

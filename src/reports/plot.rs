@@ -9,7 +9,7 @@
 use crate::graph::Graph;
 use crate::schedule::{simulate, Plan, SimError, Statement};
 use crate::strategies;
-use crate::sweep::Row;
+use crate::workflows::sweep::Row;
 use crate::units::Bytes;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -185,7 +185,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
             .collect();
         if pts.is_empty() {
             let mine = || rows.iter().filter(|r| r.strategy == name);
-            if mine().any(|r| r.status == crate::sweep::NOT_APPLICABLE) {
+            if mine().any(|r| r.status == crate::workflows::sweep::NOT_APPLICABLE) {
                 not_applicable.push(name.to_string());
             } else if !mine().any(|r| r.status == "bound") {
                 no_plan.push(name.to_string());

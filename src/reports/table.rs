@@ -4,7 +4,7 @@
 //! multiplicatively), and the smallest budget at which it has a plan at all.
 
 use crate::strategies;
-use crate::sweep::Row;
+use crate::workflows::sweep::Row;
 use crate::units::Bytes;
 use std::collections::{BTreeMap, HashMap};
 
@@ -115,7 +115,7 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                         not_applicable: feasible.is_empty()
                             && mine
                                 .iter()
-                                .any(|r| r.status == crate::sweep::NOT_APPLICABLE),
+                                .any(|r| r.status == crate::workflows::sweep::NOT_APPLICABLE),
                     }
                 })
                 .collect();

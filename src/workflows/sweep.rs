@@ -2,7 +2,7 @@
 //! CSV row per pair, written the moment it finishes.
 //!
 //! A sweep of a large model runs for hours, so it is built to be stopped:
-//! rows are appended as whole lines (see [`crate::resultlog`]), a re-run
+//! rows are appended as whole lines (see [`crate::workflows::resultlog`]), a re-run
 //! skips the pairs already in the CSV, and a completed run rewrites the CSV
 //! in a canonical order, so an interrupted-then-resumed sweep ends with the
 //! same file as an uninterrupted one (timings aside; see
@@ -21,7 +21,7 @@
 //! next run retries them.
 
 use crate::graph::{analysis, Graph};
-use crate::resultlog::{self, LogError, ResultLog};
+use crate::workflows::resultlog::{self, LogError, ResultLog};
 use crate::schedule::Schedule;
 use crate::solve::{self, Outcome, SolveError};
 use crate::strategies::{self, Solution, SolveOptions, Status, Strategy, StrategyError};
@@ -108,7 +108,7 @@ impl Row {
     /// Parses CSV fields; the error names the column.
     pub fn from_fields(f: &[String]) -> Result<Row, String> {
         resultlog::expect_fields(f, &HEADER)?;
-        use crate::resultlog::opt_num as num;
+        use crate::workflows::resultlog::opt_num as num;
         Ok(Row {
             model: f[0].clone(),
             strategy: f[1].clone(),

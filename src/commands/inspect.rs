@@ -1,0 +1,44 @@
+//! `remat inspect`: what a graph costs and the budgets it allows.
+
+use anyhow::Result;
+use remat::cli::load_graph;
+use remat::graph::analysis;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file (YAML or JSON).
+    model: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let g = load_graph(&args.model)?;
+    let s = analysis::summarize(&g);
+    println!("model            {}", g.name);
+    println!(
+        "nodes            {} ({} forward, {} backward), {} edges",
+        s.nodes, s.forward, s.backward, s.edges
+    );
+    println!("batch size       {}", g.batch_size);
+    let unit = g.cost_unit.as_deref().unwrap_or("units");
+    println!(
+        "total cost       {} {unit} (forward {})",
+        s.total_cost, s.forward_cost
+    );
+    println!(
+        "fixed memory     {} ({} bytes)",
+        s.fixed_memory.human(),
+        s.fixed_memory
+    );
+    println!(
+        "checkpoint-all   peak {} ({} bytes)",
+        s.checkpoint_all_peak.human(),
+        s.checkpoint_all_peak
+    );
+    println!(
+        "smallest budget  {} ({} bytes): no plan fits below this",
+        s.min_budget.human(),
+        s.min_budget
+    );
+    Ok(())
+}
