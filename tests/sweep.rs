@@ -3,13 +3,13 @@
 mod common;
 
 use common::{fan, recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
-use remat::workflows::budgets::BudgetList;
 use remat::graph::{analysis, Graph};
 use remat::schedule::{simulate, Plan, PlanFile};
 use remat::strategies::checkpoint_all::CheckpointAll;
 use remat::strategies::{SolveOptions, StrategyError};
-use remat::workflows::sweep::{self, Row, SweepConfig};
 use remat::units::Bytes;
+use remat::workflows::budgets::BudgetList;
+use remat::workflows::sweep::{self, Row, SweepConfig};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;

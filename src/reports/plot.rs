@@ -9,14 +9,14 @@
 use crate::graph::Graph;
 use crate::schedule::{simulate, Plan, SimError, Statement};
 use crate::strategies;
-use crate::workflows::sweep::Row;
 use crate::units::Bytes;
+use crate::workflows::sweep::Row;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
 
-static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {

@@ -4,8 +4,8 @@
 //! multiplicatively), and the smallest budget at which it has a plan at all.
 
 use crate::strategies;
-use crate::workflows::sweep::Row;
 use crate::units::Bytes;
+use crate::workflows::sweep::Row;
 use std::collections::{BTreeMap, HashMap};
 
 /// The strategy every ratio is taken against.

@@ -11,12 +11,12 @@
 //! strategy that fits a batch also fits every smaller one.
 
 use crate::graph::{analysis, Graph};
-use crate::workflows::resultlog::{self, LogError, ResultLog};
 use crate::solve::{self, SolveError};
 use crate::strategies::{
     self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError,
 };
 use crate::units::Bytes;
+use crate::workflows::resultlog::{self, LogError, ResultLog};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

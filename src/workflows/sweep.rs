@@ -21,11 +21,11 @@
 //! next run retries them.
 
 use crate::graph::{analysis, Graph};
-use crate::workflows::resultlog::{self, LogError, ResultLog};
 use crate::schedule::Schedule;
 use crate::solve::{self, Outcome, SolveError};
 use crate::strategies::{self, Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
+use crate::workflows::resultlog::{self, LogError, ResultLog};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
