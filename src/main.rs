@@ -17,6 +17,9 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// No progress display and no notes on standard error.
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -55,19 +58,21 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let result = match Cli::parse().command {
-        Command::Inspect(a) => commands::inspect::run(a),
-        Command::Graph(a) => commands::graph::run(a),
-        Command::Solve(a) => commands::solve::run(a),
-        Command::Simulate(a) => commands::simulate::run(a),
-        Command::Strategies(a) => commands::strategies::run(a),
-        Command::Sweep(a) => commands::sweep::run(a),
-        Command::Plot(a) => commands::plot::run(a),
-        Command::PlotPlan(a) => commands::plot_plan::run(a),
-        Command::Report(a) => commands::report::run(a),
-        Command::MaxBatch(a) => commands::max_batch::run(a),
-        Command::Zoo(a) => commands::zoo::run(a),
-        Command::Baselines(a) => commands::baselines::run(a),
+    let cli = Cli::parse();
+    let ctx = commands::Ctx { quiet: cli.quiet };
+    let result = match cli.command {
+        Command::Inspect(a) => commands::inspect::run(a, &ctx),
+        Command::Graph(a) => commands::graph::run(a, &ctx),
+        Command::Solve(a) => commands::solve::run(a, &ctx),
+        Command::Simulate(a) => commands::simulate::run(a, &ctx),
+        Command::Strategies(a) => commands::strategies::run(a, &ctx),
+        Command::Sweep(a) => commands::sweep::run(a, &ctx),
+        Command::Plot(a) => commands::plot::run(a, &ctx),
+        Command::PlotPlan(a) => commands::plot_plan::run(a, &ctx),
+        Command::Report(a) => commands::report::run(a, &ctx),
+        Command::MaxBatch(a) => commands::max_batch::run(a, &ctx),
+        Command::Zoo(a) => commands::zoo::run(a, &ctx),
+        Command::Baselines(a) => commands::baselines::run(a, &ctx),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,10 +17,15 @@ pub struct Args {
     all: bool,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args { model, output, all } = args;
     let g = load_graph(&model)?;
-    let bar = indicatif::ProgressBar::new(0).with_style(
+    let bar = if ctx.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    let bar = bar.with_style(
         indicatif::ProgressStyle::with_template("{msg:15} [{bar:30}] {pos}/{len}")
             .expect("valid template"),
     );
@@ -33,7 +38,9 @@ pub fn run(args: Args) -> Result<()> {
     print!("{}", baselines::to_table(&g, &curves, all));
     if let Some(path) = output {
         write_atomic(&path, &baselines::to_csv(&g, &curves)?)?;
-        eprintln!("wrote {}", path.display());
+        if !ctx.quiet {
+            eprintln!("wrote {}", path.display());
+        }
     }
     Ok(())
 }

@@ -1,19 +1,19 @@
 //! `remat graph`: the training graph exactly as the solver sees it.
 
 use anyhow::Result;
-use remat::cli::{load_graph, write_atomic};
+use remat::cli::{load_graph, write_output};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Graph file (YAML or JSON).
     model: PathBuf,
-    /// Output file (YAML).
+    /// Output file (YAML); `-` for standard output.
     #[arg(short, long)]
     output: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args { model, output } = args;
     let g = load_graph(&model)?;
     let text = g.to_file().to_yaml(Some(&format!(
@@ -21,7 +21,10 @@ pub fn run(args: Args) -> Result<()> {
         g.name,
         model.display()
     )));
-    write_atomic(&output, text.as_bytes())?;
+    write_output(&output, text.as_bytes())?;
+    if ctx.quiet || output.as_os_str() == "-" {
+        return Ok(());
+    }
     eprintln!(
         "wrote {} ({} nodes, {} edges)",
         output.display(),

@@ -1,8 +1,9 @@
 //! `remat inspect`: what a graph costs and the budgets it allows.
 
 use anyhow::Result;
-use remat::cli::load_graph;
+use remat::cli::{load_graph, percent_of_peak};
 use remat::graph::analysis;
+use remat::units::short_float;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -11,10 +12,11 @@ pub struct Args {
     model: PathBuf,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
     let g = load_graph(&args.model)?;
     let s = analysis::summarize(&g);
     println!("model            {}", g.name);
+    println!("fingerprint      {}", g.fingerprint());
     println!(
         "nodes            {} ({} forward, {} backward), {} edges",
         s.nodes, s.forward, s.backward, s.edges
@@ -23,7 +25,8 @@ pub fn run(args: Args) -> Result<()> {
     let unit = g.cost_unit.as_deref().unwrap_or("units");
     println!(
         "total cost       {} {unit} (forward {})",
-        s.total_cost, s.forward_cost
+        short_float(s.total_cost),
+        short_float(s.forward_cost)
     );
     println!(
         "fixed memory     {} ({} bytes)",
@@ -36,9 +39,10 @@ pub fn run(args: Args) -> Result<()> {
         s.checkpoint_all_peak
     );
     println!(
-        "smallest budget  {} ({} bytes): no plan fits below this",
+        "smallest budget  {} ({} bytes, {}): no plan fits below this",
         s.min_budget.human(),
-        s.min_budget
+        s.min_budget,
+        percent_of_peak(&g, s.min_budget)
     );
     Ok(())
 }

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     memory: String,
     /// Comma-separated strategy names, or `all` (checkpoint-all is always included).
-    #[arg(long, default_value = "all")]
+    #[arg(short, long, visible_alias = "strategy", default_value = "all")]
     strategies: String,
     /// Allow cost up to F x checkpoint-all cost, instead of one extra forward pass.
     #[arg(long)]
@@ -31,14 +31,11 @@ pub struct Args {
     /// Strategies searched in parallel (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
     #[command(flatten)]
     solver: SolverArgs,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args {
         model,
         memory,
@@ -47,7 +44,6 @@ pub fn run(args: Args) -> Result<()> {
         max_batch,
         output,
         jobs,
-        quiet,
         solver,
     } = args;
     let g = load_graph(&model)?;
@@ -60,6 +56,19 @@ pub fn run(args: Args) -> Result<()> {
         }
         Err(e) => return Err(input_err(format!("--memory: {e}"))),
     };
+    // Parameters, gradients and optimizer state do not shrink with the
+    // batch: if they alone overflow the device, no batch fits, and a table
+    // of zeros would hide why.
+    if g.fixed_memory >= memory {
+        return Err(input_err(format!(
+            "{}: the fixed memory (parameters, gradients, optimizer state) alone needs {} ({} bytes), more than --memory {} ({} bytes): no batch fits",
+            model.display(),
+            g.fixed_memory.human(),
+            g.fixed_memory,
+            memory.human(),
+            memory
+        )));
+    }
     let mut cfg = MaxBatchConfig::new(memory);
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     if let Some(f) = max_overhead {
@@ -69,12 +78,14 @@ pub fn run(args: Args) -> Result<()> {
         cfg.rule = CostRule::MaxOverhead(f);
     }
     cfg.max_batch = max_batch.max(1);
-    cfg.opts = solver.options();
+    cfg.opts = solver.options(super::MAX_BATCH_SECONDS);
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
-    cfg.quiet = quiet;
+    cfg.quiet = ctx.quiet;
     cfg.output = output.clone();
     let rows = maxbatch::run(&g, &cfg).map_err(|e| match e {
-        MaxBatchError::Log(LogError::Format { .. }) => input_err(e.to_string()),
+        MaxBatchError::Log(LogError::Format { .. } | LogError::OtherKind { .. }) => {
+            input_err(e.to_string())
+        }
         e => e.into(),
     })?;
     println!(
@@ -85,7 +96,7 @@ pub fn run(args: Args) -> Result<()> {
         cfg.rule.label()
     );
     print!("{}", maxbatch::render(&rows));
-    if let Some(o) = output {
+    if let Some(o) = output.filter(|_| !ctx.quiet) {
         eprintln!("wrote {}", o.display());
     }
     Ok(())

@@ -10,17 +10,17 @@ use std::path::PathBuf;
 pub struct Args {
     /// Graph file the plan was made for.
     model: PathBuf,
-    /// Plan JSON file.
+    /// Plan file, JSON or text.
     plan: PathBuf,
     /// Output image (.svg or .png).
     #[arg(short, long)]
     output: PathBuf,
     /// Budget line (default: the budget recorded in the plan file).
-    #[arg(short, long)]
+    #[arg(short, long, allow_hyphen_values = true)]
     budget: Option<String>,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args {
         model,
         plan,
@@ -28,9 +28,9 @@ pub fn run(args: Args) -> Result<()> {
         budget,
     } = args;
     let g = load_graph(&model)?;
-    let (file, p) = load_plan(&g, &plan)?;
+    let (file, p) = load_plan(&g, &model, &plan)?;
     let budget = match budget {
-        Some(b) => Some(parse_budget(&g, &b)?),
+        Some(b) => Some(parse_budget(&g, &b)?.bytes),
         None => file.budget.map(Bytes),
     };
     let trace = plot::plot_plan(&g, &p, budget, &file.strategy, &output).map_err(|e| match e {
@@ -39,11 +39,29 @@ pub fn run(args: Args) -> Result<()> {
         }
         e => e.into(),
     })?;
-    eprintln!(
-        "wrote {} ({} statements, {} recomputations)",
-        output.display(),
-        trace.live.len(),
-        trace.recomputations.len()
-    );
+    let peak = trace.live.iter().copied().max().unwrap_or_default();
+    if let Some(b) = budget.filter(|b| peak > *b) {
+        eprintln!(
+            "warning: {}: the plan's peak {} ({} bytes) exceeds the budget {} ({} bytes); the figure says so",
+            plan.display(),
+            peak.human(),
+            peak,
+            b.human(),
+            b
+        );
+    }
+    if !ctx.quiet {
+        let n = trace.recomputations.len();
+        eprintln!(
+            "wrote {} ({} statements, {n} {})",
+            output.display(),
+            trace.live.len(),
+            if n == 1 {
+                "recomputation"
+            } else {
+                "recomputations"
+            }
+        );
+    }
     Ok(())
 }

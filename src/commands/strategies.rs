@@ -5,7 +5,7 @@ use anyhow::Result;
 #[derive(clap::Args)]
 pub struct Args {}
 
-pub fn run(_: Args) -> Result<()> {
+pub fn run(_: Args, _: &super::Ctx) -> Result<()> {
     for s in remat::strategies::all() {
         println!("{:<18} {}", s.name(), s.describe());
     }

@@ -14,12 +14,14 @@ use std::path::PathBuf;
 pub struct Args {
     /// Graph file (YAML or JSON).
     model: PathBuf,
-    /// Budget file (YAML); default budgets/<model file stem>.yaml if it exists, else
-    /// 20 budgets from the smallest feasible one to the checkpoint-all peak.
-    #[arg(long)]
-    budgets: Option<PathBuf>,
+    /// Budgets: a comma-separated list (`90%,80%,12GB`) or a budget file
+    /// (YAML, see docs/format.md). Default: the model folder's sibling
+    /// budgets/<model file stem>.yaml if it exists, else 20 budgets from the
+    /// smallest feasible one to the checkpoint-all peak.
+    #[arg(short, long, allow_hyphen_values = true)]
+    budgets: Option<String>,
     /// Comma-separated strategy names, or `all`.
-    #[arg(long, default_value = "all")]
+    #[arg(short, long, visible_alias = "strategy", default_value = "all")]
     strategies: String,
     /// Output CSV (appended to; rows already there are skipped).
     #[arg(short, long)]
@@ -30,12 +32,13 @@ pub struct Args {
     /// Pairs solved in parallel (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// No progress bar or notes.
-    #[arg(long)]
-    quiet: bool,
     /// Write every plan as DIR/<strategy>-<budget_bytes>.json.
-    #[arg(long)]
+    #[arg(long, visible_alias = "plan")]
     plans: Option<PathBuf>,
+    /// Drop this model's rows from the CSV and solve them again (needed
+    /// when the graph changed since they were written).
+    #[arg(long)]
+    fresh: bool,
     /// Write 0 for solve_seconds, so that the CSV is reproducible byte for byte.
     #[arg(long, hide = true)]
     zero_timings: bool,
@@ -47,7 +50,7 @@ pub struct Args {
     solver: SolverArgs,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args {
         model,
         budgets,
@@ -55,25 +58,32 @@ pub fn run(args: Args) -> Result<()> {
         output,
         plot,
         jobs,
-        quiet,
         plans,
+        fresh,
         zero_timings,
         no_lp_bound,
         solver,
     } = args;
     let g = load_graph(&model)?;
-    let file = budgets.or_else(|| budgets::default_file(&model));
-    let list = match &file {
-        Some(p) => BudgetList::load(p).map_err(|e| input_err(e.to_string()))?,
-        None => BudgetList::default_range(),
-    };
+    let quiet = ctx.quiet;
+    let (list, source) = match budgets {
+        Some(b) => BudgetList::from_arg(&b),
+        None => match budgets::default_file(&model) {
+            Some(p) => BudgetList::load(&p).map(|l| (l, p.display().to_string())),
+            None => Ok((BudgetList::default_range(), "default range".to_string())),
+        },
+    }
+    .map_err(|e| input_err(e.to_string()))?;
+    list.check_model(&g, &source)
+        .map_err(|e| input_err(e.to_string()))?;
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
-    cfg.opts = solver.options();
+    cfg.opts = solver.options(super::SOLVE_SECONDS);
     cfg.quiet = quiet;
     cfg.plans_dir = plans;
     cfg.zero_timings = zero_timings;
+    cfg.fresh = fresh;
     if !no_lp_bound {
         cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));
     }
@@ -82,14 +92,13 @@ pub fn run(args: Args) -> Result<()> {
             "sweep {}: {} budgets ({}) x {} strategies",
             g.name,
             cfg.budgets.len(),
-            file.as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "default range".into()),
+            source,
             cfg.strategies.len()
         );
     }
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
-        SweepError::Log(LogError::Format { .. }) => input_err(e.to_string()),
+        SweepError::Log(LogError::Format { .. } | LogError::OtherKind { .. })
+        | SweepError::GraphChanged { .. } => input_err(e.to_string()),
         e => e.into(),
     })?;
     if let Some(p) = &plot {

@@ -208,6 +208,7 @@ mod tests {
             lp_bound: None,
             gap: None,
             solve_seconds: Some(0.0),
+            graph: None,
         }
     }
 
