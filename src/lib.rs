@@ -6,20 +6,15 @@
 // Links the vendored, statically built CBC into every binary.
 extern crate cbc_src;
 
-pub mod baselines;
-pub mod budgets;
 pub mod cli;
 pub mod graph;
-pub mod maxbatch;
-pub mod plot;
-pub mod report;
-pub mod resultlog;
+pub mod reports;
 pub mod schedule;
 pub mod solve;
 pub mod solver;
 pub mod strategies;
-pub mod sweep;
 pub mod units;
+pub mod workflows;
 pub mod zoo;
 
 pub use graph::{Graph, NodeId};

@@ -5,9 +5,14 @@
 use crate::graph::analysis;
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, Plan, PlanFile, SimReport};
+use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
 use std::time::Instant;
+
+/// The relative gap within which a plan is called optimal: the default
+/// `--gap`, at which the MILP solvers' own optimality proofs stop.
+pub const OPTIMAL_GAP: f64 = 1e-4;
 
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -64,6 +69,7 @@ impl Outcome {
         let (plan, sim) = (self.plan.as_ref()?, self.sim.as_ref()?);
         Some(PlanFile {
             model: g.name.clone(),
+            graph_fingerprint: Some(g.fingerprint().to_string()),
             strategy: self.strategy.clone(),
             budget: Some(self.budget.get()),
             fixed_memory: g.fixed_memory.get(),
@@ -76,8 +82,12 @@ impl Outcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SolveError {
-    #[error("infeasible: needs at least {need} bytes ({}), the largest node with all its inputs plus fixed memory; the budget is {budget} bytes", .need.human())]
-    BelowMinimum { budget: Bytes, need: Bytes },
+    #[error("infeasible: needs at least {need} bytes ({}, {:.1}% of the checkpoint-all peak), the largest node with all its inputs plus fixed memory; the budget is {budget} bytes", .need.human(), .need.as_f64() * 100.0 / .peak.as_f64().max(1.0))]
+    BelowMinimum {
+        budget: Bytes,
+        need: Bytes,
+        peak: Bytes,
+    },
     #[error(transparent)]
     Strategy(#[from] StrategyError),
     /// A strategy produced something the shared machinery rejects: a bug,
@@ -95,7 +105,11 @@ pub fn run(
 ) -> Result<Outcome, SolveError> {
     let need = analysis::min_feasible_budget(g);
     if budget < need {
-        return Err(SolveError::BelowMinimum { budget, need });
+        return Err(SolveError::BelowMinimum {
+            budget,
+            need,
+            peak: analysis::checkpoint_all_peak(g),
+        });
     }
     let start = Instant::now();
     let sol = strategy.solve(g, budget, opts)?;
@@ -157,6 +171,25 @@ pub fn run(
         }
         (None, lb) => lb,
     };
+    // `optimal` is a promise: within OPTIMAL_GAP of a bound, or by the
+    // solver's own proof at the default gap. A looser --gap lets a strategy
+    // stop early, and the answer then says `feasible` with its gap.
+    let (mut status, mut detail) = (sol.status, sol.detail);
+    if status == Status::Optimal && opts.gap > OPTIMAL_GAP {
+        let cost = sim.as_ref().map_or(0.0, |s| s.cost);
+        let proven = lower_bound.is_some_and(|lb| cost <= 0.0 || (cost - lb) / cost <= OPTIMAL_GAP);
+        if !proven {
+            status = Status::Feasible;
+            let note = format!(
+                "stopped within the requested gap of {}%, not proven optimal",
+                opts.gap * 100.0
+            );
+            detail = Some(match detail {
+                Some(d) => format!("{d}; {note}"),
+                None => note,
+            });
+        }
+    }
     let mut trace = sol.trace;
     trace.push(Progress {
         secs: seconds,
@@ -166,12 +199,69 @@ pub fn run(
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         budget,
-        status: sol.status,
+        status,
         plan,
         sim,
         lower_bound,
-        detail: sol.detail,
+        detail,
         seconds,
         trace,
     })
+}
+
+/// The answer of a solve stopped from outside (an interrupt): the cheapest
+/// schedule the strategy had reported, through the same plan generator and
+/// simulator as any answer, with the best bound known by then. A schedule
+/// that does not fit in simulation is not offered.
+pub fn from_snapshot(
+    g: &Graph,
+    strategy: &str,
+    budget: Bytes,
+    snap: &Snapshot,
+    seconds: f64,
+) -> Outcome {
+    let floor = analysis::eviction_bound(g, budget);
+    let bound = snap.bound.map_or(floor, |b| b.max(floor));
+    let checked = snap.plan.as_ref().and_then(|(_, sch, origin)| {
+        let plan = generate_plan(g, sch).ok()?;
+        let sim = simulate(g, &plan).ok()?;
+        (sim.peak <= budget).then_some((plan, sim, origin.clone()))
+    });
+    let (status, plan, sim, detail) = match checked {
+        Some((plan, sim, origin)) => {
+            let proven = sim.cost <= 0.0 || (sim.cost - bound) / sim.cost <= OPTIMAL_GAP;
+            (
+                if proven {
+                    Status::Optimal
+                } else {
+                    Status::Feasible
+                },
+                Some(plan),
+                Some(sim),
+                format!("interrupted after {seconds:.1} s; the best plan so far, from {origin}"),
+            )
+        }
+        None => (
+            Status::NoSolution,
+            None,
+            None,
+            format!("interrupted after {seconds:.1} s, before any plan was found"),
+        ),
+    };
+    let lower_bound = Some(sim.as_ref().map_or(bound, |s| bound.min(s.cost)));
+    Outcome {
+        strategy: strategy.to_string(),
+        budget,
+        status,
+        trace: vec![Progress {
+            secs: seconds,
+            cost: sim.as_ref().map(|s| s.cost),
+            bound: lower_bound,
+        }],
+        plan,
+        sim,
+        lower_bound,
+        detail: Some(detail),
+        seconds,
+    }
 }

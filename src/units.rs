@@ -54,6 +54,36 @@ impl Bytes {
         };
         format!("{:.3} {}", v / div, unit)
     }
+
+    /// Human-readable form with binary units, e.g. `16.000 GiB`, for
+    /// budgets the user gave in binary units.
+    pub fn human_binary(self) -> String {
+        let v = self.0 as f64;
+        for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+            let div = (1u64 << shift) as f64;
+            if v >= div {
+                return format!("{:.3} {unit}", v / div);
+            }
+        }
+        format!("{} B", self.0)
+    }
+}
+
+/// A float as a person reads it: at most 12 significant digits, so that
+/// float noise (`25.999999999999996`) prints as `26`; whole numbers of
+/// any size stay exact.
+pub fn short_float(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    let int_digits = v.abs().log10().floor() as i32 + 1;
+    let decimals = (12 - int_digits).max(0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 impl fmt::Display for Bytes {
@@ -144,6 +174,9 @@ impl BudgetSpec {
             reason: reason.to_string(),
         };
         let s = input.trim();
+        if s.starts_with('-') {
+            return Err(err("a budget must be positive"));
+        }
         if let Some(p) = s.strip_suffix('%') {
             let (num, den) = parse_decimal(p).ok_or_else(|| err("expected a number before '%'"))?;
             if num == 0 {
@@ -230,6 +263,19 @@ mod tests {
         assert!(BudgetSpec::parse("12XB").is_err());
         assert!(BudgetSpec::parse("-5").is_err());
         assert!(BudgetSpec::parse("%").is_err());
+    }
+
+    #[test]
+    fn short_floats_drop_noise_only() {
+        assert_eq!(short_float(25.999999999999996), "26");
+        assert_eq!(short_float(23781002090496.0), "23781002090496");
+        assert_eq!(short_float(0.125), "0.125");
+        assert_eq!(short_float(90.0), "90");
+        assert_eq!(Bytes(16 << 30).human_binary(), "16.000 GiB");
+        assert_eq!(
+            BudgetSpec::parse("-5GB").unwrap_err().reason,
+            "a budget must be positive"
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ fn inspect_reports_peak_and_minimum() {
     assert!(o.status.success());
     assert!(s.contains("17 (9 forward, 8 backward), 24 edges"), "{s}");
     assert!(s.contains("(10 bytes)"), "{s}");
-    assert!(s.contains("smallest budget  3 B (3 bytes)"), "{s}");
+    assert!(
+        s.contains("smallest budget  3 B (3 bytes, 30.0% of the checkpoint-all peak)"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -149,10 +152,23 @@ fn text_plan_form() {
     ]);
     assert!(o.status.success());
     let text = std::fs::read_to_string(&plan).unwrap();
+    // A header ties it to its graph; then one statement per line.
     assert!(
-        text.starts_with(
-            "%0 = allocate f0\ncompute f0, %0\n%1 = allocate f1\ncompute f1, %1 <- %0\n"
-        ),
+        text.starts_with("# remat plan\n# model: linear8\n# graph_fingerprint: "),
+        "{text}"
+    );
+    let body = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        body[..4],
+        [
+            "%0 = allocate f0",
+            "compute f0, %0",
+            "%1 = allocate f1",
+            "compute f1, %1 <- %0"
+        ],
         "{text}"
     );
     assert!(text.contains("deallocate %0\n"));
@@ -217,4 +233,242 @@ fn bad_inputs_exit_2_with_one_line_naming_file_and_node() {
     let o = remat(&["solve", m.to_str().unwrap(), "-b", "10", "-s", "magic"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown strategy 'magic'"));
+}
+
+fn solve_plan(m: &Path, budget: &str, plan: &Path) -> Output {
+    remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-b",
+        budget,
+        "-s",
+        "remat-fast",
+        "--plan",
+        plan.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn flag_values_that_used_to_get_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let m = m.to_str().unwrap();
+    for (flag, value, want) in [
+        ("--gap", "5", "--gap 5%"),
+        ("--gap", "-1", "expected a relative gap"),
+        ("--gap", "nan", "expected a relative gap"),
+        ("--time-limit", "inf", "from 0 to"),
+        ("--time-limit", "1e308", "from 0 to"),
+        ("--time-limit", "-1", "from 0 to"),
+        ("--time-limit", "nan", "from 0 to"),
+        ("--threads", "100000", "this machine's cores"),
+    ] {
+        let o = remat(&["solve", m, "-b", "5", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{flag} {value}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+    let o = remat(&["solve", m, "-b", "5", "--gap", "1%"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn budgets_that_are_probably_mistakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let m = m.to_str().unwrap();
+    // 0.9 bytes round up to 1, below the smallest budget (3): a slip for 90%.
+    let o = remat(&["solve", m, "-b", "0.9"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("did you mean 90%?"), "{e}");
+    assert!(e.contains("30.0% of the checkpoint-all peak"), "{e}");
+    let o = remat(&["solve", m, "-b", "-5GB"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a budget must be positive"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&["solve", m, "-b", "150%"]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains("more than the checkpoint-all peak"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&["inspect", m]);
+    assert!(
+        stdout(&o).contains("30.0% of the checkpoint-all peak"),
+        "{}",
+        stdout(&o)
+    );
+    // Binary units are echoed as binary units.
+    let o = remat(&["solve", m, "-b", "1KiB"]);
+    assert!(
+        stdout(&o).contains("1.000 KiB (1024 bytes)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn statuses_and_exit_codes_agree_across_strategies() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let m = m.to_str().unwrap();
+    // checkpoint-all needs the full peak (10): at 5 it found no plan, but
+    // plans exist (remat-fast finds one). Exit 1, and not "infeasible".
+    let o = remat(&["solve", m, "-b", "5", "-s", "checkpoint-all"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("status           no-fit"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("does not mean none exists"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&["solve", m, "-b", "5", "-s", "remat-fast"]);
+    assert_eq!(o.status.code(), Some(0));
+    // Below the smallest budget: provably infeasible, whatever the strategy.
+    for s in ["checkpoint-all", "remat-fast", "dtr-greedy"] {
+        let o = remat(&["solve", m, "-b", "2", "-s", s]);
+        assert_eq!(o.status.code(), Some(2), "{s}");
+    }
+    // "1 recomputation", costs with their unit, no float noise.
+    let o = remat(&["solve", m, "-b", "9", "-s", "remat-fast"]);
+    let s = stdout(&o);
+    assert!(
+        s.contains("cost             18 unit (1.0588x checkpoint-all, 1 recomputation)"),
+        "{s}"
+    );
+}
+
+#[test]
+fn plans_are_tied_to_their_graph_and_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let plan = dir.path().join("plan.json");
+    assert!(solve_plan(&m, "5", &plan).status.success());
+    // The same model name with one cost changed: another graph.
+    let text = std::fs::read_to_string(&m).unwrap();
+    let other = write(
+        dir.path(),
+        "other.yaml",
+        &text.replacen(
+            "cost: 1, memory: 1, deps: []",
+            "cost: 2, memory: 1, deps: []",
+            1,
+        ),
+    );
+    let o = remat(&["simulate", other.to_str().unwrap(), plan.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("plan.json was made for another graph than") && e.contains("other.yaml"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    // A plan missing one deallocate exceeds the budget it records.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    let st = v["statements"].as_array_mut().unwrap();
+    let i = st.iter().position(|s| s["op"] == "deallocate").unwrap();
+    st.remove(i);
+    let bad = write(dir.path(), "leaky.json", &v.to_string());
+    let o = remat(&["simulate", m.to_str().unwrap(), bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("exceeds the budget the plan records 5"),
+        "{}",
+        stderr(&o)
+    );
+    // Text plans are read back, with the same checks.
+    let txt = dir.path().join("plan.txt");
+    assert!(solve_plan(&m, "5", &txt).status.success());
+    let o = remat(&["simulate", m.to_str().unwrap(), txt.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("fits"), "{}", stdout(&o));
+    let o = remat(&["simulate", other.to_str().unwrap(), txt.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn graph_to_stdout_and_report_skips_other_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let o = remat(&["graph", m.to_str().unwrap(), "-o", "-"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("name: linear8"));
+    assert!(!Path::new("-").exists());
+    let csv = dir.path().join("s.csv");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        "90%,50%",
+        "-s",
+        "checkpoint-all,remat-fast",
+        "-o",
+        csv.to_str().unwrap(),
+        "--no-lp-bound",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bench = write(dir.path(), "bench.csv", "instance,seconds\nx,1\n");
+    let o = remat(&["report", csv.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipping") && !stderr(&o).contains("overwriting"));
+    // The graph changes under the CSV: no silent resume.
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
+    let args = |fresh: bool| {
+        let mut a = vec![
+            "sweep",
+            m.to_str().unwrap(),
+            "--budgets",
+            "90%,50%",
+            "-s",
+            "checkpoint-all,remat-fast",
+            "-o",
+            csv.to_str().unwrap(),
+            "--no-lp-bound",
+            "-q",
+        ];
+        if fresh {
+            a.push("--fresh");
+        }
+        remat(&a)
+    };
+    let o = args(false);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("pass --fresh"), "{}", stderr(&o));
+    let o = args(true);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    let g = remat::Graph::load(&m).unwrap();
+    assert!(rows.iter().all(|r| r.graph == Some(g.fingerprint())));
+}
+
+#[test]
+fn max_batch_says_when_parameters_alone_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(linear8(dir.path())).unwrap();
+    let m = write(
+        dir.path(),
+        "big.yaml",
+        &text.replace(
+            "cost_unit: unit\n",
+            "cost_unit: unit\nfixed_memory: 1100000000\n",
+        ),
+    );
+    let o = remat(&["max-batch", m.to_str().unwrap(), "--memory", "1GB"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("alone needs 1.100 GB"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -5,9 +5,9 @@ mod common;
 
 use common::{recompute_all_sim, Counting, NeverApplies, RecomputeAll};
 use remat::graph::{analysis, Graph, GraphFile};
-use remat::maxbatch::{self, CostRule, MaxBatchConfig};
 use remat::strategies::checkpoint_all::CheckpointAll;
 use remat::units::Bytes;
+use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig};
 use remat::zoo::synthetic::{random_layered_file, RandomDag};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};

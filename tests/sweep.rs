@@ -3,13 +3,13 @@
 mod common;
 
 use common::{fan, recompute_all_sim, HalfBound, NeverApplies, RecomputeAll, WarmEcho};
-use remat::budgets::BudgetList;
 use remat::graph::{analysis, Graph};
 use remat::schedule::{simulate, Plan, PlanFile};
 use remat::strategies::checkpoint_all::CheckpointAll;
 use remat::strategies::{SolveOptions, StrategyError};
-use remat::sweep::{self, Row, SweepConfig};
 use remat::units::Bytes;
+use remat::workflows::budgets::BudgetList;
+use remat::workflows::sweep::{self, Row, SweepConfig};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -106,11 +106,13 @@ fn rows_have_simulated_numbers() {
     // graph bound: one pass (7) at the full peak; at 251 one of the three
     // 100-byte values must be computed twice, so 8, which is the optimum
     // (the fractional eviction bound alone gave 7.5).
-    assert!(text.starts_with(
-        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n\
-         fan3,checkpoint-all,301,optimal,7,1.000000,301,7,0.000000,0.000\n\
-         fan3,checkpoint-all,251,infeasible,,,,8,,0.000\n"
-    ), "{text}");
+    // Every row carries the fingerprint of the graph it was solved on.
+    let fp = g.fingerprint();
+    assert!(text.starts_with(&format!(
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint\n\
+         fan3,checkpoint-all,301,optimal,7,1.000000,301,7,0.000000,0.000,{fp}\n\
+         fan3,checkpoint-all,251,no-fit,,,,8,,0.000,{fp}\n"
+    )), "{text}");
     // Below the smallest feasible budget, no strategy is asked.
     for st in [
         "checkpoint-all",
@@ -266,23 +268,24 @@ fn plots_are_written() {
     let cfg = config(&tmp.path().join("p.csv"), &g);
     let s = sweep::run(&g, &cfg).unwrap();
     let svg = dir.join("p.svg");
-    remat::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
+    remat::reports::plot::plot_sweep(&s.rows, "fan3", &svg).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     for needle in [
         "fan3: compute overhead vs memory budget",
         "memory budget (bytes)",
         "checkpoint-all",
         "test-recompute-all",
-        "LP lower bound",
-        "(not applicable: test-never-applies)",
+        "lower bound: no plan below",
+        "not applicable:",
+        "test-never-applies",
     ] {
         assert!(text.contains(needle), "missing '{needle}'");
     }
     let png = dir.join("p.png");
-    remat::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
+    remat::reports::plot::plot_sweep(&s.rows, "fan3", &png).unwrap();
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
-    assert!(remat::plot::plot_sweep(&s.rows, "other", &png).is_err());
-    assert!(remat::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
+    assert!(remat::reports::plot::plot_sweep(&s.rows, "other", &png).is_err());
+    assert!(remat::reports::plot::plot_sweep(&s.rows, "fan3", &dir.join("p.gif")).is_err());
 
     // Figure 1: the recompute-all plan recomputes; the trace ends at the
     // fixed memory and peaks at the simulated peak.
@@ -290,8 +293,8 @@ fn plots_are_written() {
     let plan = remat::schedule::generate_plan(&g, &sch).unwrap();
     let out = dir.join("mem.svg");
     let budget = analysis::min_feasible_budget(&g);
-    let trace = remat::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
-    remat::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
+    let trace = remat::reports::plot::plot_plan(&g, &plan, Some(budget), "test", &out).unwrap();
+    remat::reports::plot::plot_plan(&g, &plan, Some(budget), "test", &dir.join("mem.png")).unwrap();
     let sim = simulate(&g, &plan).unwrap();
     assert_eq!(trace.live.iter().copied().max(), Some(sim.peak));
     assert_eq!(trace.recomputations.len(), sim.computations - g.len());
@@ -314,7 +317,7 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
     std::fs::write(root.join("models/lin.yaml"), yaml).unwrap();
     std::fs::write(
         root.join("budgets/lin.yaml"),
-        "model: lin\nbudgets: [100%, 90%, {from: min, to: 100%, steps: 3}]\n",
+        "model: linear4\nbudgets: [100%, 90%, {from: min, to: 100%, steps: 3}]\n",
     )
     .unwrap();
     let run = |extra: &[&str]| {

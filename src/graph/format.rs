@@ -112,7 +112,7 @@ pub enum FormatError {
     Syntax(String),
     #[error("{0}")]
     Field(String),
-    #[error("node '{node}': {msg}")]
+    #[error("node '{}': {msg}", .node.escape_debug())]
     Node { node: String, msg: String },
     #[error("node #{index}: {msg}")]
     NodeIndex { index: usize, msg: String },
@@ -126,6 +126,8 @@ fn yaml_err(e: serde_yaml::Error) -> String {
 impl GraphFile {
     /// Parses YAML or JSON text (JSON is detected by a leading `{`).
     pub fn parse(text: &str) -> Result<GraphFile, FormatError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        check_nesting(text)?;
         let value: serde_yaml::Value = if text.trim_start().starts_with('{') {
             let j: serde_json::Value =
                 serde_json::from_str(text).map_err(|e| FormatError::Syntax(e.to_string()))?;
@@ -158,6 +160,21 @@ impl GraphFile {
                 .get("name")
                 .and_then(|n| n.as_str())
                 .map(|s| s.to_string());
+            // Read as floats, byte counts past 2^53 would round silently
+            // (2^53 + 1 becomes 2^53): refuse them while the exact
+            // integer is still at hand.
+            for key in ["memory", "grad_memory"] {
+                if let Some(big) = v
+                    .get(key)
+                    .and_then(|m| m.as_u64())
+                    .filter(|&m| m > MAX_EXACT_BYTES)
+                {
+                    return Err(FormatError::Node {
+                        node: name.clone().unwrap_or_else(|| format!("#{index}")),
+                        msg: format!("{key} {big} is more than 2^53 bytes ({MAX_EXACT_BYTES}), the largest size remat counts exactly"),
+                    });
+                }
+            }
             let spec: NodeSpec = serde_yaml::from_value(v).map_err(|e| match &name {
                 Some(node) => FormatError::Node {
                     node: node.clone(),
@@ -242,6 +259,46 @@ impl GraphFile {
         }
         out
     }
+}
+
+/// The largest byte count a float holds exactly.
+const MAX_EXACT_BYTES: u64 = 1 << 53;
+
+/// Far deeper than any graph file (which nests four levels), and shallow
+/// enough that the YAML parser's recursion stays instant: it takes minutes
+/// on a file of 200,000 nested brackets.
+const MAX_NESTING: usize = 64;
+
+/// Refuses deeply nested flow collections before the YAML parser sees
+/// them. Brackets inside quoted strings and comments do not count.
+fn check_nesting(text: &str) -> Result<(), FormatError> {
+    let (mut depth, mut quote, mut comment) = (0usize, None::<char>, false);
+    let mut prev = ' ';
+    for c in text.chars() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), _) if c == q && prev != '\\' => quote = None,
+            (Some(_), _) => {}
+            // A quote opens a scalar only at the start of a token: `it's`
+            // in a plain scalar is an apostrophe.
+            (None, '"' | '\'') if matches!(prev, ' ' | '\t' | '\n' | '[' | '{' | ',' | ':') => {
+                quote = Some(c)
+            }
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(FormatError::Syntax(format!(
+                        "nested more than {MAX_NESTING} levels deep"
+                    )));
+                }
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    Ok(())
 }
 
 /// Prints integers without a fractional part and other floats in shortest

@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod backward;
+pub mod fingerprint;
 pub mod format;
 pub mod validate;
 
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
+pub use fingerprint::Fingerprint;
 pub use format::{GraphFile, GraphKind, NodeSpec};
 pub use validate::GraphError;
 
@@ -182,6 +184,11 @@ impl Graph {
 
     pub fn forward_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.ids().filter(|&i| !self.node(i).backward)
+    }
+
+    /// The content hash plans and sweep rows are tied to.
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::of(self)
     }
 
     /// The explicit training graph as a file, e.g. for `remat graph`.

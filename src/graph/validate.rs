@@ -25,9 +25,9 @@ pub enum Problem {
     Format(#[from] FormatError),
     #[error("the graph has no nodes")]
     Empty,
-    #[error("node '{0}' is defined more than once")]
+    #[error("node '{}' is defined more than once", .0.escape_debug())]
     Duplicate(String),
-    #[error("node '{node}': unknown dependency '{dep}'")]
+    #[error("node '{}': unknown dependency '{}'", .node.escape_debug(), .dep.escape_debug())]
     UnknownDep { node: String, dep: String },
     #[error("node '{0}' depends on itself")]
     SelfDep(String),
@@ -47,6 +47,16 @@ pub enum Problem {
         field: &'static str,
         value: f64,
     },
+    /// Sizes are counted exactly in floats by the solvers, so they stop at
+    /// 2^53; the message must not call a whole number fractional.
+    #[error("node '{node}': {field} {value} is more than 2^53 bytes (9007199254740992), the largest size remat counts exactly")]
+    TooLarge {
+        node: String,
+        field: &'static str,
+        value: String,
+    },
+    #[error("{0}")]
+    Overflow(String),
     #[error("fixed_memory must be a whole number of bytes >= 0, got {0}")]
     BadFixed(f64),
     #[error("batch_size must be at least 1")]
@@ -72,7 +82,9 @@ pub fn load(path: &Path) -> Result<Graph, GraphError> {
     let file = path.display().to_string();
     let text =
         std::fs::read_to_string(path).map_err(|e| GraphError::new(&file, FormatError::Io(e)))?;
-    let parsed = GraphFile::parse(&text).map_err(|e| GraphError::new(&file, e))?;
+    // Editors on Windows start UTF-8 files with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let parsed = GraphFile::parse(text).map_err(|e| GraphError::new(&file, e))?;
     build(&parsed, &file)
 }
 
@@ -93,7 +105,14 @@ pub(crate) fn check_cost(node: &str, field: &'static str, v: f64) -> Result<f64,
 
 pub(crate) fn check_bytes(node: &str, field: &'static str, v: f64) -> Result<Bytes, Problem> {
     check_cost(node, field, v)?;
-    if v.fract() != 0.0 || v > MAX_EXACT {
+    if v > MAX_EXACT {
+        return Err(Problem::TooLarge {
+            node: node.to_string(),
+            field,
+            value: format!("{v:.0}"),
+        });
+    }
+    if v.fract() != 0.0 {
         return Err(Problem::NonInteger {
             node: node.to_string(),
             field,
@@ -162,6 +181,12 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
         let mut seen = HashSet::new();
         for n in &specs {
             if !seen.insert(n.name.as_str()) {
+                if n.backward && file.graph == GraphKind::Forward {
+                    return Err(Problem::Node {
+                        node: n.name.escape_debug().to_string(),
+                        msg: "collides with the gradient node generated for a forward node; rename it ('grad/...' names are generated in 'graph: forward' files)".into(),
+                    });
+                }
                 return Err(Problem::Duplicate(n.name.clone()));
             }
         }
@@ -191,6 +216,7 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
             op: spec.op.clone(),
         });
     }
+    check_totals(&nodes, Bytes(file.fixed_memory as u64))?;
     Ok(Graph::from_ordered(
         file.name.clone(),
         file.cost_unit.clone(),
@@ -198,6 +224,31 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
         Bytes(file.fixed_memory as u64),
         nodes,
     ))
+}
+
+/// Every node finite is not enough: the solvers add costs and sizes up. A
+/// plan recomputes each node at most once per stage, so its cost is at
+/// most `n` times the total; that must stay a finite float. Byte totals
+/// must stay within the 2^53 that floats count exactly.
+fn check_totals(nodes: &[Node], fixed: Bytes) -> Result<(), Problem> {
+    let total: f64 = nodes.iter().map(|n| n.cost).sum();
+    if !(total * nodes.len() as f64).is_finite() {
+        return Err(Problem::Overflow(format!(
+            "the costs are too large: their total ({total:e}) times the {} nodes, the most a plan can cost, passes the largest float ({:e}); use a larger cost unit",
+            nodes.len(),
+            f64::MAX
+        )));
+    }
+    let bytes = nodes
+        .iter()
+        .try_fold(fixed.get(), |acc, n| acc.checked_add(n.memory.get()))
+        .filter(|&b| b as f64 <= MAX_EXACT);
+    if bytes.is_none() {
+        return Err(Problem::Overflow(
+            "the node memories and fixed_memory add up to more than 2^53 bytes (9007199254740992), the largest total remat counts exactly".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks names and edges, and returns a topological order that keeps file
@@ -208,6 +259,13 @@ pub(crate) fn check_and_order(nodes: &[NodeSpec]) -> Result<Vec<usize>, Problem>
     for (i, n) in nodes.iter().enumerate() {
         if n.name.is_empty() {
             return Err(Problem::Other(format!("node #{i} has an empty name")));
+        }
+        // Echoed raw, a newline in a name would split an error message.
+        if n.name.chars().any(char::is_control) {
+            return Err(Problem::Other(format!(
+                "node #{i} '{}': names may not contain control characters",
+                n.name.escape_debug()
+            )));
         }
         if index.insert(n.name.as_str(), i).is_some() {
             return Err(Problem::Duplicate(n.name.clone()));

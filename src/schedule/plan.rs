@@ -190,6 +190,11 @@ impl LastReads<'_> {
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     pub model: String,
+    /// The content hash of the graph the plan was made for
+    /// ([`crate::graph::Fingerprint`]); readers refuse a plan for another
+    /// graph. Absent in plans written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_fingerprint: Option<String>,
     pub strategy: String,
     pub budget: Option<u64>,
     pub fixed_memory: u64,

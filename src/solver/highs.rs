@@ -238,6 +238,7 @@ impl Highs {
 struct CallbackData {
     first_solution: Option<f64>,
     trace: Vec<Progress>,
+    on_progress: Option<super::OnProgress>,
 }
 
 unsafe extern "C" fn on_event(
@@ -257,11 +258,15 @@ unsafe extern "C" fn on_event(
     }
     if kind == kHighsCallbackMipImprovingSolution || kind == kHighsCallbackMipLogging {
         let finite = |v: f64| (v.is_finite() && v.abs() < 1e30).then_some(v);
-        data.trace.push(Progress {
+        let p = Progress {
             secs: out.running_time,
             cost: finite(out.mip_primal_bound),
             bound: finite(out.mip_dual_bound),
-        });
+        };
+        data.trace.push(p);
+        if let Some(f) = &data.on_progress {
+            f.0(p);
+        }
     }
 }
 
@@ -273,6 +278,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     let mut cb = Box::new(CallbackData {
         first_solution: None,
         trace: Vec::new(),
+        on_progress: p.on_progress.clone(),
     });
     unsafe {
         Highs_setCallback(

@@ -68,6 +68,18 @@ pub struct Params {
     /// Let the solver print its log. Off unless `REMAT_SOLVER_LOG` is set,
     /// because the CLI's own output must stay readable and parseable.
     pub verbose: bool,
+    /// Called from the solver's callbacks at each improvement and log
+    /// line, in model units, for a live display of a long solve.
+    pub on_progress: Option<OnProgress>,
+}
+
+#[derive(Clone)]
+pub struct OnProgress(pub std::sync::Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl std::fmt::Debug for OnProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnProgress")
+    }
 }
 
 impl Default for Params {
@@ -77,6 +89,7 @@ impl Default for Params {
             gap: 1e-4,
             threads: 1,
             verbose: verbose_from_env(),
+            on_progress: None,
         }
     }
 }

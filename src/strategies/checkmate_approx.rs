@@ -203,7 +203,7 @@ pub fn approx(
                 "the time limit stopped the LP before any rounding fitted",
             )
         } else {
-            (Status::Infeasible, "no rounding fitted the budget")
+            (Status::NoFit, "no rounding fitted the budget")
         };
         return Ok(Solution {
             status,

@@ -9,7 +9,7 @@ use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use crate::solver::checkmate::{self, drop_spurious, Formulation, FreeModel};
-use crate::solver::{solve_mip, MipResult, MipStatus, Params, Progress};
+use crate::solver::{solve_mip, MipResult, MipStatus, OnProgress, Params, Progress};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
 
@@ -149,6 +149,10 @@ pub(crate) fn solve_milp(
     // A DTR plan first, in milliseconds: the time to a first plan should
     // not wait for the bound's solve.
     let quick = super::dtr::best(g, budget);
+    let watch = opts.watch.as_deref();
+    if let (Some(w), Some((cost, sch, _))) = (watch, &quick) {
+        w.plan(*cost, sch, "DTR eviction");
+    }
     let mut trace = vec![Progress {
         secs: start.elapsed().as_secs_f64(),
         cost: quick.as_ref().map(|q| q.0),
@@ -156,6 +160,9 @@ pub(crate) fn solve_milp(
     }];
     let bound = super::starting_bound(g, budget, opts, quick.as_ref().map(|q| &q.1));
     let floor = bound.value;
+    if let Some(w) = watch {
+        w.bound(floor);
+    }
     if floor.is_infinite() && quick.is_none() {
         return Ok(Solution::infeasible(format!(
             "no plan fits: the {} proves it",
@@ -192,6 +199,9 @@ pub(crate) fn solve_milp(
         cost: seed.as_ref().map(|s| s.cost),
         bound: Some(floor),
     });
+    if let (Some(w), Some(s)) = (watch, &seed) {
+        w.plan(s.cost, &s.schedule, &s.name);
+    }
     let seed_note = match &seed {
         Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
         None => "no heuristic plan fits to seed from".to_string(),
@@ -252,6 +262,17 @@ pub(crate) fn solve_milp(
                 (peak <= cap).then_some(x)
             })
         });
+        let on_progress = opts.watch.clone().map(|w| {
+            let scale = f.cost_scale;
+            OnProgress(std::sync::Arc::new(move |p: Progress| {
+                if let Some(c) = p.cost {
+                    w.cost(c * scale);
+                }
+                if let Some(b) = p.bound {
+                    w.bound((b * scale).max(prep_bound));
+                }
+            }))
+        });
         let params = Params {
             time_limit: opts
                 .time_limit
@@ -259,6 +280,7 @@ pub(crate) fn solve_milp(
                 .max(Duration::from_millis(10)),
             gap: opts.gap,
             threads: opts.threads,
+            on_progress,
             ..Params::default()
         };
         let offset = start.elapsed().as_secs_f64();

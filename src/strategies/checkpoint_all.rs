@@ -19,7 +19,7 @@ impl Strategy for CheckpointAll {
 
     fn solve(&self, g: &Graph, budget: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
         if crate::graph::analysis::checkpoint_all_peak(g) > budget {
-            return Ok(Solution::infeasible(
+            return Ok(Solution::no_fit(
                 "checkpoint-all needs its full peak; lower budgets need recomputation",
             ));
         }

@@ -200,7 +200,7 @@ impl Strategy for DtrGreedy {
     fn solve(&self, g: &Graph, budget: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
         Ok(match best(g, budget) {
             Some((_, sch, detail)) => Solution::feasible(sch, Some(detail)),
-            None => Solution::infeasible("greedy eviction found no plan within the budget"),
+            None => Solution::no_fit("greedy eviction found no plan within the budget"),
         })
     }
 }

@@ -198,7 +198,7 @@ pub fn solve_by_points(
             sol.solver_peak = Some(e.peak.as_f64());
             sol
         }
-        None => Solution::infeasible(match least_peak {
+        None => Solution::no_fit(match least_peak {
             Some(l) => format!(
                 "{name} cannot fit {budget} bytes{}: the least peak among its {total} is {} bytes ({})",
                 if opts.cost_bound.is_some() {

@@ -474,6 +474,7 @@ pub fn search_from(
 /// remat-fast's best plan so far and when each improvement came.
 struct Incumbent {
     best: Option<(f64, Schedule, String)>,
+    watch: Option<std::sync::Arc<super::watch::Watch>>,
     trace: Vec<Progress>,
     start: Instant,
     floor: f64,
@@ -488,6 +489,10 @@ impl Incumbent {
                 cost: Some(c),
                 bound: Some(self.floor),
             });
+            if let Some(w) = &self.watch {
+                w.plan(c, &sch, &how);
+                w.bound(self.floor);
+            }
             self.best = Some((c, sch, how));
         }
     }
@@ -513,6 +518,7 @@ impl Strategy for RematFast {
         let deadline = start + window;
         let mut inc = Incumbent {
             best: None,
+            watch: opts.watch.clone(),
             trace: Vec::new(),
             start,
             floor: crate::graph::analysis::eviction_bound(g, budget),
@@ -550,6 +556,9 @@ impl Strategy for RematFast {
             )));
         }
         inc.floor = bound.value;
+        if let Some(w) = &inc.watch {
+            w.bound(bound.value);
+        }
         let good_enough = super::within_gap(bound.value, opts.gap);
         let done = |inc: &Incumbent| inc.best.as_ref().is_some_and(|b| b.0 <= good_enough);
         // The prior-work baselines too, so the fast answer is never worse

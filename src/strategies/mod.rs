@@ -15,6 +15,7 @@ pub mod lp_bound;
 pub mod portfolio;
 pub mod remat_exact;
 pub mod segments;
+pub mod watch;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -33,9 +34,13 @@ pub enum Status {
     /// A plan that fits; not proven optimal (a heuristic, or a solver
     /// stopped by its limit with the gap reported alongside).
     Feasible,
-    /// No plan of this strategy fits the budget (for exact strategies: no
-    /// plan at all fits).
+    /// Proven: no plan at all fits the budget (below the smallest budget,
+    /// or an exact program admits none).
     Infeasible,
+    /// This strategy found no plan that fits; others may. Kept apart from
+    /// [`Status::Infeasible`] because a user told "infeasible" stops
+    /// looking, while a better strategy may well succeed.
+    NoFit,
     /// The time limit ran out before any plan was found.
     NoSolution,
     /// No plan by design: only a lower bound on the optimal cost (lp-bound).
@@ -48,6 +53,7 @@ impl Status {
             Status::Optimal => "optimal",
             Status::Feasible => "feasible",
             Status::Infeasible => "infeasible",
+            Status::NoFit => "no-fit",
             Status::NoSolution => "no-solution",
             Status::Bound => "bound",
         }
@@ -58,6 +64,7 @@ impl Status {
             "optimal" => Status::Optimal,
             "feasible" => Status::Feasible,
             "infeasible" => Status::Infeasible,
+            "no-fit" => Status::NoFit,
             "no-solution" => Status::NoSolution,
             "bound" => Status::Bound,
             _ => return None,
@@ -91,18 +98,22 @@ pub struct SolveOptions {
     /// budget (the MILP pipeline passes its graph bound to the heuristics
     /// it seeds from), so it is not computed twice.
     pub known_bound: Option<f64>,
+    /// Where strategies report plans and bounds as they find them, for a
+    /// progress display and for answering on an interrupt.
+    pub watch: Option<std::sync::Arc<watch::Watch>>,
 }
 
 impl Default for SolveOptions {
     fn default() -> Self {
         SolveOptions {
             time_limit: Duration::from_secs(600),
-            gap: 1e-4,
+            gap: crate::solve::OPTIMAL_GAP,
             threads: 1,
             backend: Backend::default(),
             warm_start: None,
             cost_bound: None,
             known_bound: None,
+            watch: None,
         }
     }
 }
@@ -133,6 +144,14 @@ impl Solution {
             detail: Some(detail.into()),
             solver_peak: None,
             trace: Vec::new(),
+        }
+    }
+
+    /// A heuristic that found nothing fitting: not a proof that nothing fits.
+    pub fn no_fit(detail: impl Into<String>) -> Solution {
+        Solution {
+            status: Status::NoFit,
+            ..Solution::infeasible(detail)
         }
     }
 

@@ -9,14 +9,14 @@
 use crate::graph::Graph;
 use crate::schedule::{simulate, Plan, SimError, Statement};
 use crate::strategies;
-use crate::sweep::Row;
 use crate::units::Bytes;
+use crate::workflows::sweep::Row;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
 
-static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
@@ -134,7 +134,9 @@ fn render(
 /// One strategy's best overhead at or below each budget, as the corners of
 /// a step line (budgets ascending), plus the budgets actually solved.
 struct StepCurve {
-    strategy: String,
+    /// The strategy drawn, then those whose curves coincide with it
+    /// exactly: drawn once, named together.
+    strategies: Vec<String>,
     steps: Vec<(f64, f64)>,
     points: Vec<(f64, f64)>,
 }
@@ -150,6 +152,27 @@ struct SweepData {
     /// Strategies without a plan at any budget, or that do not apply.
     no_plan: Vec<String>,
     not_applicable: Vec<String>,
+}
+
+/// The top of the y-axis: the data's maximum, unless a few outliers would
+/// squash everything else against the bottom (mobilenet's one 18x point
+/// beside curves within 1.3x). Then the axis stops a little above the
+/// 90th percentile of overheads and the points above it are marked at the
+/// top edge with their values.
+fn useful_top(ys: &[f64]) -> f64 {
+    let mut v: Vec<f64> = ys.iter().copied().filter(|y| y.is_finite()).collect();
+    if v.is_empty() {
+        return 1.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let max = v[v.len() - 1];
+    let p90 = v[(v.len() - 1) * 9 / 10];
+    let spread = (p90 - 1.0).max(0.05);
+    if max - 1.0 > 3.0 * spread {
+        p90 + spread * 0.5
+    } else {
+        max
+    }
 }
 
 fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
@@ -174,7 +197,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     names.sort_by_key(|n| (order.get(n).copied().unwrap_or(usize::MAX), *n));
     names.dedup();
 
-    let mut curves = Vec::new();
+    let mut curves: Vec<StepCurve> = Vec::new();
     let mut no_plan = Vec::new();
     let mut not_applicable = Vec::new();
     for name in names {
@@ -185,7 +208,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
             .collect();
         if pts.is_empty() {
             let mine = || rows.iter().filter(|r| r.strategy == name);
-            if mine().any(|r| r.status == crate::sweep::NOT_APPLICABLE) {
+            if mine().any(|r| r.status == crate::workflows::sweep::NOT_APPLICABLE) {
                 not_applicable.push(name.to_string());
             } else if !mine().any(|r| r.status == "bound") {
                 no_plan.push(name.to_string());
@@ -205,11 +228,25 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
             }
         }
         steps.push((max_budget / div, best));
-        curves.push(StepCurve {
-            strategy: name.to_string(),
-            steps,
-            points: pts,
-        });
+        // Identical curves (the optimal strategies, often DTR too) would
+        // hide each other: one line, every name in its legend entry.
+        let same = |a: &[(f64, f64)], b: &[(f64, f64)]| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(p, q)| p.0 == q.0 && (p.1 - q.1).abs() <= 1e-9 * p.1.abs().max(1.0))
+        };
+        match curves
+            .iter_mut()
+            .find(|c| same(&c.steps, &steps) && same(&c.points, &pts))
+        {
+            Some(c) => c.strategies.push(name.to_string()),
+            None => curves.push(StepCurve {
+                strategies: vec![name.to_string()],
+                steps,
+                points: pts,
+            }),
+        }
     }
     // The LP bound in overhead units: cost / overhead recovers the
     // checkpoint-all cost from any row with a plan.
@@ -234,18 +271,15 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     };
     lp.sort_by(|a, b| a.0.total_cmp(&b.0));
 
-    let ys = curves
+    let ys: Vec<f64> = curves
         .iter()
-        .flat_map(|c| c.steps.iter().map(|p| p.1))
-        .chain(lp.iter().map(|p| p.1));
-    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), y| {
-        (l.min(y), h.max(y))
-    });
-    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1.0, 1.0) };
+        .flat_map(|c| c.points.iter().map(|p| p.1))
+        .chain(lp.iter().map(|p| p.1))
+        .collect();
+    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let lo = if lo.is_finite() { lo } else { 1.0 };
+    let hi = useful_top(&ys).max(lo);
     let pad = ((hi - lo) * 0.08).max(0.02);
-    // Room at the top for the legend, one line per series.
-    let entries = curves.len() + usize::from(!lp.is_empty());
-    let top = (hi - lo).max(0.1) * 0.07 * entries as f64;
     let (xl, xh) = (min_budget / div, max_budget / div);
     let xpad = ((xh - xl) * 0.03).max(xh.abs() * 0.01).max(1e-9);
     Ok(SweepData {
@@ -254,13 +288,14 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
         curves,
         lp,
         x_range: (xl - xpad, xh + xpad),
-        y_range: ((lo - pad).max(0.0), hi + pad + top),
+        y_range: ((lo - pad).max(0.0), hi + pad),
         no_plan,
         not_applicable,
     })
 }
 
-/// The legend box both figures share, in the corner the data leaves free.
+/// The legend box of the memory-profile figure, in the corner the data
+/// leaves free.
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
     pos: SeriesLabelPosition,
@@ -275,25 +310,92 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>
         .map_err(|x| x.to_string())
 }
 
+/// How one curve is drawn: a color, a dash pattern and a marker, all three
+/// varying with the index, so curves stay apart in gray print too.
+#[derive(Clone, Copy)]
+struct Look {
+    color: RGBColor,
+    /// (dash, gap) in pixels; `None` is solid.
+    dash: Option<(u32, u32)>,
+    marker: usize,
+}
+
+fn look(i: usize) -> Look {
+    const DASHES: [Option<(u32, u32)>; 3] = [None, Some((9, 5)), Some((2, 4))];
+    Look {
+        color: COLORS[i % COLORS.len()],
+        dash: DASHES[i % DASHES.len()],
+        marker: i % 5,
+    }
+}
+
+fn marker_at<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (x, y): (i32, i32),
+    look: Look,
+) -> Result<(), String> {
+    let style = look.color.filled();
+    let r = match look.marker {
+        0 => area.draw(&Circle::new((x, y), 4, style)),
+        1 => area.draw(&TriangleMarker::new((x, y), 5, style)),
+        2 => area.draw(&Rectangle::new([(x - 4, y - 4), (x + 4, y + 4)], style)),
+        3 => area.draw(&Cross::new((x, y), 5, look.color.stroke_width(2))),
+        _ => area.draw(&Polygon::new(
+            vec![(x, y - 5), (x + 5, y), (x, y + 5), (x - 5, y)],
+            style,
+        )),
+    };
+    r.map_err(|e| e.to_string())
+}
+
+fn line_between<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    pts: &[(i32, i32)],
+    look: Look,
+) -> Result<(), String> {
+    let style = look.color.stroke_width(2);
+    let r = match look.dash {
+        None => area.draw(&PathElement::new(pts.to_vec(), style)),
+        Some((size, gap)) => pts.windows(2).try_for_each(|w| {
+            area.draw(&plotters::element::DashedPathElement::new(
+                w.to_vec(),
+                size,
+                gap,
+                style,
+            ))
+        }),
+    };
+    r.map_err(|e| e.to_string())
+}
+
+/// Splits a legend label so that it fits the side panel.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(l) if l.len() + 1 + word.len() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
 fn draw_sweep<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     d: &SweepData,
 ) -> Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let mut caption = format!("{}: compute overhead vs memory budget", d.model);
-    let mut notes = Vec::new();
-    if !d.no_plan.is_empty() {
-        notes.push(format!("no plan: {}", d.no_plan.join(", ")));
-    }
-    if !d.not_applicable.is_empty() {
-        notes.push(format!("not applicable: {}", d.not_applicable.join(", ")));
-    }
-    if !notes.is_empty() {
-        caption.push_str(&format!(" ({})", notes.join("; ")));
-    }
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 24))
+    // The legend gets a panel of its own beside the data, never over it.
+    let (left, side) = root.split_horizontally(SIZE.0 - 270);
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            format!("{}: compute overhead vs memory budget", d.model),
+            ("sans-serif", 22),
+        )
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -310,36 +412,118 @@ fn draw_sweep<DB: DrawingBackend>(
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(e)?;
-    for (i, c) in d.curves.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+    let (y0, top) = d.y_range;
+    let gray = RGBColor(90, 90, 90);
+    if !d.lp.is_empty() {
+        // Below the bound no plan can exist: a band, not just a line.
+        let band: Vec<(f64, f64)> = d.lp.iter().map(|&(x, y)| (x, y.min(top))).collect();
         chart
-            .draw_series(LineSeries::new(
-                c.steps.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(e)?
-            .label(c.strategy.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(2))
-            });
+            .draw_series(AreaSeries::new(band.iter().copied(), y0, gray.mix(0.15)))
+            .map_err(e)?;
         chart
-            .draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .draw_series(DashedLineSeries::new(band, 6, 4, gray.stroke_width(1)))
             .map_err(e)?;
     }
+    let clip = |(x, y): (f64, f64)| (x, y.min(top));
+    // Curves are drawn in pixels, on `left` (whose origin is the root's),
+    // so that dashes and markers can be composed freely.
+    let coords = chart.plotting_area().clone();
+    let to_px = |p: (f64, f64)| coords.map_coordinate(&p);
+    let plot = &left;
+    let mut outliers: Vec<(f64, f64, Look)> = Vec::new();
+    for (i, c) in d.curves.iter().enumerate() {
+        let lk = look(i);
+        let px: Vec<(i32, i32)> = c.steps.iter().map(|&p| to_px(clip(p))).collect();
+        line_between(plot, &px, lk)?;
+        for &p in &c.points {
+            if p.1 > top {
+                outliers.push((p.0, p.1, lk));
+            } else {
+                marker_at(plot, to_px(p), lk)?;
+            }
+        }
+    }
+    for (x, y, lk) in outliers {
+        let (px, py) = to_px((x, top));
+        plot.draw(&TriangleMarker::new(
+            (px, py + 6),
+            6,
+            lk.color.stroke_width(2),
+        ))
+        .map_err(e)?;
+        plot.draw(&Text::new(
+            format!("{}x", tick(&y)),
+            (px + 7, py + 2),
+            ("sans-serif", 13).into_font().color(&lk.color),
+        ))
+        .map_err(e)?;
+    }
+
+    // The legend panel: each entry's own line, dash and marker.
+    let font = ("sans-serif", 15).into_font();
+    let mut y = 60;
+    let mut entry = |side: &DrawingArea<DB, Shift>,
+                     label: &str,
+                     sample: &dyn Fn(i32) -> Result<(), String>|
+     -> Result<(), String> {
+        sample(y)?;
+        for (k, line) in wrap(label, 26).iter().enumerate() {
+            side.draw(&Text::new(
+                line.clone(),
+                (50, y - 8 + 18 * k as i32),
+                font.clone(),
+            ))
+            .map_err(|x| x.to_string())?;
+            if k > 0 {
+                y += 18;
+            }
+        }
+        y += 26;
+        Ok(())
+    };
+    for (i, c) in d.curves.iter().enumerate() {
+        let lk = look(i);
+        entry(&side, &c.strategies.join(" = "), &|y| {
+            line_between(&side, &[(6, y), (42, y)], lk)?;
+            marker_at(&side, (24, y), lk)
+        })?;
+    }
     if !d.lp.is_empty() {
-        let gray = RGBColor(90, 90, 90);
-        chart
-            .draw_series(DashedLineSeries::new(
-                d.lp.iter().copied(),
+        entry(&side, "lower bound: no plan below", &|y| {
+            side.draw(&Rectangle::new(
+                [(6, y - 7), (42, y + 7)],
+                gray.mix(0.15).filled(),
+            ))
+            .map_err(|x| x.to_string())?;
+            side.draw(&plotters::element::DashedPathElement::new(
+                vec![(6, y - 7), (42, y - 7)],
                 6,
                 4,
-                gray.stroke_width(1),
+                gray,
             ))
-            .map_err(e)?
-            .label("LP lower bound")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray));
+            .map_err(|x| x.to_string())
+        })?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+    let mut notes = Vec::new();
+    if !d.no_plan.is_empty() {
+        notes.push(format!("no plan: {}", d.no_plan.join(", ")));
+    }
+    if !d.not_applicable.is_empty() {
+        notes.push(format!("not applicable: {}", d.not_applicable.join(", ")));
+    }
+    if d.curves.iter().any(|c| c.points.iter().any(|p| p.1 > top)) {
+        notes.push("▲ value: a point above the axis".into());
+    }
+    let small = ("sans-serif", 13).into_font();
+    for note in notes {
+        for line in wrap(&note, 32) {
+            side.draw(&Text::new(line, (8, y), small.clone()))
+                .map_err(e)?;
+            y += 16;
+        }
+        y += 8;
+    }
+    Ok(())
 }
 
 /// Figure 5: for each strategy, the best overhead among its plans at or
@@ -398,6 +582,8 @@ pub fn memory_trace(g: &Graph, plan: &Plan) -> Result<MemoryTrace, PlotError> {
 
 struct PlanData {
     title: String,
+    /// Each recomputation's statement index and node name.
+    recomputed: Vec<(usize, String)>,
     unit: &'static str,
     div: f64,
     trace: MemoryTrace,
@@ -411,8 +597,23 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
     let n = d.trace.live.len().max(1) as f64;
     let peak = d.trace.live.iter().copied().max().unwrap_or_default();
     let top = peak.max(d.budget.unwrap_or_default()).as_f64() / d.div * 1.3;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(&d.title, ("sans-serif", 22))
+    // The title and the list of recomputed nodes, above the chart.
+    let (head, body) = root.split_vertically(64);
+    for (k, line) in d.title.lines().enumerate() {
+        let size = if k == 0 { 20 } else { 14 };
+        let color = if line.contains("EXCEEDS") {
+            COLORS[3]
+        } else {
+            BLACK
+        };
+        head.draw(&Text::new(
+            line.to_string(),
+            (16, 12 + 26 * k as i32),
+            ("sans-serif", size).into_font().color(&color),
+        ))
+        .map_err(e)?;
+    }
+    let mut chart = ChartBuilder::on(&body)
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -501,8 +702,50 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
             .map_err(e)?
             .label(format!("recomputation ({})", d.trace.recomputations.len()))
             .legend(move |(x, y)| TriangleMarker::new((x + 11, y), 5, orange.filled()));
+        // Named where there is room for the names; past that the legend
+        // lists the most recomputed nodes.
+        if d.recomputed.len() <= 24 {
+            let font = ("sans-serif", 12).into_font().color(&orange);
+            for (i, name) in &d.recomputed {
+                let y = d.trace.live[*i].as_f64() / d.div;
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        name.clone(),
+                        (*i as f64, y),
+                        font.clone().transform(FontTransform::Rotate270),
+                    )))
+                    .map_err(e)?;
+            }
+        }
     }
     draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}
+
+/// "conv1 x3, conv2, ...": the most recomputed nodes first, at most `max`.
+fn recomputed_summary(recomputed: &[(usize, String)], max: usize) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (_, n) in recomputed {
+        match counts.iter_mut().find(|(m, _)| m == n) {
+            Some(c) => c.1 += 1,
+            None => counts.push((n.clone(), 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(max)
+        .map(|(n, c)| {
+            if *c > 1 {
+                format!("{n} x{c}")
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    if counts.len() > max {
+        parts.push(format!("and {} more", counts.len() - max));
+    }
+    parts.join(", ")
 }
 
 /// Figure 1: memory in use over the plan's statements against the budget,
@@ -525,13 +768,42 @@ pub fn plot_plan(
         .max(budget.unwrap_or_default());
     let (div, unit) = byte_unit(max.as_f64());
     let base = g.total_cost();
-    let d = PlanData {
-        title: format!(
-            "{} ({strategy}): cost {:.3}x checkpoint-all, {} recomputations",
+    let recomputed: Vec<(usize, String)> = trace
+        .recomputations
+        .iter()
+        .filter_map(|&i| match &plan.statements[i] {
+            Statement::Compute { node, .. } => Some((i, g.node(*node).name.clone())),
+            _ => None,
+        })
+        .collect();
+    let n = trace.recomputations.len();
+    let mut title = format!(
+        "{} ({strategy}): cost {:.3}x checkpoint-all, {n} {}",
+        g.name,
+        if base > 0.0 { sim.cost / base } else { 1.0 },
+        if n == 1 {
+            "recomputation"
+        } else {
+            "recomputations"
+        }
+    );
+    if let Some(b) = budget.filter(|b| sim.peak > *b) {
+        title = format!(
+            "{} ({strategy}): peak {} EXCEEDS the budget {}",
             g.name,
-            if base > 0.0 { sim.cost / base } else { 1.0 },
-            trace.recomputations.len()
-        ),
+            sim.peak.human(),
+            b.human()
+        );
+    }
+    if !recomputed.is_empty() {
+        title.push_str(&format!(
+            "\nrecomputed: {}",
+            recomputed_summary(&recomputed, 8)
+        ));
+    }
+    let d = PlanData {
+        title,
+        recomputed,
         unit,
         div,
         trace,

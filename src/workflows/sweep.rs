@@ -2,7 +2,7 @@
 //! CSV row per pair, written the moment it finishes.
 //!
 //! A sweep of a large model runs for hours, so it is built to be stopped:
-//! rows are appended as whole lines (see [`crate::resultlog`]), a re-run
+//! rows are appended as whole lines (see [`crate::workflows::resultlog`]), a re-run
 //! skips the pairs already in the CSV, and a completed run rewrites the CSV
 //! in a canonical order, so an interrupted-then-resumed sweep ends with the
 //! same file as an uninterrupted one (timings aside; see
@@ -20,19 +20,19 @@
 //! failures and internal errors get no row: they are reported, and the
 //! next run retries them.
 
-use crate::graph::{analysis, Graph};
-use crate::resultlog::{self, LogError, ResultLog};
+use crate::graph::{analysis, Fingerprint, Graph};
 use crate::schedule::Schedule;
 use crate::solve::{self, Outcome, SolveError};
 use crate::strategies::{self, Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
+use crate::workflows::resultlog::{self, LogError, ResultLog};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CSV columns, in order.
-pub const HEADER: [&str; 10] = [
+pub const HEADER: [&str; 11] = [
     "model",
     "strategy",
     "budget_bytes",
@@ -43,6 +43,7 @@ pub const HEADER: [&str; 10] = [
     "lp_bound",
     "gap",
     "solve_seconds",
+    "graph_fingerprint",
 ];
 
 /// Status written for a strategy that does not apply to the graph.
@@ -72,6 +73,9 @@ pub struct Row {
     /// (cost − lp_bound) / cost.
     pub gap: Option<f64>,
     pub solve_seconds: Option<f64>,
+    /// The graph the row was solved on; a sweep resumes only rows of the
+    /// same graph.
+    pub graph: Option<Fingerprint>,
 }
 
 impl Row {
@@ -102,13 +106,14 @@ impl Row {
             opt(self.lp_bound, |b| format!("{b}")),
             opt(self.gap, |g| format!("{g:.6}")),
             opt(self.solve_seconds, |s| format!("{s:.3}")),
+            opt(self.graph, |g| g.to_string()),
         ]
     }
 
     /// Parses CSV fields; the error names the column.
     pub fn from_fields(f: &[String]) -> Result<Row, String> {
         resultlog::expect_fields(f, &HEADER)?;
-        use crate::resultlog::opt_num as num;
+        use crate::workflows::resultlog::opt_num as num;
         Ok(Row {
             model: f[0].clone(),
             strategy: f[1].clone(),
@@ -120,6 +125,13 @@ impl Row {
             lp_bound: num(&f[7], "lp_bound")?,
             gap: num(&f[8], "gap")?,
             solve_seconds: num(&f[9], "solve_seconds")?,
+            graph: match f[10].as_str() {
+                "" => None,
+                s => Some(
+                    s.parse()
+                        .map_err(|e| format!("column graph_fingerprint: {e}"))?,
+                ),
+            },
         })
     }
 }
@@ -179,6 +191,9 @@ pub struct SweepConfig {
     /// Stop after this many pairs without the final rewrite, as if killed
     /// (for testing resume).
     pub stop_after: Option<usize>,
+    /// Drop the CSV's rows of this model before starting, instead of
+    /// refusing to resume rows solved on a different graph.
+    pub fresh: bool,
 }
 
 impl SweepConfig {
@@ -195,6 +210,7 @@ impl SweepConfig {
             lp_bound: None,
             zero_timings: false,
             stop_after: None,
+            fresh: false,
         }
     }
 }
@@ -207,6 +223,15 @@ pub fn default_jobs() -> usize {
 pub enum SweepError {
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Rows of this model in the CSV were solved on other graph content:
+    /// resuming would mix answers to two different problems.
+    #[error("{csv} holds rows of '{model}' solved on another graph (fingerprint {theirs}, now {ours}); pass --fresh to start its rows over, or write to another -o")]
+    GraphChanged {
+        csv: PathBuf,
+        model: String,
+        theirs: String,
+        ours: Fingerprint,
+    },
 }
 
 /// What a sweep did.
@@ -307,8 +332,28 @@ fn pair_label(strategy: &str, budget: Bytes) -> String {
 
 /// Runs the sweep of `g` described by `cfg`.
 pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
-    let (log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
-    let existing = rows_from_fields(&cfg.output, existing)?;
+    let fingerprint = g.fingerprint();
+    let (mut log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
+    let mut existing = rows_from_fields(&cfg.output, existing)?;
+    let ours = |r: &Row| r.model == g.name;
+    if cfg.fresh && existing.iter().any(ours) {
+        existing.retain(|r| !ours(r));
+        let fields: Vec<Vec<String>> = existing.iter().map(Row::to_fields).collect();
+        drop(log);
+        resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
+        log = ResultLog::open(&cfg.output, &HEADER)?.0;
+    }
+    if let Some(r) = existing
+        .iter()
+        .find(|r| ours(r) && r.graph != Some(fingerprint))
+    {
+        return Err(SweepError::GraphChanged {
+            csv: cfg.output.clone(),
+            model: g.name.clone(),
+            theirs: r.graph.map_or("none".into(), |f| f.to_string()),
+            ours: fingerprint,
+        });
+    }
     let done: HashSet<(String, String, Bytes)> = existing.iter().map(Row::key).collect();
 
     let mut budgets = cfg.budgets.clone();
@@ -407,6 +452,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             lp_bound: None,
             gap: None,
             solve_seconds: None,
+            graph: Some(fingerprint),
         };
         let mut keep = true;
         match result {
@@ -567,6 +613,7 @@ mod tests {
             lp_bound: None,
             gap: Some(0.1),
             solve_seconds: Some(0.25),
+            graph: Some(Fingerprint(0xabc)),
         };
         let f = r.to_fields();
         let back = Row::from_fields(&f).unwrap();

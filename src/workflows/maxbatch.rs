@@ -11,12 +11,12 @@
 //! strategy that fits a batch also fits every smaller one.
 
 use crate::graph::{analysis, Graph};
-use crate::resultlog::{self, LogError, ResultLog};
 use crate::solve::{self, SolveError};
 use crate::strategies::{
     self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError,
 };
 use crate::units::Bytes;
+use crate::workflows::resultlog::{self, LogError, ResultLog};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,7 +77,7 @@ impl MaxBatchConfig {
             rule: CostRule::OneExtraForward,
             opts: SolveOptions::default(),
             max_batch: 1 << 24,
-            jobs: crate::sweep::default_jobs(),
+            jobs: crate::workflows::sweep::default_jobs(),
             quiet: false,
             output: None,
         }
@@ -144,7 +144,7 @@ impl MaxBatch {
 
     pub fn from_fields(f: &[String]) -> Result<MaxBatch, String> {
         resultlog::expect_fields(f, &HEADER)?;
-        use crate::resultlog::opt_num as num;
+        use crate::workflows::resultlog::opt_num as num;
         Ok(MaxBatch {
             model: f[0].clone(),
             strategy: f[1].clone(),
@@ -289,7 +289,7 @@ pub fn search(
         }
     }
     if not_applicable.get() {
-        result.status = crate::sweep::NOT_APPLICABLE.into();
+        result.status = crate::workflows::sweep::NOT_APPLICABLE.into();
     } else if let Some((b, f)) = best {
         result.max_batch = b;
         result.overhead = Some(f.overhead);
@@ -382,7 +382,7 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
     };
     let finish = |mut r: MaxBatch, reference: Option<u32>| -> Result<MaxBatch, MaxBatchError> {
         r.ratio = reference
-            .filter(|&c| c > 0 && r.status != crate::sweep::NOT_APPLICABLE)
+            .filter(|&c| c > 0 && r.status != crate::workflows::sweep::NOT_APPLICABLE)
             .map(|c| r.max_batch as f64 / c as f64);
         if let Some(log) = &log {
             log.append(&r.to_fields())?;

@@ -121,6 +121,52 @@ impl BudgetList {
         BudgetList::parse(&text, &name)
     }
 
+    /// `--budgets`: an existing file, else an inline comma-separated list
+    /// (`90%,80%,12GB`). Returns the list and how to name its source.
+    pub fn from_arg(arg: &str) -> Result<(BudgetList, String), BudgetError> {
+        let path = Path::new(arg);
+        if path.is_file() {
+            return BudgetList::load(path).map(|l| (l, arg.to_string()));
+        }
+        let err = |msg: String| BudgetError {
+            source_name: "--budgets".into(),
+            msg,
+        };
+        let items = arg
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| BudgetSpec::parse(s).map(BudgetItem::Single))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                err(format!(
+                    "'{arg}' is neither a budget file nor a list of budgets like 90%,80%: {e}"
+                ))
+            })?;
+        if items.is_empty() {
+            return Err(err("no budgets given".into()));
+        }
+        Ok((
+            BudgetList { model: None, items },
+            format!("--budgets {arg}"),
+        ))
+    }
+
+    /// A budget file names the model it was written for; applying it to
+    /// another model is almost surely the wrong file.
+    pub fn check_model(&self, g: &Graph, source: &str) -> Result<(), BudgetError> {
+        match &self.model {
+            Some(m) if *m != g.name => Err(BudgetError {
+                source_name: source.to_string(),
+                msg: format!(
+                    "written for model '{m}', not '{}'; pass the right file with --budgets",
+                    g.name
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The budgets in bytes for this graph, ascending and without
     /// duplicates. Percentages and range points round up to whole bytes.
     pub fn resolve(&self, g: &Graph) -> Vec<Bytes> {
@@ -155,18 +201,20 @@ impl BudgetList {
     }
 }
 
-/// The budget file a sweep uses for `model` when none is given:
-/// `budgets/<stem>.yaml` in the working directory, else the `budgets/`
-/// folder beside the model's folder (so `models/x.yaml` finds
-/// `budgets/x.yaml` from anywhere). `None` when neither exists.
+/// The budget file a sweep uses for `model` when none is given: the
+/// `budgets/` folder beside the model's folder (`models/x.yaml` finds
+/// `budgets/x.yaml` from anywhere). Never the working directory's: a model
+/// elsewhere that shares a file name would silently get the repository's
+/// budgets. `None` when there is no such file.
 pub fn default_file(model: &Path) -> Option<PathBuf> {
     let stem = model.file_stem()?.to_string_lossy().into_owned();
-    let name = format!("{stem}.yaml");
-    let local = Path::new("budgets").join(&name);
-    if local.is_file() {
-        return Some(local);
-    }
-    let beside = model.parent()?.parent()?.join("budgets").join(&name);
+    let dir = model.parent()?;
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let beside = dir.join("..").join("budgets").join(format!("{stem}.yaml"));
     beside.is_file().then_some(beside)
 }
 

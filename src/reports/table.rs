@@ -4,8 +4,8 @@
 //! multiplicatively), and the smallest budget at which it has a plan at all.
 
 use crate::strategies;
-use crate::sweep::Row;
 use crate::units::Bytes;
+use crate::workflows::sweep::Row;
 use std::collections::{BTreeMap, HashMap};
 
 /// The strategy every ratio is taken against.
@@ -115,7 +115,7 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                         not_applicable: feasible.is_empty()
                             && mine
                                 .iter()
-                                .any(|r| r.status == crate::sweep::NOT_APPLICABLE),
+                                .any(|r| r.status == crate::workflows::sweep::NOT_APPLICABLE),
                     }
                 })
                 .collect();
@@ -208,6 +208,7 @@ mod tests {
             lp_bound: None,
             gap: None,
             solve_seconds: Some(0.0),
+            graph: None,
         }
     }
 

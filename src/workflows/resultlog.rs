@@ -20,10 +20,19 @@ pub enum LogError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// The file exists but is not a log of this kind: refusing to append to
-    /// (or later rewrite) someone else's file.
+    /// A line of the log does not parse.
     #[error("{path}: {msg}")]
     Format { path: PathBuf, msg: String },
+    /// The file is a CSV of another kind (its header differs). Readers may
+    /// skip it; a writer refuses to append to, or rewrite, someone else's file.
+    #[error("{path}: a CSV of another kind (header '{found}', expected '{expected}'){}", if *.writing { "; not writing to it" } else { "" })]
+    OtherKind {
+        path: PathBuf,
+        found: String,
+        expected: String,
+        /// Refused as the output of a run, not only skipped as an input.
+        writing: bool,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
@@ -67,7 +76,20 @@ impl ResultLog {
             file.write_all(line.as_bytes()).map_err(io_err(path))?;
             Vec::new()
         } else {
-            parse_rows(path, &text, header)?
+            parse_rows(path, &text, header).map_err(|e| match e {
+                LogError::OtherKind {
+                    path,
+                    found,
+                    expected,
+                    ..
+                } => LogError::OtherKind {
+                    path,
+                    found,
+                    expected,
+                    writing: true,
+                },
+                e => e,
+            })?
         };
         file.seek(SeekFrom::End(0)).map_err(io_err(path))?;
         Ok((
@@ -124,11 +146,12 @@ fn parse_rows(path: &Path, text: &[u8], header: &[&str]) -> Result<Vec<Vec<Strin
         .map_err(|e| fmt(format!("not a CSV file: {e}")))?
         .clone();
     if got.iter().map(str::trim).ne(header.iter().copied()) {
-        return Err(fmt(format!(
-            "unexpected header '{}' (expected '{}'); not overwriting a file of another kind",
-            got.iter().collect::<Vec<_>>().join(","),
-            header.join(",")
-        )));
+        return Err(LogError::OtherKind {
+            path: path.to_path_buf(),
+            writing: false,
+            found: got.iter().collect::<Vec<_>>().join(","),
+            expected: header.join(","),
+        });
     }
     let mut rows = Vec::new();
     for (i, rec) in rd.records().enumerate() {
@@ -250,7 +273,12 @@ mod tests {
         let p = dir.path().join("x.csv");
         std::fs::write(&p, "name,value\n1,2\n").unwrap();
         let e = ResultLog::open(&p, H).err().unwrap();
-        assert!(e.to_string().contains("unexpected header"), "{e}");
+        assert!(e.to_string().contains("a CSV of another kind"), "{e}");
+        assert!(e.to_string().contains("not writing to it"), "{e}");
+        // Read only, the same file is merely of another kind: a reader may
+        // skip it, and must not speak of overwriting.
+        let e = read_rows(&p, H).err().unwrap();
+        assert!(!e.to_string().contains("writing"), "{e}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
     }
 }

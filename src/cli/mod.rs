@@ -1,0 +1,158 @@
+//! Helpers for the command-line edge: error classes and exit codes, and
+//! loading user files with messages that name the file.
+//!
+//! Every command exits with the same codes (the README's table):
+//! 0 a plan was found (or the command did its job), 1 no plan within the
+//! limit (or a failure that is not the input's fault), 2 bad input or a
+//! provably infeasible budget, 130 interrupted.
+
+pub mod interrupt;
+pub mod plan_file;
+
+use crate::graph::{analysis, Graph};
+use crate::units::{BudgetSpec, Bytes};
+use std::fmt;
+use std::path::Path;
+
+pub use plan_file::{load_plan, plan_text};
+
+/// Bad user input (a file, a flag value) or a provably infeasible
+/// request: exit code 2, one line, no trace.
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+pub fn input_err(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(InputError(msg.into()))
+}
+
+/// The user stopped the run (SIGINT, SIGTERM): exit code 130, as shells
+/// report a process killed by SIGINT.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Exit code for an error: 2 for bad input, 130 for an interrupt, 1 for
+/// anything else (no plan within the limit, or an internal failure).
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<InputError>()) {
+        2
+    } else if e.chain().any(|c| c.is::<Interrupted>()) {
+        130
+    } else {
+        1
+    }
+}
+
+pub fn load_graph(path: &Path) -> anyhow::Result<Graph> {
+    Graph::load(path).map_err(|e| input_err(e.to_string()))
+}
+
+/// A budget as the user wrote it and as it resolved for one graph.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub bytes: Bytes,
+    pub spec: BudgetSpec,
+    input: String,
+}
+
+impl Budget {
+    /// The budget in the units the user wrote it in (`16.000 GiB` for
+    /// `16GiB`), with the exact byte count.
+    pub fn show(&self) -> String {
+        let human = if self.input.to_ascii_lowercase().ends_with("ib") {
+            self.bytes.human_binary()
+        } else {
+            self.bytes.human()
+        };
+        format!("{human} ({} bytes)", self.bytes)
+    }
+
+    /// What the user probably meant when a budget is far too small to be
+    /// meant: `-b 90` (90 bytes) or `-b 0.9` (one byte) for 90%.
+    pub fn did_you_mean(&self) -> Option<String> {
+        let t = self.input.trim();
+        if !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return None;
+        }
+        let v: f64 = t.parse().ok()?;
+        let pct = if v > 0.0 && v < 1.0 {
+            v * 100.0
+        } else if (1.0..=100.0).contains(&v) {
+            v
+        } else {
+            return None;
+        };
+        Some(format!("did you mean {}%?", crate::units::short_float(pct)))
+    }
+
+    /// A note for a budget that is probably a mistake but still has an
+    /// answer (above the checkpoint-all peak, every plan fits).
+    pub fn warning(&self, g: &Graph) -> Option<String> {
+        match self.spec {
+            BudgetSpec::Percent { num, den } if num > den => Some(format!(
+                "{} is more than the checkpoint-all peak ({}): no recomputation is needed",
+                self.input.trim(),
+                analysis::checkpoint_all_peak(g).human()
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Resolves a budget string against the graph's checkpoint-all peak.
+pub fn parse_budget(g: &Graph, s: &str) -> anyhow::Result<Budget> {
+    let spec = BudgetSpec::parse(s).map_err(|e| input_err(format!("--budget: {e}")))?;
+    Ok(Budget {
+        bytes: spec.resolve(analysis::checkpoint_all_peak(g)),
+        spec,
+        input: s.to_string(),
+    })
+}
+
+/// `size` as a percentage of the graph's checkpoint-all peak, for messages.
+pub fn percent_of_peak(g: &Graph, size: Bytes) -> String {
+    let peak = analysis::checkpoint_all_peak(g).as_f64().max(1.0);
+    format!(
+        "{:.1}% of the checkpoint-all peak",
+        size.as_f64() * 100.0 / peak
+    )
+}
+
+/// Writes a file atomically: a crash never leaves a half-written file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Writes to standard output for `-`, as `zoo` does, else atomically to
+/// the file.
+pub fn write_output(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().write_all(contents)?;
+        return Ok(());
+    }
+    write_atomic(path, contents)
+}

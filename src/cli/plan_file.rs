@@ -1,0 +1,185 @@
+//! Plan files as users hold them: JSON (the stable interface) or text (to
+//! read, and to write by hand). Both carry the same header (model, graph
+//! fingerprint, strategy, budget, figures), so either can be checked
+//! against the graph it is replayed on.
+
+use super::input_err;
+use crate::graph::{Fingerprint, Graph};
+use crate::schedule::plan::FileStatement;
+use crate::schedule::{Plan, PlanFile};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The text form: a `# key: value` header, then one statement per line
+/// (`%3 = allocate conv1_1`, `compute conv1_1, %3 <- %1`, `deallocate %3`).
+pub fn plan_text(pf: &PlanFile) -> String {
+    let mut s = String::from("# remat plan\n");
+    let mut field = |k: &str, v: &dyn std::fmt::Display| {
+        let _ = writeln!(s, "# {k}: {v}");
+    };
+    field("model", &pf.model);
+    if let Some(fp) = &pf.graph_fingerprint {
+        field("graph_fingerprint", fp);
+    }
+    field("strategy", &pf.strategy);
+    if let Some(b) = pf.budget {
+        field("budget", &b);
+    }
+    field("fixed_memory", &pf.fixed_memory);
+    field("cost", &pf.cost);
+    field("peak_memory", &pf.peak_memory);
+    for st in &pf.statements {
+        match st {
+            FileStatement::Allocate { register, node, .. } => {
+                let _ = writeln!(s, "%{register} = allocate {node}");
+            }
+            FileStatement::Compute {
+                node,
+                register,
+                args,
+            } => {
+                let _ = write!(s, "compute {node}, %{register}");
+                if !args.is_empty() {
+                    let a: Vec<String> = args.iter().map(|r| format!("%{r}")).collect();
+                    let _ = write!(s, " <- {}", a.join(", "));
+                }
+                s.push('\n');
+            }
+            FileStatement::Deallocate { register } => {
+                let _ = writeln!(s, "deallocate %{register}");
+            }
+        }
+    }
+    s
+}
+
+/// Parses the text form. Allocation sizes come from the graph (the text
+/// does not repeat them), so a node the graph lacks is an error here.
+fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
+    let mut pf = PlanFile {
+        model: String::new(),
+        graph_fingerprint: None,
+        strategy: String::new(),
+        budget: None,
+        fixed_memory: g.fixed_memory.get(),
+        cost: f64::NAN,
+        peak_memory: 0,
+        statements: Vec::new(),
+    };
+    let reg = |s: &str, line: usize| -> Result<u32, String> {
+        s.trim()
+            .strip_prefix('%')
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| {
+                format!(
+                    "line {line}: expected a register like %3, got '{}'",
+                    s.trim()
+                )
+            })
+    };
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if l.is_empty() {
+            continue;
+        }
+        if let Some(c) = l.strip_prefix('#') {
+            if let Some((k, v)) = c.split_once(':') {
+                let v = v.trim();
+                let num = |what: &str| format!("line {line}: {what} must be a number, got '{v}'");
+                match k.trim() {
+                    "model" => pf.model = v.to_string(),
+                    "graph_fingerprint" => pf.graph_fingerprint = Some(v.to_string()),
+                    "strategy" => pf.strategy = v.to_string(),
+                    "budget" => pf.budget = Some(v.parse().map_err(|_| num("budget"))?),
+                    "fixed_memory" => {
+                        pf.fixed_memory = v.parse().map_err(|_| num("fixed_memory"))?
+                    }
+                    "cost" => pf.cost = v.parse().map_err(|_| num("cost"))?,
+                    "peak_memory" => pf.peak_memory = v.parse().map_err(|_| num("peak_memory"))?,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        let st = if let Some(rest) = l.strip_prefix("deallocate ") {
+            FileStatement::Deallocate {
+                register: reg(rest, line)?,
+            }
+        } else if let Some(rest) = l.strip_prefix("compute ") {
+            let (head, args) = match rest.rsplit_once(" <- ") {
+                Some((h, a)) => (
+                    h,
+                    a.split(',')
+                        .map(|r| reg(r, line))
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+                None => (rest, Vec::new()),
+            };
+            let (node, r) = head
+                .rsplit_once(", ")
+                .ok_or_else(|| format!("line {line}: expected 'compute NODE, %R'"))?;
+            FileStatement::Compute {
+                node: node.to_string(),
+                register: reg(r, line)?,
+                args,
+            }
+        } else if let Some((r, node)) = l.split_once(" = allocate ") {
+            let id = g
+                .find(node)
+                .ok_or_else(|| format!("line {line}: unknown node '{}'", node.escape_debug()))?;
+            FileStatement::Allocate {
+                register: reg(r, line)?,
+                node: node.to_string(),
+                bytes: g.memory(id).get(),
+            }
+        } else {
+            return Err(format!(
+                "line {line}: expected allocate, compute or deallocate, got '{}'",
+                l.escape_debug()
+            ));
+        };
+        pf.statements.push(st);
+    }
+    if pf.statements.is_empty() {
+        return Err("no statements: not a plan file".into());
+    }
+    Ok(pf)
+}
+
+/// Reads a plan file (JSON or text) for the graph read from `model`, and
+/// refuses one made for another graph, naming both files.
+pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFile, Plan)> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let file: PlanFile = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text)
+            .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?
+    } else {
+        parse_text(g, text).map_err(|e| input_err(format!("{name}: {e}")))?
+    };
+    let ours = g.fingerprint();
+    let other_graph = match &file.graph_fingerprint {
+        Some(fp) => {
+            fp.parse::<Fingerprint>()
+                .map_err(|e| input_err(format!("{name}: {e}")))?
+                != ours
+        }
+        // Plans from before fingerprints: the model name is all there is.
+        None => !file.model.is_empty() && file.model != g.name,
+    };
+    if other_graph {
+        return Err(input_err(format!(
+            "{name} was made for another graph than {} (plan: model '{}', fingerprint {}; graph: model '{}', fingerprint {ours}); pass the graph it was made for, or solve again",
+            model.display(),
+            file.model.escape_debug(),
+            file.graph_fingerprint.as_deref().unwrap_or("none"),
+            g.name.escape_debug(),
+        )));
+    }
+    let plan = Plan::from_file_statements(g, &file.statements)
+        .map_err(|e| input_err(format!("{name}: {e}")))?;
+    Ok((file, plan))
+}

@@ -1,0 +1,46 @@
+//! `remat baselines`: every prior-work heuristic at every knob setting.
+
+use anyhow::Result;
+use remat::cli::{load_graph, write_atomic};
+use remat::workflows::baselines;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file (YAML or JSON).
+    model: PathBuf,
+    /// Also write every setting as CSV.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// List every setting, not only each strategy's trade-off (Pareto) points.
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    let Args { model, output, all } = args;
+    let g = load_graph(&model)?;
+    let bar = if ctx.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    let bar = bar.with_style(
+        indicatif::ProgressStyle::with_template("{msg:15} [{bar:30}] {pos}/{len}")
+            .expect("valid template"),
+    );
+    let curves = baselines::curves(&g, &mut |name, done, total| {
+        bar.set_message(name.to_string());
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    print!("{}", baselines::to_table(&g, &curves, all));
+    if let Some(path) = output {
+        write_atomic(&path, &baselines::to_csv(&g, &curves)?)?;
+        if !ctx.quiet {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! `remat inspect`: what a graph costs and the budgets it allows.
+
+use anyhow::Result;
+use remat::cli::{load_graph, percent_of_peak};
+use remat::graph::analysis;
+use remat::units::short_float;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file (YAML or JSON).
+    model: PathBuf,
+}
+
+pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
+    let g = load_graph(&args.model)?;
+    let s = analysis::summarize(&g);
+    println!("model            {}", g.name);
+    println!("fingerprint      {}", g.fingerprint());
+    println!(
+        "nodes            {} ({} forward, {} backward), {} edges",
+        s.nodes, s.forward, s.backward, s.edges
+    );
+    println!("batch size       {}", g.batch_size);
+    let unit = g.cost_unit.as_deref().unwrap_or("units");
+    println!(
+        "total cost       {} {unit} (forward {})",
+        short_float(s.total_cost),
+        short_float(s.forward_cost)
+    );
+    println!(
+        "fixed memory     {} ({} bytes)",
+        s.fixed_memory.human(),
+        s.fixed_memory
+    );
+    println!(
+        "checkpoint-all   peak {} ({} bytes)",
+        s.checkpoint_all_peak.human(),
+        s.checkpoint_all_peak
+    );
+    println!(
+        "smallest budget  {} ({} bytes, {}): no plan fits below this",
+        s.min_budget.human(),
+        s.min_budget,
+        percent_of_peak(&g, s.min_budget)
+    );
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! One module per subcommand, as cargo does: each holds its clap arguments
+//! (`Args`) and its handler (`run`), so that adding or changing a command
+//! touches one file, and `main.rs` only dispatches.
+
+pub mod baselines;
+pub mod graph;
+pub mod inspect;
+pub mod max_batch;
+pub mod plot;
+pub mod plot_plan;
+pub mod report;
+pub mod simulate;
+pub mod solve;
+pub mod strategies;
+pub mod sweep;
+pub mod zoo;
+
+use remat::solver::Backend;
+use remat::strategies::SolveOptions;
+use std::time::Duration;
+
+/// What every command shares: the global flags.
+pub struct Ctx {
+    /// No progress display and no notes; results and errors still print.
+    pub quiet: bool,
+}
+
+/// The solver flags every solving command shares.
+#[derive(clap::Args, Clone)]
+pub struct SolverArgs {
+    /// Stop each solve after this many seconds with the best plan so far
+    /// [default: 60 for solve and for each sweep pair, 10 for each solve
+    /// of a max-batch search].
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+    /// Relative gap at which the solver may stop: 1% or 0.01. A plan is
+    /// called optimal only within 0.01% (or by the solver's proof); a looser
+    /// gap stops sooner and reports `feasible` with its gap.
+    #[arg(long, default_value = "0.01%", allow_hyphen_values = true, value_parser = parse_gap)]
+    pub gap: f64,
+    /// Solver threads (at most this machine's cores).
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true, value_parser = parse_threads)]
+    pub threads: usize,
+    /// MILP backend: highs or cbc.
+    #[arg(long, default_value_t = Backend::default())]
+    pub solver: Backend,
+}
+
+/// Default time limits, per solve, from measurements (README, "Time
+/// limits"): on the public benchmark graphs a 600 s limit returned the
+/// same plan as 60 s in all 15 instances, so a single solve gets 60 s. A
+/// max-batch search runs a few dozen solves per strategy, so each gets 10.
+pub const SOLVE_SECONDS: f64 = 60.0;
+pub const MAX_BATCH_SECONDS: f64 = 10.0;
+
+impl SolverArgs {
+    /// The options, with `default_secs` when no `--time-limit` was given.
+    pub fn options(&self, default_secs: f64) -> SolveOptions {
+        SolveOptions {
+            time_limit: Duration::from_secs_f64(self.time_limit.unwrap_or(default_secs)),
+            gap: self.gap,
+            threads: self.threads,
+            backend: self.solver,
+            ..SolveOptions::default()
+        }
+    }
+}
+
+/// A year: longer limits are typos, and `Duration` cannot hold `inf`.
+const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=MAX_SECONDS).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a number of seconds from 0 to {MAX_SECONDS} (a year)"
+        )),
+    }
+}
+
+/// `1%` or `0.01`. A bare number above 1 is refused rather than read as
+/// a fraction: `--gap 5` almost always means 5%, not 500%.
+fn parse_gap(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(p) => (p.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    let v = num
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or("expected a relative gap such as 1% or 0.01")?
+        / scale;
+    if v > 1.0 {
+        return Err(if scale == 1.0 {
+            format!("a gap above 1 (100%) means nothing; for {num} percent write --gap {num}%")
+        } else {
+            "a gap above 100% means nothing".to_string()
+        });
+    }
+    Ok(v)
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=cores).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of threads from 1 to {cores} (this machine's cores)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_as_percent_or_fraction() {
+        assert_eq!(parse_gap("1%"), Ok(0.01));
+        assert_eq!(parse_gap("0.01"), Ok(0.01));
+        assert!(parse_gap("5").unwrap_err().contains("--gap 5%"));
+        for bad in ["-1", "nan", "inf", "150%", "x"] {
+            assert!(parse_gap(bad).is_err(), "{bad}");
+        }
+        for bad in ["inf", "1e308", "-1", "nan"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(parse_threads("100000").is_err());
+        assert!(parse_threads("0").is_err());
+    }
+}

@@ -1,0 +1,61 @@
+//! `remat report`: the Table-2 style summary of sweep CSVs.
+
+use anyhow::Result;
+use remat::cli::{input_err, write_atomic};
+use remat::reports::table;
+use remat::workflows::resultlog::LogError;
+use remat::workflows::sweep::{self, Row, SweepError};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Sweep CSV files (others, such as benchmark CSVs, are skipped).
+    #[arg(required = true)]
+    csv: Vec<PathBuf>,
+    /// Also write the report (Markdown) to this file.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+/// Reads every sweep CSV among `paths`. A CSV of another kind is skipped
+/// with a note, so that `results/*.csv` works although the folder also
+/// holds benchmark tables; only when none is a sweep CSV is that an error.
+pub fn read_sweeps(paths: &[PathBuf], quiet: bool) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut read = 0;
+    for p in paths {
+        match sweep::read_csv(p) {
+            Ok(r) => {
+                rows.extend(r);
+                read += 1;
+            }
+            Err(SweepError::Log(LogError::OtherKind { .. })) if paths.len() > 1 => {
+                if !quiet {
+                    eprintln!("note: skipping {}: not a sweep CSV", p.display());
+                }
+            }
+            Err(e) => return Err(input_err(e.to_string())),
+        }
+    }
+    if read == 0 {
+        return Err(input_err(format!(
+            "none of {} is a sweep CSV",
+            paths
+                .iter()
+                .map(|p: &PathBuf| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(rows)
+}
+
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    let rows = read_sweeps(&args.csv, ctx.quiet)?;
+    let text = table::render(&table::summarize(&rows));
+    print!("{text}");
+    if let Some(o) = args.output {
+        write_atomic(&o, text.as_bytes())?;
+    }
+    Ok(())
+}

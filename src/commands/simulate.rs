@@ -1,0 +1,78 @@
+//! `remat simulate`: replay any plan file and measure it.
+
+use anyhow::Result;
+use remat::cli::{input_err, load_graph, load_plan, parse_budget};
+use remat::schedule::simulate;
+use remat::units::short_float;
+use remat::Bytes;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file the plan was made for.
+    model: PathBuf,
+    /// Plan file, JSON or text (as `solve --plan` writes them).
+    plan: PathBuf,
+    /// Check the peak against this budget instead of the one the plan records.
+    #[arg(short, long, allow_hyphen_values = true)]
+    budget: Option<String>,
+}
+
+pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
+    let Args {
+        model,
+        plan,
+        budget,
+    } = args;
+    let g = load_graph(&model)?;
+    let (file, p) = load_plan(&g, &model, &plan)?;
+    let rep = simulate(&g, &p).map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+    let unit = g.cost_unit.as_deref().unwrap_or("cost units");
+    println!(
+        "plan             {} ({} statements)",
+        plan.display(),
+        p.statements.len()
+    );
+    println!(
+        "computations     {} for {} nodes",
+        rep.computations,
+        g.len()
+    );
+    println!(
+        "cost             {} {unit} ({:.4}x checkpoint-all)",
+        short_float(rep.cost),
+        rep.cost / g.total_cost().max(f64::MIN_POSITIVE)
+    );
+    println!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak);
+    let claims_differ = file.cost.is_finite()
+        && ((rep.cost - file.cost).abs() > 1e-6 * rep.cost.abs().max(1.0)
+            || rep.peak.get() != file.peak_memory);
+    if claims_differ {
+        println!(
+            "note             the file claims cost {} and peak {}; the figures above are the simulator's",
+            short_float(file.cost),
+            file.peak_memory
+        );
+    }
+    // A plan is made for a budget: the one asked for, else its own.
+    let (limit, whose) = match budget {
+        Some(b) => {
+            let b = parse_budget(&g, &b)?;
+            (Some(b.bytes), "the budget")
+        }
+        None => (file.budget.map(Bytes), "the budget the plan records"),
+    };
+    if let Some(b) = limit {
+        if rep.peak > b {
+            return Err(input_err(format!(
+                "{}: peak {} exceeds {whose} {} ({})",
+                plan.display(),
+                rep.peak,
+                b,
+                b.human()
+            )));
+        }
+        println!("budget           {} ({} bytes): fits", b.human(), b);
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! `remat solve`: one plan within one budget, with a one-screen summary.
+
+use super::{Ctx, SolverArgs};
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use remat::cli::{input_err, interrupt, load_graph, parse_budget, plan_text, write_output};
+use remat::cli::{Budget, Interrupted};
+use remat::solve::{self, Outcome, SolveError};
+use remat::strategies::watch::Watch;
+use remat::strategies::{self, Status, Strategy};
+use remat::units::short_float;
+use remat::{Bytes, Graph};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file (YAML or JSON).
+    model: PathBuf,
+    /// Memory budget: bytes, KB/MB/GB, KiB/MiB/GiB, or NN% of the checkpoint-all peak.
+    #[arg(short, long, allow_hyphen_values = true)]
+    budget: String,
+    /// Strategy name (see `remat strategies`). The default proves its
+    /// answer optimal when it can; `remat-fast` answers within a minute.
+    #[arg(
+        short,
+        long,
+        visible_alias = "strategies",
+        default_value = "remat-exact"
+    )]
+    strategy: String,
+    /// Write the plan: JSON if the name ends in .json, text otherwise (`-`: standard output).
+    #[arg(long, visible_alias = "plans")]
+    plan: Option<PathBuf>,
+    #[command(flatten)]
+    solver: SolverArgs,
+}
+
+pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
+    let Args {
+        model,
+        budget,
+        strategy,
+        plan,
+        solver,
+    } = args;
+    let g = load_graph(&model)?;
+    let budget = parse_budget(&g, &budget)?;
+    if let Some(w) = budget.warning(&g) {
+        eprintln!("note: {w}");
+    }
+    let strat = strategies::by_name(&strategy).ok_or_else(|| {
+        input_err(format!(
+            "unknown strategy '{strategy}'; available: {}",
+            strategies::names().join(", ")
+        ))
+    })?;
+    let (out, interrupted) = match run_watched(&g, strat, budget.bytes, &solver, ctx.quiet)? {
+        Ok(o) => o,
+        Err(e @ SolveError::BelowMinimum { .. }) => {
+            let hint = budget
+                .did_you_mean()
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            return Err(input_err(format!("{e}{hint}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print_summary(&g, &budget, &out);
+    if let Some(path) = plan.as_ref().filter(|_| out.status.has_plan()) {
+        if let Some(pf) = out.plan_file(&g) {
+            let bytes = if path.extension().is_some_and(|e| e == "json") {
+                serde_json::to_vec_pretty(&pf)?
+            } else {
+                plan_text(&pf).into_bytes()
+            };
+            write_output(path, &bytes)?;
+            if path.as_os_str() != "-" {
+                println!("plan written     {}", path.display());
+            }
+        }
+    }
+    if interrupted {
+        return Err(Interrupted.into());
+    }
+    status_result(&out, &budget)
+}
+
+/// Runs the solve on its own thread while this one shows a progress line
+/// (on a terminal, unless quiet) and watches for SIGINT/SIGTERM. On an
+/// interrupt the answer is the best plan reported so far (`true` beside
+/// it); the solver thread is left to die with the process.
+#[allow(clippy::type_complexity)]
+fn run_watched(
+    g: &Graph,
+    strat: Box<dyn Strategy>,
+    budget: Bytes,
+    solver: &SolverArgs,
+    quiet: bool,
+) -> Result<Result<(Outcome, bool), SolveError>> {
+    let watch = Arc::new(Watch::default());
+    let mut opts = solver.options(super::SOLVE_SECONDS);
+    opts.watch = Some(watch.clone());
+    let name = strat.name();
+    let (tx, rx) = mpsc::channel();
+    let shared = Arc::new(g.clone());
+    interrupt::install();
+    let start = Instant::now();
+    std::thread::spawn({
+        let g = shared.clone();
+        move || {
+            let _ = tx.send(solve::run(&g, strat.as_ref(), budget, &opts));
+        }
+    });
+    let bar = if quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+            .with_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"))
+    };
+    let base = g.total_cost().max(f64::MIN_POSITIVE);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(r) => {
+                bar.finish_and_clear();
+                return Ok(r.map(|o| (o, false)));
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                bar.finish_and_clear();
+                anyhow::bail!("internal error: the {name} solve stopped without an answer");
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let snap = watch.snapshot();
+        if interrupt::requested() {
+            bar.finish_and_clear();
+            return Ok(Ok((
+                solve::from_snapshot(g, name, budget, &snap, secs),
+                true,
+            )));
+        }
+        let cost = snap.cost.map_or("none yet".into(), |c| {
+            format!("{} ({:.4}x)", short_float(c), c / base)
+        });
+        let bound = snap.bound.map_or("-".into(), short_float);
+        let gap = match (snap.cost, snap.bound) {
+            (Some(c), Some(b)) if c > 0.0 => format!("{:.3}%", ((c - b) / c).max(0.0) * 100.0),
+            _ => "-".into(),
+        };
+        bar.set_message(format!(
+            "{name}: {secs:.0} s, best plan {cost}, bound {bound}, gap {gap}  (Ctrl-C keeps the best plan)"
+        ));
+        bar.tick();
+    }
+}
+
+/// The exit code of an answer, as the README's table gives it.
+fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
+    let hint = budget
+        .did_you_mean()
+        .map(|h| format!("; {h}"))
+        .unwrap_or_default();
+    match out.status {
+        Status::Optimal | Status::Feasible | Status::Bound => Ok(()),
+        Status::Infeasible => Err(input_err(format!(
+            "infeasible: no plan fits {}{hint}",
+            budget.show()
+        ))),
+        Status::NoFit => anyhow::bail!(
+            "{} found no plan that fits {}; that does not mean none exists: try -s remat-fast or remat-exact{hint}",
+            out.strategy,
+            budget.show()
+        ),
+        Status::NoSolution => anyhow::bail!(
+            "no plan found within the time limit; a longer --time-limit may find one{hint}"
+        ),
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {
+    let unit = g.cost_unit.as_deref().unwrap_or("cost units");
+    println!("model            {} ({} nodes)", g.name, g.len());
+    println!("strategy         {}", out.strategy);
+    println!("budget           {}", budget.show());
+    println!("status           {}", out.status);
+    if let Some(sim) = &out.sim {
+        let base = g.total_cost();
+        println!(
+            "cost             {} {unit} ({:.4}x checkpoint-all, {})",
+            short_float(sim.cost),
+            if base > 0.0 { sim.cost / base } else { 1.0 },
+            plural(
+                sim.computations - g.len(),
+                "recomputation",
+                "recomputations"
+            )
+        );
+        println!("peak memory      {} ({} bytes)", sim.peak.human(), sim.peak);
+    }
+    if let Some(lb) = out.lower_bound {
+        let ratio = out.cost().map(|c| if lb > 0.0 { c / lb } else { 1.0 });
+        let lb_text = short_float(lb);
+        match ratio {
+            Some(r) => println!(
+                "lower bound      {lb_text} {unit} (plan/bound = {r:.4}, gap {:.3}%)",
+                out.gap().unwrap_or(0.0) * 100.0
+            ),
+            None => println!("lower bound      {lb_text} {unit}"),
+        }
+    }
+    if let Some(d) = &out.detail {
+        println!("detail           {d}");
+    }
+    println!("solve time       {:.2} s", out.seconds);
+}

@@ -1,0 +1,13 @@
+//! `remat strategies`: the registry, one line each.
+
+use anyhow::Result;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_: Args, _: &super::Ctx) -> Result<()> {
+    for s in remat::strategies::all() {
+        println!("{:<18} {}", s.name(), s.describe());
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! `remat sweep`: every (strategy, budget) pair, one resumable CSV row each.
+
+use super::SolverArgs;
+use anyhow::Result;
+use remat::cli::{input_err, load_graph};
+use remat::reports::plot;
+use remat::strategies;
+use remat::workflows::budgets::{self, BudgetList};
+use remat::workflows::resultlog::LogError;
+use remat::workflows::sweep::{self, select_strategies, SweepConfig, SweepError};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Graph file (YAML or JSON).
+    model: PathBuf,
+    /// Budgets: a comma-separated list (`90%,80%,12GB`) or a budget file
+    /// (YAML, see docs/format.md). Default: the model folder's sibling
+    /// budgets/<model file stem>.yaml if it exists, else 20 budgets from the
+    /// smallest feasible one to the checkpoint-all peak.
+    #[arg(short, long, allow_hyphen_values = true)]
+    budgets: Option<String>,
+    /// Comma-separated strategy names, or `all`.
+    #[arg(short, long, visible_alias = "strategy", default_value = "all")]
+    strategies: String,
+    /// Output CSV (appended to; rows already there are skipped).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Also plot overhead vs budget (.svg or .png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Pairs solved in parallel (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write every plan as DIR/<strategy>-<budget_bytes>.json.
+    #[arg(long, visible_alias = "plan")]
+    plans: Option<PathBuf>,
+    /// Drop this model's rows from the CSV and solve them again (needed
+    /// when the graph changed since they were written).
+    #[arg(long)]
+    fresh: bool,
+    /// Write 0 for solve_seconds, so that the CSV is reproducible byte for byte.
+    #[arg(long, hide = true)]
+    zero_timings: bool,
+    /// Leave the lp_bound and gap columns empty instead of solving the
+    /// LP relaxation once per budget (it is slow on very large graphs).
+    #[arg(long)]
+    no_lp_bound: bool,
+    #[command(flatten)]
+    solver: SolverArgs,
+}
+
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    let Args {
+        model,
+        budgets,
+        strategies,
+        output,
+        plot,
+        jobs,
+        plans,
+        fresh,
+        zero_timings,
+        no_lp_bound,
+        solver,
+    } = args;
+    let g = load_graph(&model)?;
+    let quiet = ctx.quiet;
+    let (list, source) = match budgets {
+        Some(b) => BudgetList::from_arg(&b),
+        None => match budgets::default_file(&model) {
+            Some(p) => BudgetList::load(&p).map(|l| (l, p.display().to_string())),
+            None => Ok((BudgetList::default_range(), "default range".to_string())),
+        },
+    }
+    .map_err(|e| input_err(e.to_string()))?;
+    list.check_model(&g, &source)
+        .map_err(|e| input_err(e.to_string()))?;
+    let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
+    cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
+    cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
+    cfg.opts = solver.options(super::SOLVE_SECONDS);
+    cfg.quiet = quiet;
+    cfg.plans_dir = plans;
+    cfg.zero_timings = zero_timings;
+    cfg.fresh = fresh;
+    if !no_lp_bound {
+        cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));
+    }
+    if !quiet {
+        eprintln!(
+            "sweep {}: {} budgets ({}) x {} strategies",
+            g.name,
+            cfg.budgets.len(),
+            source,
+            cfg.strategies.len()
+        );
+    }
+    let summary = sweep::run(&g, &cfg).map_err(|e| match e {
+        SweepError::Log(LogError::Format { .. } | LogError::OtherKind { .. })
+        | SweepError::GraphChanged { .. } => input_err(e.to_string()),
+        e => e.into(),
+    })?;
+    if let Some(p) = &plot {
+        plot::plot_sweep(&summary.rows, &g.name, p)?;
+    }
+    if !quiet {
+        eprintln!(
+            "wrote {} ({} new rows, {} already there){}",
+            output.display(),
+            summary.solved,
+            summary.resumed,
+            plot.map(|p| format!(", plot {}", p.display()))
+                .unwrap_or_default()
+        );
+    }
+    if !summary.failures.is_empty() {
+        anyhow::bail!(
+            "{} pairs failed and have no row (re-run to retry them):\n  {}",
+            summary.failures.len(),
+            summary.failures.join("\n  ")
+        );
+    }
+    Ok(())
+}

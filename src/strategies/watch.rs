@@ -1,0 +1,61 @@
+//! A live view of one running solve, for whoever must answer before it
+//! returns: the progress line on a terminal, and an interrupt that has to
+//! keep the time limit's promise of "the best plan so far".
+//!
+//! Strategies report what they find as they find it (a schedule with its
+//! cost, a solver's incumbent cost, a bound); the watcher reads a snapshot
+//! at any moment. Nothing here is trusted as an answer: a snapshot's
+//! schedule still goes through the plan generator and the simulator
+//! ([`crate::solve::from_snapshot`]).
+
+use crate::schedule::Schedule;
+use std::sync::Mutex;
+
+#[derive(Debug, Default)]
+pub struct Watch {
+    state: Mutex<Snapshot>,
+}
+
+/// What a solve knows at one moment.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    /// The cheapest plan's cost known, with or without its schedule (a MIP
+    /// solver reports costs before the schedule is decoded).
+    pub cost: Option<f64>,
+    /// The best lower bound known.
+    pub bound: Option<f64>,
+    /// The cheapest schedule in hand, with its cost and where it came from.
+    pub plan: Option<(f64, Schedule, String)>,
+}
+
+impl Watch {
+    fn with(&self, f: impl FnOnce(&mut Snapshot)) {
+        f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A schedule that fits the budget, with its cost; kept if cheapest.
+    pub fn plan(&self, cost: f64, schedule: &Schedule, origin: &str) {
+        self.with(|s| {
+            if s.plan.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                s.plan = Some((cost, schedule.clone(), origin.to_string()));
+            }
+            s.cost = Some(s.cost.map_or(cost, |c| c.min(cost)));
+        })
+    }
+
+    /// An incumbent cost without its schedule (display only).
+    pub fn cost(&self, cost: f64) {
+        self.with(|s| s.cost = Some(s.cost.map_or(cost, |c| c.min(cost))))
+    }
+
+    /// A proven lower bound; the highest is kept.
+    pub fn bound(&self, bound: f64) {
+        if bound.is_finite() {
+            self.with(|s| s.bound = Some(s.bound.map_or(bound, |b| b.max(bound))))
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
