@@ -3,10 +3,12 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use remat::budgets::BudgetList;
-use remat::cli::{exit_code, input_err, load_graph, load_plan, parse_budget, write_atomic};
+use remat::cli::{
+    exit_code, input_err, load_device, load_graph, load_plan, parse_budget, write_atomic,
+};
 use remat::graph::analysis;
 use remat::maxbatch::{self, CostRule, MaxBatchConfig};
-use remat::schedule::simulate;
+use remat::schedule::simulate_on;
 use remat::solve;
 use remat::solver::Backend;
 use remat::strategies::{self, SolveOptions};
@@ -85,6 +87,9 @@ enum Command {
         /// Write the plan: JSON if the name ends in .json, text otherwise.
         #[arg(long)]
         plan: Option<PathBuf>,
+        /// Device file (devices/*.yaml): time the plan on it and report its step time.
+        #[arg(long)]
+        device: Option<PathBuf>,
         #[command(flatten)]
         solver: SolverArgs,
     },
@@ -97,6 +102,17 @@ enum Command {
         /// Also check the peak against this budget.
         #[arg(short, long)]
         budget: Option<String>,
+        /// Device file (devices/*.yaml): replay the plan timed on it (needed for transfers).
+        #[arg(long)]
+        device: Option<PathBuf>,
+    },
+    /// Write a plan's CachedArrays-style hint stream (will_read, will_write, archive, retire) as JSON.
+    Hints {
+        /// Plan JSON file.
+        plan: PathBuf,
+        /// Output JSON file.
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// List the available strategies.
     Strategies,
@@ -282,23 +298,29 @@ fn run(cli: Cli) -> Result<()> {
             budget,
             strategy,
             plan,
+            device,
             solver,
         } => {
             let g = load_graph(&model)?;
             let budget = parse_budget(&g, &budget)?;
+            let mut opts = solver.options();
+            opts.device = device.as_deref().map(load_device).transpose()?.map(Into::into);
             let strat = strategies::by_name(&strategy).ok_or_else(|| {
                 input_err(format!(
                     "unknown strategy '{strategy}'; available: {}",
                     strategies::names().join(", ")
                 ))
             })?;
-            let out = match solve::run(&g, strat.as_ref(), budget, &solver.options()) {
+            let out = match solve::run(&g, strat.as_ref(), budget, &opts) {
                 Err(e @ solve::SolveError::BelowMinimum { .. }) => {
                     return Err(input_err(e.to_string()))
                 }
                 r => r?,
             };
             print_summary(&g, &out);
+            if let (Some(t), Some(d)) = (out.timing(), &opts.device) {
+                print!("{}", remat::report::timing_lines(t, d.all_fast_step(&g)));
+            }
             if let Some(path) = plan {
                 let Some(pf) = out.plan_file(&g) else {
                     return Err(anyhow::anyhow!("no plan to write: status {}", out.status));
@@ -320,11 +342,13 @@ fn run(cli: Cli) -> Result<()> {
             model,
             plan,
             budget,
+            device,
         } => {
             let g = load_graph(&model)?;
             let (file, p) = load_plan(&g, &plan)?;
-            let rep =
-                simulate(&g, &p).map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+            let device = device.as_deref().map(load_device).transpose()?;
+            let rep = simulate_on(&g, &p, device.as_ref())
+                .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
             println!(
                 "plan             {} ({} statements)",
                 plan.display(),
@@ -341,6 +365,9 @@ fn run(cli: Cli) -> Result<()> {
                 rep.cost / g.total_cost().max(f64::MIN_POSITIVE)
             );
             println!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak);
+            if let (Some(t), Some(d)) = (&rep.timing, &device) {
+                print!("{}", remat::report::timing_lines(t, d.all_fast_step(&g)));
+            }
             if (rep.cost - file.cost).abs() > 1e-6 * rep.cost.abs().max(1.0)
                 || rep.peak.get() != file.peak_memory
             {
@@ -361,6 +388,16 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 println!("budget           {} ({} bytes): fits", b.human(), b);
             }
+        }
+        Command::Hints { plan, output } => {
+            let name = plan.display().to_string();
+            let text = std::fs::read_to_string(&plan)
+                .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
+            let file: remat::schedule::PlanFile = serde_json::from_str(&text)
+                .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?;
+            let h = remat::hints::hints(&file).map_err(|e| input_err(format!("{name}: {e}")))?;
+            write_atomic(&output, &serde_json::to_vec_pretty(&h)?)?;
+            eprintln!("wrote {} ({} steps, {} objects)", output.display(), h.steps.len(), h.objects.len());
         }
         Command::Zoo(args) => remat::zoo::command::run(&args)?,
         Command::Baselines { model, output, all } => {

@@ -91,6 +91,10 @@ pub struct SolveOptions {
     /// budget (the MILP pipeline passes its graph bound to the heuristics
     /// it seeds from), so it is not computed twice.
     pub known_bound: Option<f64>,
+    /// The machine, when the user gave one (`--device`): tiered strategies
+    /// read its slow tier and copy engines, and the pipeline times every
+    /// plan on it. Recompute-only strategies ignore it.
+    pub device: Option<std::sync::Arc<crate::device::Device>>,
 }
 
 impl Default for SolveOptions {
@@ -103,6 +107,7 @@ impl Default for SolveOptions {
             warm_start: None,
             cost_bound: None,
             known_bound: None,
+            device: None,
         }
     }
 }
