@@ -60,32 +60,33 @@ fn compute(g: &Graph, name: &str, register: Register, args: &[Register]) -> Stat
 
 use Statement::{CopyIn, CopyOut, Deallocate as Free, Drop, Wait};
 
-/// Offload a after b reads it, prefetch it for e: exactly what the plan
-/// generator makes of `Schedule::offload(a, 1, 4)` on checkpoint-all.
+/// Offload a after b reads it, copy it back while d runs, for e: exactly
+/// what the plan generator makes of `Schedule::offload(a, 1, 3)` on
+/// checkpoint-all.
 fn offload_plan(g: &Graph) -> Plan {
     Plan {
         statements: vec![
-            alloc(g, 0, "a"),                      // 0  fast 4
-            compute(g, "a", 0, &[]),               // 1  c 0 → 1
-            CopyOut { register: 1, src: 0 },       // 2  out 1 → 3.5; slow 4
-            alloc(g, 2, "b"),                      // 3  fast 6 (peak)
-            compute(g, "b", 2, &[0]),              // 4  c 1 → 3
-            Wait { register: 1 },                  // 5  c 3 → 3.5 (stall 0.5)
-            Free { register: 0 },                  // 6  fast 2
-            alloc(g, 3, "c"),                      // 7  fast 4
-            compute(g, "c", 3, &[2]),              // 8  c 3.5 → 6.5
-            Free { register: 2 },                  // 9  fast 2
-            alloc(g, 4, "d"),                      // 10 fast 3
-            compute(g, "d", 4, &[3]),              // 11 c 6.5 → 8.5
-            Free { register: 3 },                  // 12 fast 1
-            CopyIn { register: 5, src: 1 },        // 13 fast 5; in 8.5 → 10
-            Wait { register: 5 },                  // 14 c 8.5 → 10 (stall 1.5)
-            alloc(g, 6, "e"),                      // 15 fast 6
-            compute(g, "e", 6, &[4, 5]),           // 16 c 10 → 11
-            Free { register: 4 },                  // 17
-            Free { register: 5 },                  // 18
-            Free { register: 6 },                  // 19
-            Drop { register: 1 },                  // 20 slow 0
+            alloc(g, 0, "a"),                 // 0  fast 4
+            compute(g, "a", 0, &[]),          // 1  c 0 → 1
+            CopyOut { register: 1, src: 0 },  // 2  out 1 → 3.5; slow 4
+            alloc(g, 2, "b"),                 // 3  fast 6
+            compute(g, "b", 2, &[0]),         // 4  c 1 → 3
+            Wait { register: 1 },             // 5  c 3 → 3.5 (stall 0.5)
+            Free { register: 0 },             // 6  fast 2
+            alloc(g, 3, "c"),                 // 7  fast 4
+            compute(g, "c", 3, &[2]),         // 8  c 3.5 → 6.5
+            Free { register: 2 },             // 9  fast 2
+            CopyIn { register: 4, src: 1 },   // 10 fast 6; in 6.5 → 8
+            alloc(g, 5, "d"),                 // 11 fast 7 (peak)
+            compute(g, "d", 5, &[3]),         // 12 c 6.5 → 8.5
+            Free { register: 3 },             // 13 fast 5
+            Wait { register: 4 },             // 14 done at 8: no stall
+            Drop { register: 1 },             // 15 slow 0
+            alloc(g, 6, "e"),                 // 16 fast 6
+            compute(g, "e", 6, &[5, 4]),      // 17 c 8.5 → 9.5
+            Free { register: 5 },             // 18
+            Free { register: 4 },             // 19
+            Free { register: 6 },             // 20
         ],
     }
 }
@@ -95,26 +96,27 @@ fn one_offload_one_prefetch_duplex_and_shared() {
     let g = five();
     let plan = offload_plan(&g);
     // The copies never overlap (the prefetch reads the finished offload),
-    // so one shared engine gives the same figures as two.
+    // so one shared engine gives the same figures as two. The prefetch
+    // (1.5 s) hides behind d (2 s); the offload (2.5 s) only half behind b.
     for engines in ["duplex", "shared"] {
         let d = device(engines, 100, "none");
         let r = simulate_on(&g, &plan, Some(&d)).unwrap();
         let t = r.timing.unwrap();
-        assert_eq!(t.step, Seconds(11.0), "{engines}");
+        assert_eq!(t.step, Seconds(9.5), "{engines}");
         assert_eq!(t.compute, Seconds(9.0)); // 1 + 2 + 3 + 2 + 1
-        assert_eq!(t.stall, Seconds(2.0)); // 0.5 + 1.5
+        assert_eq!(t.stall, Seconds(0.5));
         assert_eq!((t.bytes_to_slow, t.bytes_to_fast), (Bytes(4), Bytes(4)));
         assert_eq!(t.copies, 2);
         assert_eq!(t.slow_peak, Bytes(4));
-        // a + b while b runs; d + a's copy-in buffer + e while e runs.
-        assert_eq!(r.peak, Bytes(6));
-        assert_eq!(r.peak_statement, 3);
+        // c + a's copy-in buffer + d while d runs.
+        assert_eq!(r.peak, Bytes(7));
+        assert_eq!(r.peak_statement, 11);
     }
     // Checkpoint-all keeps a throughout: a + b + c = 8 while c runs.
     let all = generate_plan(&g, &Schedule::checkpoint_all(&g)).unwrap();
     assert_eq!(simulate(&g, &all).unwrap().peak, Bytes(8));
     // A synchronous device copies on the compute stream: a 0→1, copy out
-    // 1→3.5, b →5.5, c →8.5, d →10.5, copy in →12, e →13.
+    // 1→3.5, b →5.5, c →8.5, copy in →10, d →12, e →13.
     let t = simulate_on(&g, &plan, Some(&device("synchronous", 100, "none")))
         .unwrap()
         .timing
@@ -126,7 +128,7 @@ fn one_offload_one_prefetch_duplex_and_shared() {
 fn the_plan_generator_makes_the_hand_plan_from_the_schedule() {
     let g = five();
     let mut sch = Schedule::checkpoint_all(&g);
-    sch.offload(0, 1, 4);
+    sch.offload(0, 1, 3);
     assert!(sch.has_transfers());
     let plan = generate_plan(&g, &sch).unwrap();
     assert_eq!(plan, offload_plan(&g), "{}", plan.to_text(&g));
@@ -134,8 +136,8 @@ fn the_plan_generator_makes_the_hand_plan_from_the_schedule() {
     let back = Plan::from_file_statements(&g, &plan.to_file_statements(&g)).unwrap();
     assert_eq!(back, plan);
     let text = plan.to_text(&g);
-    assert!(text.contains("%1 = copy_out %0\n") && text.contains("%5 = copy_in %1\n"));
-    assert!(text.contains("wait %5\n") && text.contains("drop %1\n"));
+    assert!(text.contains("%1 = copy_out %0\n") && text.contains("%4 = copy_in %1\n"));
+    assert!(text.contains("wait %4\n") && text.contains("drop %1\n"));
     let json = serde_json::to_string(&plan.to_file_statements(&g)).unwrap();
     assert!(json.contains(r#"{"op":"copy_out","register":1,"src":0}"#), "{json}");
 }
@@ -143,23 +145,14 @@ fn the_plan_generator_makes_the_hand_plan_from_the_schedule() {
 #[test]
 fn duplex_engines_overlap_an_offload_with_a_prefetch_and_shared_ones_do_not() {
     let g = five();
-    // As the hand plan, but d is also copied out while a comes back in.
-    let mut st = offload_plan(&g).statements;
-    st.truncate(13); // up to and including freeing c: c = 8.5
-    st.extend([
-        CopyIn { register: 5, src: 1 },  // in 8.5 → 10 (both)
-        CopyOut { register: 7, src: 4 }, // duplex: out 8.5 → 9.5; shared: 10 → 11
-        Wait { register: 5 },            // c → 10
-        Wait { register: 7 },            // duplex: no stall; shared: c → 11
-        Drop { register: 1 },
-        Drop { register: 7 },
-        alloc(&g, 6, "e"),
-        compute(&g, "e", 6, &[4, 5]),
-        Free { register: 4 },
-        Free { register: 5 },
-        Free { register: 6 },
-    ]);
-    let plan = Plan { statements: st };
+    // As the hand plan, and c is also copied out while a comes back in,
+    // during d's stage (c is kept into it): in 6.5 → 8 on both; out (2 B at
+    // 2 B/s + 0.5 s = 1.5 s) 6.5 → 8 on its own engine, 8 → 9.5 behind the
+    // copy in on a shared one. d runs 6.5 → 8.5.
+    let mut sch = Schedule::checkpoint_all(&g);
+    sch.offload(0, 1, 3);
+    sch.set_o(3, 2, true);
+    let plan = generate_plan(&g, &sch).unwrap();
     let run = |e: &str| {
         simulate_on(&g, &plan, Some(&device(e, 100, "none")))
             .unwrap()
@@ -167,11 +160,16 @@ fn duplex_engines_overlap_an_offload_with_a_prefetch_and_shared_ones_do_not() {
             .unwrap()
     };
     let (duplex, shared) = (run("duplex"), run("shared"));
-    assert_eq!((duplex.step, duplex.stall), (Seconds(11.0), Seconds(2.0)));
-    assert_eq!((shared.step, shared.stall), (Seconds(12.0), Seconds(3.0)));
-    // a's and d's slow copies coexist for a moment: 4 + 1.
-    assert_eq!(duplex.slow_peak, Bytes(5));
-    assert_eq!(duplex.bytes_to_slow, Bytes(5));
+    // Duplex: as without c's copy. Shared: wait until 9.5, e 9.5 → 10.5.
+    assert_eq!((duplex.step, duplex.stall), (Seconds(9.5), Seconds(0.5)));
+    assert_eq!((shared.step, shared.stall), (Seconds(10.5), Seconds(1.5)));
+    // a's and c's slow copies coexist until the end of d's stage: 4 + 2.
+    assert_eq!(duplex.slow_peak, Bytes(6));
+    assert_eq!(duplex.bytes_to_slow, Bytes(6));
+    // c's fast copy stays until its copy is waited for: c + a + d = 7 as
+    // before, then c is freed at the end of the stage.
+    let r = simulate_on(&g, &plan, Some(&device("duplex", 100, "none"))).unwrap();
+    assert_eq!(r.peak, Bytes(7));
 }
 
 /// Runs `plan` with one statement replaced and expects the simulator to
@@ -192,9 +190,13 @@ fn edited(g: &Graph, f: impl FnOnce(&mut Vec<Statement>)) -> Plan {
 fn reading_a_value_mid_copy_is_rejected() {
     let g = five();
     let d = device("duplex", 100, "none");
-    // e reads a's copy-in buffer without waiting for it.
+    // e reads a's copy-in buffer without waiting for it (the drop of the
+    // slow copy moves to the end, after the copy is waited for).
     let plan = edited(&g, |st| {
         st.remove(14);
+        let drop = st.remove(14);
+        st.push(Wait { register: 4 });
+        st.push(drop);
     });
     rejects(&g, &plan, Some(&d), 15, "mid-copy");
 }
@@ -213,10 +215,10 @@ fn prefetching_what_was_never_copied_out_is_rejected() {
     let g = five();
     let d = device("duplex", 100, "none");
     // From a fast register (d's), and from a register that never existed.
-    let plan = edited(&g, |st| st[13] = CopyIn { register: 5, src: 4 });
-    rejects(&g, &plan, Some(&d), 13, "never copied out");
-    let plan = edited(&g, |st| st[13] = CopyIn { register: 5, src: 42 });
-    rejects(&g, &plan, Some(&d), 13, "never copied out");
+    let plan = edited(&g, |st| st[10] = CopyIn { register: 4, src: 3 });
+    rejects(&g, &plan, Some(&d), 10, "never copied out");
+    let plan = edited(&g, |st| st[10] = CopyIn { register: 4, src: 42 });
+    rejects(&g, &plan, Some(&d), 10, "never copied out");
 }
 
 #[test]
@@ -231,7 +233,7 @@ fn transfers_without_a_device_are_rejected() {
     let g = five();
     rejects(&g, &offload_plan(&g), None, 2, "needs a device");
     let mut sch = Schedule::checkpoint_all(&g);
-    sch.offload(0, 1, 4);
+    sch.offload(0, 1, 3);
     // The pipeline refuses a tiered schedule without a device too: a
     // strategy cannot report an untimed offload.
     struct Fixed(Schedule);
@@ -258,9 +260,12 @@ fn transfers_without_a_device_are_rejected() {
         device: Some(device("duplex", 100, "none").into()),
         ..Default::default()
     };
-    let out = remat::solve::run(&g, &Fixed(sch), Bytes(6), &opts).unwrap();
-    assert_eq!(out.timing().unwrap().step, Seconds(11.0));
-    assert_eq!(out.peak(), Some(Bytes(6)));
+    let out = remat::solve::run(&g, &Fixed(sch.clone()), Bytes(7), &opts).unwrap();
+    assert_eq!(out.timing().unwrap().step, Seconds(9.5));
+    assert_eq!(out.peak(), Some(Bytes(7)));
+    // The budget still binds the fast tier, copy-in buffers included.
+    let e = remat::solve::run(&g, &Fixed(sch), Bytes(6), &opts).unwrap_err();
+    assert!(e.to_string().contains("exceeds the budget"), "{e}");
 }
 
 #[test]
@@ -268,54 +273,59 @@ fn other_misuses_are_rejected_with_their_index() {
     let g = five();
     let d = device("duplex", 100, "none");
     // Dropping a slow copy while it is being copied in.
-    let plan = edited(&g, |st| {
-        let drop = st.remove(20);
-        st.insert(14, drop);
-    });
+    let plan = edited(&g, |st| st.swap(14, 15));
     rejects(&g, &plan, Some(&d), 14, "still being copied in");
-    // Reading the slow copy directly on a device that forbids it.
-    let plan = edited(&g, |st| st[16] = compute(&g, "e", 6, &[4, 1]));
-    rejects(&g, &plan, Some(&d), 16, "does not let kernels read the slow tier");
     // Waiting twice.
     let plan = edited(&g, |st| st.insert(6, Wait { register: 1 }));
     rejects(&g, &plan, Some(&d), 6, "a second time");
     // Copying in from a slow copy whose copy out is still running.
     let plan = edited(&g, |st| st.insert(3, CopyIn { register: 9, src: 1 }));
     rejects(&g, &plan, Some(&d), 3, "mid-copy");
+    // Reading the slow copy directly on a device that forbids it.
+    rejects(&g, &direct_plan(&g), Some(&d), 14, "does not let kernels read the slow tier");
+}
+
+/// a is offloaded and never copied back: e reads it from the slow tier.
+fn direct_schedule(g: &Graph) -> Schedule {
+    let mut sch = Schedule::checkpoint_all(g);
+    sch.set_o(1, 0, true);
+    for t in 2..=4 {
+        sch.set_h(t, 0, true);
+        sch.set_s(t, 0, false);
+    }
+    sch
+}
+
+fn direct_plan(g: &Graph) -> Plan {
+    let mut st = offload_plan(g).statements;
+    st.truncate(10); // up to freeing b
+    st.extend([
+        alloc(g, 4, "d"),             // 10
+        compute(g, "d", 4, &[3]),     // 11 c 6.5 → 8.5
+        Free { register: 3 },         // 12
+        alloc(g, 5, "e"),             // 13
+        compute(g, "e", 5, &[4, 1]),  // 14 c 8.5 → 8.5 + 1 + 4 B / 2 B/s
+        Free { register: 4 },         // 15
+        Free { register: 5 },         // 16
+        Drop { register: 1 },         // 17
+    ]);
+    Plan { statements: st }
 }
 
 #[test]
 fn a_direct_read_costs_its_bytes_over_the_read_bandwidth() {
     let g = five();
-    // e reads a straight from the slow tier at 2 B/s: 4 B take 2 s more.
-    // a 0→1, out 1→3.5, b →3, wait →3.5, c →6.5, d →8.5, e →8.5+1+2.
-    let plan = edited(&g, |st| {
-        st.truncate(13);
-        st.extend([
-            alloc(&g, 6, "e"),
-            compute(&g, "e", 6, &[4, 1]),
-            Free { register: 4 },
-            Free { register: 6 },
-            Drop { register: 1 },
-        ]);
-    });
+    let plan = direct_plan(&g);
+    // The generator makes this plan from a schedule that holds a's slow
+    // copy where e needs it, and no fast one.
+    assert_eq!(generate_plan(&g, &direct_schedule(&g)).unwrap(), plan);
+    // e reads a (4 B) from the slow tier at 2 B/s: 2 s more.
     let t = simulate_on(&g, &plan, Some(&device("duplex", 100, "2")))
         .unwrap()
         .timing
         .unwrap();
     assert_eq!((t.step, t.compute, t.stall), (Seconds(11.5), Seconds(11.0), Seconds(0.5)));
-    assert_eq!(t.bytes_to_fast, Bytes(0));
-    // The generator emits the same direct read from a schedule that holds
-    // a slow copy where e needs it but no fast one.
-    let mut sch = Schedule::checkpoint_all(&g);
-    sch.offload(0, 1, 4);
-    sch.set_p(4, 0, false);
-    let gen = generate_plan(&g, &sch).unwrap();
-    let t2 = simulate_on(&g, &gen, Some(&device("duplex", 100, "2")))
-        .unwrap()
-        .timing
-        .unwrap();
-    assert_eq!(t2.step, Seconds(11.5));
+    assert_eq!((t.bytes_to_fast, t.copies), (Bytes(0), 1));
 }
 
 fn shipped() -> Vec<std::path::PathBuf> {
@@ -445,19 +455,20 @@ fn hints_follow_the_plan() {
     assert_eq!(h.steps.len(), 6);
     let s = |k: usize| &h.steps[k];
     assert_eq!((s(0).will_write.as_slice(), s(0).node.as_deref()), (&[0][..], Some("a")));
-    // Before b: a is archived (copy out) after a ran; b reads a.
-    assert_eq!(s(1).archive, [0]);
-    assert_eq!(s(1).will_read, [0]);
-    // Before c: b reads... no: c reads b; nothing retires (a has a slow copy).
-    assert_eq!(s(2).will_read, [1]);
+    // Before b: a is archived (its copy out), and b reads it.
+    assert_eq!((s(1).archive.as_slice(), s(1).will_read.as_slice()), (&[0][..], &[0][..]));
+    // Before c: a's fast copy is freed, but its slow copy lives: no retire.
     assert!(s(2).retire.is_empty());
-    // Before e: b and c retired earlier; a prefetched, e reads d and a.
+    assert_eq!(s(2).will_read, [1]);
+    // Before d: b retires; a is prefetched, then d reads c.
     assert_eq!(s(3).retire, [1]);
+    assert_eq!(s(3).will_read, [0, 2]);
+    // Before e: c retires; e reads d and a.
     assert_eq!(s(4).retire, [2]);
-    assert_eq!(s(4).will_read, [0, 3]);
-    // After the last kernel: everything left retires, a once both copies go.
+    assert_eq!(s(4).will_read, [3, 0]);
+    // After the last kernel: d, then a (its last copy), then e.
     assert_eq!(s(5).node, None);
-    assert_eq!(s(5).retire, [3, 4, 0]);
+    assert_eq!(s(5).retire, [3, 0, 4]);
     // Unknown registers are an error naming the statement.
     let mut bad = file.clone();
     bad.statements.truncate(3);
@@ -539,7 +550,7 @@ fn replay(g: &Graph, plan: &Plan, d: &Device) -> (f64, f64, f64, u64, u64, u64, 
 
 /// A random graph and, on its checkpoint-all schedule, random offloads:
 /// each picked value is copied out at one of its reads (or right after it
-/// is computed) and back in at its next read, with no read in between.
+/// is computed) and back in during the stage before its next read.
 fn tiered_case(seed: u64, nodes: usize, picks: &[(usize, usize)]) -> (Graph, Schedule) {
     let g = synthetic::random_layered(&RandomDag {
         nodes,
@@ -567,7 +578,7 @@ fn tiered_case(seed: u64, nodes: usize, picks: &[(usize, usize)]) -> (Graph, Sch
             continue;
         }
         let j = gaps[k % gaps.len()];
-        sch.offload(i, at[j], at[j + 1]);
+        sch.offload(i, at[j], at[j + 1] - 1);
         used[i] = true;
     }
     (g, sch)

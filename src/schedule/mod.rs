@@ -14,7 +14,7 @@ pub mod solve_r;
 use crate::graph::{Graph, NodeId};
 use fixedbitset::FixedBitSet;
 
-pub use plan::{generate_plan, Plan, PlanFile, Statement};
+pub use plan::{generate_plan, Plan, PlanFile, Register, Statement};
 pub use simulator::{simulate, simulate_on, SimError, SimReport, Timing};
 pub use solve_r::solve_r;
 
@@ -36,16 +36,26 @@ pub struct Schedule {
 ///   source is the fast copy held in the stage (kept, `S[t,i]`, or
 ///   computed, `R[t,i]`); the copy completes within the stage, and the fast
 ///   copy is not freed before the stage ends.
-/// - `P[t]`: values copied back in stage `t` from their slow copy into a
-///   newly allocated fast buffer, counted from the start of the stage; the
-///   value can then be read in the stage and kept (`S[t+1,i]`).
+/// - `P[t]`: values copied back during stage `t` from their slow copy into
+///   a newly allocated fast buffer, counted from the start of the stage;
+///   like a copy out, the copy runs alongside the stage's computations and
+///   completes within it, so the value is resident from stage `t+1`
+///   (`S[t+1,i]`, which must be set), not readable in stage `t`.
 /// - `H[t]`: values with a slow copy at the start of stage `t`. A slow copy
 ///   that stage `t+1` does not hold is dropped at the end of stage `t`.
 ///
 /// Rules (checked by [`Schedule::validate`]): `H[t+1,i] ≤ H[t,i] + O[t,i]`,
-/// `O[t,i] ≤ S[t,i] + R[t,i]`, `P[t,i] ≤ H[t,i]`,
+/// `O[t,i] ≤ S[t,i] + R[t,i]`, `P[t,i] ≤ H[t,i]`, `P[t,i] ≤ S[t+1,i]`,
 /// `S[t+1,i] ≤ S[t,i] + R[t,i] + P[t,i]`; no copy out of a value that
 /// already has a slow copy, no copy in of a value already in fast memory.
+/// A computation's inputs come from R or S, or, as a direct read of the
+/// slow copy, from H.
+///
+/// Because every copy of stage `t` starts with the stage (a copy out of a
+/// value computed in the stage: right after that computation) and is waited
+/// for at its end, the simulated time of stage `t` is the larger of its
+/// compute time and each copy engine's load, the tiered MILP's `τ_t`,
+/// exactly when copies out are of kept values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Transfers {
     out: Vec<Vec<u32>>,
@@ -79,7 +89,7 @@ pub enum ScheduleError {
     Ahead { t: usize, i: usize },
     #[error("stage {t} keeps node {i}, which was neither computed nor kept in stage {}", t - 1)]
     KeptFromNothing { t: usize, i: usize },
-    #[error("stage {t} computes node {k} but its dependency {i} is neither computed, kept, copied in nor held in the slow tier in that stage")]
+    #[error("stage {t} computes node {k} but its dependency {i} is neither computed, kept, nor held in the slow tier in that stage")]
     MissingDep { t: usize, i: usize, k: usize },
     #[error("stage {t} holds a slow copy of node {i}, which stage {} neither held nor copied out", t - 1)]
     HeldFromNothing { t: usize, i: usize },
@@ -91,6 +101,8 @@ pub enum ScheduleError {
     FetchWithoutCopy { t: usize, i: usize },
     #[error("stage {t} copies node {i} in, but the stage already keeps or computes it")]
     FetchPresent { t: usize, i: usize },
+    #[error("stage {t} copies node {i} in, but stage {} does not keep it", t + 1)]
+    FetchUnused { t: usize, i: usize },
 }
 
 impl Schedule {
@@ -212,19 +224,24 @@ impl Schedule {
         self.tr.as_ref().map_or(&[], |tr| &tr.held[t])
     }
 
-    /// The common offload pattern in one call: copy `i` out in stage `out`,
-    /// hold the slow copy through stage `fetch`, copy it back in stage
-    /// `fetch`, and keep no fast copy in between (stages `out+1..=fetch`).
-    /// Whether the fetched value is kept after `fetch` (S) and when the slow
-    /// copy is dropped (H after `fetch`) stay the caller's choice.
+    /// The common offload pattern in one call: copy `i` out during stage
+    /// `out`, hold the slow copy through stage `fetch`, copy it back during
+    /// stage `fetch`, and keep no fast copy in between (stages
+    /// `out+1..=fetch`): the value is resident again from stage `fetch+1`.
+    /// How long it stays (S after `fetch+1`) and whether the slow copy is
+    /// kept for a second fetch (H after `fetch`) stay the caller's choice.
     pub fn offload(&mut self, i: usize, out: usize, fetch: usize) {
-        assert!(out < fetch, "offload of node {i}: stage {out} is not before {fetch}");
+        assert!(
+            out < fetch && fetch + 1 < self.stages(),
+            "offload of node {i}: stages {out} and {fetch} do not leave a stage to read it in"
+        );
         self.set_o(out, i, true);
         for t in out + 1..=fetch {
             self.set_h(t, i, true);
             self.set_s(t, i, false);
         }
         self.set_p(fetch, i, true);
+        self.set_s(fetch + 1, i, true);
     }
 
     /// Nodes computed in stage `t`, in topological order.
@@ -253,8 +270,8 @@ impl Schedule {
 
     /// Checks the frontier-advancing structure and the correctness
     /// constraints (1b) S[t+1,i] <= S[t,i] + R[t,i] + P[t,i] and
-    /// (1c) R[t,k] <= R[t,i] + S[t,i] + P[t,i] + H[t,i] for every edge
-    /// (i, k), and the transfer rules of [`Transfers`]. A dependency
+    /// (1c) R[t,k] <= R[t,i] + S[t,i] + H[t,i] for every edge (i, k), and
+    /// the transfer rules of [`Transfers`]. A dependency
     /// available only as a slow copy (H) is read directly from the slow
     /// tier, which the simulator accepts only on a device that allows it.
     pub fn validate(&self, g: &Graph) -> Result<(), ScheduleError> {
@@ -288,10 +305,7 @@ impl Schedule {
             for k in self.r[t].ones() {
                 for &i in g.deps(NodeId::from(k)) {
                     let i = i.idx();
-                    if !self.r[t].contains(i)
-                        && !self.s[t].contains(i)
-                        && !self.p(t, i)
-                        && !self.h(t, i)
+                    if !self.r[t].contains(i) && !self.s[t].contains(i) && !self.h(t, i)
                     {
                         return Err(ScheduleError::MissingDep { t, i, k });
                     }
@@ -329,6 +343,9 @@ impl Schedule {
             }
             if self.s[t].contains(i) || self.r[t].contains(i) {
                 return Err(ScheduleError::FetchPresent { t, i });
+            }
+            if !self.s(t + 1, i) {
+                return Err(ScheduleError::FetchUnused { t, i });
             }
         }
         Ok(())

@@ -75,8 +75,7 @@ pub struct Plan {
 /// Transfers (O, P, H) become statements in the same pass, in the order the
 /// tiered model counts them (docs/format.md gives the exact layout): copies
 /// in and copies out of kept values start with the stage, a computed value's
-/// copy out right after its computation; a copy in is waited for just
-/// before its first read; at the end of the stage every copy still running
+/// copy out right after its computation; at the end of the stage every copy
 /// is waited for, then the fast copies that were copied out are freed and
 /// the slow copies the next stage does not hold are dropped. A schedule
 /// without transfers yields exactly the plan it always did.
@@ -123,10 +122,8 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // like a carried one, by node.
         let mut fetched: Vec<(usize, Register)> = Vec::with_capacity(fetches.len());
         for &i in fetches {
-            let i = i as usize;
-            fetched.push((i, next_reg));
-            reg_node.push(i);
-            shadow[i] = Some(next_reg);
+            fetched.push((i as usize, next_reg));
+            reg_node.push(i as usize);
             next_reg += 1;
         }
         let slow_ids: Vec<Register> = outs
@@ -158,6 +155,11 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             }
             shadow[k] = Some(provisional);
         }
+        // A value copied in is carried into the next stage (validated), and
+        // nothing in this stage reads its buffer.
+        for &(i, reg) in &fetched {
+            shadow[i] = Some(reg);
+        }
         // The registers that survive into the next stage.
         let survives = |r: Register, i: usize, shadow: &Vec<Option<Register>>| {
             carry_next(i) && shadow[i] == Some(r)
@@ -186,7 +188,6 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         for &(i, reg) in &fetched {
             let src = slow[i].expect("validated: P needs H");
             out.push(Statement::CopyIn { register: reg, src });
-            cur[i] = Some(reg);
             pending.push(reg);
         }
         for &i in outs {
@@ -212,13 +213,6 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                     None => (slow[d.idx()].expect("validated: R, S, P or H"), true),
                 })
                 .unzip();
-            // A copy in must be complete before anything reads its buffer.
-            for a in &args {
-                if let Some(w) = pending.iter().position(|r| r == a) {
-                    out.push(Statement::Wait { register: *a });
-                    pending.swap_remove(w);
-                }
-            }
             // A recomputation of a value still held supersedes the old copy;
             // the old one has been read for the last time if `reads` says so.
             let reg = next_reg;
@@ -279,6 +273,9 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // are dropped.
         for &r in &pending {
             out.push(Statement::Wait { register: r });
+        }
+        for &(i, reg) in &fetched {
+            cur[i] = Some(reg);
         }
         for &r in &deferred {
             out.push(Statement::Deallocate { register: r });

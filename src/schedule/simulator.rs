@@ -62,7 +62,7 @@ enum Tier {
 
 /// A copy that fills a register, until it is waited for.
 #[derive(Clone, Copy)]
-struct Copy {
+struct Transfer {
     src: Register,
     done: Seconds,
     waited: bool,
@@ -76,7 +76,7 @@ struct Reg {
     ready: bool,
     live: bool,
     /// Set for registers filled by a copy.
-    copy: Option<Copy>,
+    copy: Option<Transfer>,
     /// Copies reading this register that are not yet waited for.
     readers: u32,
 }
@@ -412,7 +412,7 @@ pub fn simulate_on(
                         tier: if outward { Tier::Slow } else { Tier::Fast },
                         ready: false,
                         live: true,
-                        copy: Some(Copy {
+                        copy: Some(Transfer {
                             src: *src,
                             done,
                             waited: false,
