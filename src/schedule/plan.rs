@@ -250,7 +250,13 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             }
             // Free inputs whose last read in this stage was this computation
             // and which are not carried on.
-            for ((&d, &r), _) in g.deps(node).iter().zip(&args).zip(&direct).filter(|x| !*x.1) {
+            for ((&d, &r), _) in g
+                .deps(node)
+                .iter()
+                .zip(&args)
+                .zip(&direct)
+                .filter(|x| !*x.1)
+            {
                 if reads.get(r) == Some(p)
                     && !survives(r, d.idx(), &shadow)
                     && !copying.contains(&r)
@@ -262,8 +268,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 }
             }
             // The new value itself, if nothing reads it and nobody keeps it.
-            if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg)
-            {
+            if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg) {
                 out.push(Statement::Deallocate { register: reg });
                 cur[k] = None;
             }
