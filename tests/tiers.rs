@@ -752,3 +752,88 @@ proptest! {
         prop_assert!(r.peak <= simulate(&g, &plain).unwrap().peak);
     }
 }
+
+fn remat_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_command_line_times_plans_and_writes_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).display().to_string();
+    let g = five();
+    std::fs::write(p("five.yaml"), g.to_file().to_yaml(None)).unwrap();
+    std::fs::write(
+        p("dev.yaml"),
+        "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
+         slow: {capacity: 100, to_slow: 2, to_fast: 4, latency: 0.5, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    // A recompute-only plan from `solve --device`: step time = all-fast.
+    let o = remat_cli(&[
+        "solve",
+        &p("five.yaml"),
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--device",
+        &p("dev.yaml"),
+        "--plan",
+        &p("all.json"),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("step time        9.000 s (+0.00% vs all-fast 9.000 s)"),
+        "{out}"
+    );
+    assert!(out.contains("compute / stall  9.000 s / 0.000 ms"), "{out}");
+    // The hand-made tiered plan: simulate needs the device, and times it.
+    let file = PlanFile {
+        model: "five".into(),
+        strategy: "hand".into(),
+        budget: Some(7),
+        fixed_memory: 0,
+        cost: 9.0,
+        peak_memory: 7,
+        statements: offload_plan(&g).to_file_statements(&g),
+    };
+    std::fs::write(p("tiered.json"), serde_json::to_vec(&file).unwrap()).unwrap();
+    let o = remat_cli(&["simulate", &p("five.yaml"), &p("tiered.json")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("statement 2: copy_out is a transfer statement"));
+    let o = remat_cli(&[
+        "simulate",
+        &p("five.yaml"),
+        &p("tiered.json"),
+        "--device",
+        &p("dev.yaml"),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("step time        9.500 s (+5.56% vs all-fast 9.000 s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bytes moved      4 B to slow, 4 B to fast (2 copies)"),
+        "{out}"
+    );
+    assert!(out.contains("slow-tier peak   4 B (4 bytes)"), "{out}");
+    // Hints from the plan file alone.
+    let o = remat_cli(&["hints", &p("tiered.json"), "-o", &p("hints.json")]);
+    assert!(o.status.success());
+    let h: remat::hints::Hints =
+        serde_json::from_slice(&std::fs::read(p("hints.json")).unwrap()).unwrap();
+    assert_eq!(h.steps.len(), 6);
+    assert_eq!(h.steps[1].archive, [0]);
+}
