@@ -7,7 +7,9 @@
 extern crate cbc_src;
 
 pub mod cli;
+pub mod device;
 pub mod graph;
+pub mod hints;
 pub mod reports;
 pub mod schedule;
 pub mod solve;

@@ -32,6 +32,8 @@ enum Command {
     Solve(commands::solve::Args),
     /// Check a plan file against a graph and report its cost and peak.
     Simulate(commands::simulate::Args),
+    /// Write a plan's CachedArrays-style hint stream (will_read, will_write, archive, retire) as JSON.
+    Hints(commands::hints::Args),
     /// List the available strategies.
     Strategies(commands::strategies::Args),
     /// Solve every (strategy, budget) pair and write one CSV row per pair as it finishes;
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Graph(a) => commands::graph::run(a, &ctx),
         Command::Solve(a) => commands::solve::run(a, &ctx),
         Command::Simulate(a) => commands::simulate::run(a, &ctx),
+        Command::Hints(a) => commands::hints::run(a, &ctx),
         Command::Strategies(a) => commands::strategies::run(a, &ctx),
         Command::Sweep(a) => commands::sweep::run(a, &ctx),
         Command::Plot(a) => commands::plot::run(a, &ctx),

@@ -4,7 +4,7 @@
 
 use crate::graph::analysis;
 use crate::graph::Graph;
-use crate::schedule::{generate_plan, simulate, Plan, PlanFile, SimReport};
+use crate::schedule::{generate_plan, simulate, simulate_on, Plan, PlanFile, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::Bytes;
@@ -36,6 +36,11 @@ impl Outcome {
 
     pub fn peak(&self) -> Option<Bytes> {
         self.sim.as_ref().map(|s| s.peak)
+    }
+
+    /// The plan's timed replay, when solved with a device.
+    pub fn timing(&self) -> Option<&Timing> {
+        self.sim.as_ref()?.timing.as_ref()
     }
 
     /// Seconds until the first plan was known, from the trace.
@@ -121,7 +126,13 @@ pub fn run(
     let (plan, sim) = match (&sol.schedule, sol.status.has_plan()) {
         (Some(sch), true) => {
             let plan = generate_plan(g, sch).map_err(|e| bug(format!("invalid schedule: {e}")))?;
-            let sim = simulate(g, &plan).map_err(|e| bug(format!("plan rejected: {e}")))?;
+            if sch.has_transfers() && opts.device.is_none() {
+                return Err(bug(
+                    "returned a schedule with transfers but no device was given".into(),
+                ));
+            }
+            let sim = simulate_on(g, &plan, opts.device.as_deref())
+                .map_err(|e| bug(format!("plan rejected: {e}")))?;
             if sim.peak > budget {
                 return Err(bug(format!(
                     "simulated peak {} exceeds the budget {}",
@@ -153,7 +164,11 @@ pub fn run(
     // A bound from the graph alone (every node once, plus what the tightest
     // stage must evict) holds for every plan, so no plan is reported
     // without a gap. A plan below it would be a bug in the bound: checked.
+    // The graph's bounds are on recomputation alone: a plan that offloads
+    // may compute less, so they are neither checked nor reported for it.
+    let offloads = sol.schedule.as_ref().is_some_and(|s| s.has_transfers());
     let lower_bound = match (&sim, sol.lower_bound) {
+        (Some(_), lb) if offloads => lb,
         (Some(s), lb) => {
             let floor = analysis::eviction_bound(g, budget);
             if s.cost < floor * (1.0 - 1e-9) - 1e-9 {

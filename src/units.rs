@@ -238,6 +238,136 @@ impl fmt::Display for BudgetSpec {
     }
 }
 
+/// A span of wall-clock time. Plans with a device are measured in seconds,
+/// not cost units, so the two cannot be mixed up in a report.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Seconds(pub f64);
+
+impl Seconds {
+    pub const ZERO: Seconds = Seconds(0.0);
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// The later of two instants: a statement starts when everything it
+    /// waits on is done.
+    pub fn max(self, o: Seconds) -> Seconds {
+        Seconds(self.0.max(o.0))
+    }
+}
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        if v != 0.0 && v.abs() < 1e-3 {
+            write!(f, "{:.3} us", v * 1e6)
+        } else if v.abs() < 1.0 {
+            write!(f, "{:.3} ms", v * 1e3)
+        } else {
+            write!(f, "{v:.3} s")
+        }
+    }
+}
+
+impl Add for Seconds {
+    type Output = Seconds;
+    fn add(self, o: Seconds) -> Seconds {
+        Seconds(self.0 + o.0)
+    }
+}
+
+impl AddAssign for Seconds {
+    fn add_assign(&mut self, o: Seconds) {
+        self.0 += o.0;
+    }
+}
+
+impl Sub for Seconds {
+    type Output = Seconds;
+    fn sub(self, o: Seconds) -> Seconds {
+        Seconds(self.0 - o.0)
+    }
+}
+
+/// A transfer rate in bytes per second. Kept apart from plain floats so a
+/// bandwidth is never divided the wrong way round.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Bandwidth(f64);
+
+impl Bandwidth {
+    /// `None` unless the rate is finite and positive: a zero bandwidth would
+    /// make every copy take forever, which no device file can mean.
+    pub fn bytes_per_sec(v: f64) -> Option<Bandwidth> {
+        (v.is_finite() && v > 0.0).then_some(Bandwidth(v))
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Time to move `b` bytes at this rate.
+    pub fn time(self, b: Bytes) -> Seconds {
+        Seconds(b.as_f64() / self.0)
+    }
+
+    /// Parses `25GB/s`, `12.5 GiB/s`, `800MB/s` or a plain number of bytes
+    /// per second.
+    pub fn parse(input: &str) -> Result<Bandwidth, SizeError> {
+        let s = input.trim();
+        let size = s.strip_suffix("/s").unwrap_or(s);
+        let err = |reason: &str| SizeError {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        match BudgetSpec::parse(size) {
+            Ok(BudgetSpec::Absolute(b)) => Bandwidth::bytes_per_sec(b.as_f64())
+                .ok_or_else(|| err("a bandwidth must be positive")),
+            Ok(BudgetSpec::Percent { .. }) => Err(err("a bandwidth cannot be a percentage")),
+            Err(e) => Err(err(&e.reason)),
+        }
+    }
+}
+
+impl fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/s", Bytes(self.0.round() as u64).human())
+    }
+}
+
+/// Parses a duration: `10us`, `1.5 ms`, `2s`, `300ns`, or plain seconds.
+pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
+    let s = input.trim();
+    let err = |reason: &str| SizeError {
+        input: input.to_string(),
+        reason: reason.to_string(),
+    };
+    let split = s
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')
+        })
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let v: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| err("expected a number, optionally followed by s, ms, us or ns"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        _ => return Err(err("unknown unit (use s, ms, us or ns)")),
+    };
+    let v = v * scale;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(err("a duration must be finite and not negative"));
+    }
+    Ok(Seconds(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +406,18 @@ mod tests {
             BudgetSpec::parse("-5GB").unwrap_err().reason,
             "a budget must be positive"
         );
+    }
+
+    #[test]
+    fn parses_bandwidths_and_durations() {
+        assert_eq!(Bandwidth::parse("25GB/s").unwrap().get(), 25e9);
+        assert_eq!(Bandwidth::parse("1KiB/s").unwrap().get(), 1024.0);
+        assert!(Bandwidth::parse("0GB/s").is_err());
+        assert!(Bandwidth::parse("50%").is_err());
+        assert!((parse_seconds("10us").unwrap().get() - 10e-6).abs() < 1e-18);
+        assert_eq!(parse_seconds("2").unwrap(), Seconds(2.0));
+        assert!(parse_seconds("-1s").is_err());
+        assert!(parse_seconds("3 fortnights").is_err());
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
+pub fn load_device(path: &Path) -> anyhow::Result<crate::device::Device> {
+    crate::device::Device::load(path).map_err(|e| input_err(e.to_string()))
+}
+
 pub fn load_graph(path: &Path) -> anyhow::Result<Graph> {
     Graph::load(path).map_err(|e| input_err(e.to_string()))
 }

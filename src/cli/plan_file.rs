@@ -48,6 +48,18 @@ pub fn plan_text(pf: &PlanFile) -> String {
             FileStatement::Deallocate { register } => {
                 let _ = writeln!(s, "deallocate %{register}");
             }
+            FileStatement::CopyOut { register, src } => {
+                let _ = writeln!(s, "%{register} = copy_out %{src}");
+            }
+            FileStatement::CopyIn { register, src } => {
+                let _ = writeln!(s, "%{register} = copy_in %{src}");
+            }
+            FileStatement::Wait { register } => {
+                let _ = writeln!(s, "wait %{register}");
+            }
+            FileStatement::Drop { register } => {
+                let _ = writeln!(s, "drop %{register}");
+            }
         }
     }
     s
@@ -106,6 +118,24 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             FileStatement::Deallocate {
                 register: reg(rest, line)?,
             }
+        } else if let Some(rest) = l.strip_prefix("wait ") {
+            FileStatement::Wait {
+                register: reg(rest, line)?,
+            }
+        } else if let Some(rest) = l.strip_prefix("drop ") {
+            FileStatement::Drop {
+                register: reg(rest, line)?,
+            }
+        } else if let Some((r, src)) = l.split_once(" = copy_out ") {
+            FileStatement::CopyOut {
+                register: reg(r, line)?,
+                src: reg(src, line)?,
+            }
+        } else if let Some((r, src)) = l.split_once(" = copy_in ") {
+            FileStatement::CopyIn {
+                register: reg(r, line)?,
+                src: reg(src, line)?,
+            }
         } else if let Some(rest) = l.strip_prefix("compute ") {
             let (head, args) = match rest.rsplit_once(" <- ") {
                 Some((h, a)) => (
@@ -135,7 +165,7 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             }
         } else {
             return Err(format!(
-                "line {line}: expected allocate, compute or deallocate, got '{}'",
+                "line {line}: expected allocate, compute, deallocate, copy_out, copy_in, wait or drop, got '{}'",
                 l.escape_debug()
             ));
         };

@@ -4,6 +4,7 @@
 
 pub mod baselines;
 pub mod graph;
+pub mod hints;
 pub mod inspect;
 pub mod max_batch;
 pub mod plot;

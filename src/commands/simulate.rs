@@ -1,8 +1,8 @@
 //! `remat simulate`: replay any plan file and measure it.
 
 use anyhow::Result;
-use remat::cli::{input_err, load_graph, load_plan, parse_budget};
-use remat::schedule::simulate;
+use remat::cli::{input_err, load_device, load_graph, load_plan, parse_budget};
+use remat::schedule::simulate_on;
 use remat::units::short_float;
 use remat::Bytes;
 use std::path::PathBuf;
@@ -16,6 +16,9 @@ pub struct Args {
     /// Check the peak against this budget instead of the one the plan records.
     #[arg(short, long, allow_hyphen_values = true)]
     budget: Option<String>,
+    /// Device file (devices/*.yaml): replay the plan timed on it (needed for transfers).
+    #[arg(long)]
+    device: Option<PathBuf>,
 }
 
 pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
@@ -23,10 +26,13 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
         model,
         plan,
         budget,
+        device,
     } = args;
     let g = load_graph(&model)?;
     let (file, p) = load_plan(&g, &model, &plan)?;
-    let rep = simulate(&g, &p).map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+    let device = device.as_deref().map(load_device).transpose()?;
+    let rep = simulate_on(&g, &p, device.as_ref())
+        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     println!(
         "plan             {} ({} statements)",
@@ -44,6 +50,12 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
         rep.cost / g.total_cost().max(f64::MIN_POSITIVE)
     );
     println!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak);
+    if let (Some(t), Some(d)) = (&rep.timing, &device) {
+        print!(
+            "{}",
+            remat::reports::table::timing_lines(t, d.all_fast_step(&g))
+        );
+    }
     let claims_differ = file.cost.is_finite()
         && ((rep.cost - file.cost).abs() > 1e-6 * rep.cost.abs().max(1.0)
             || rep.peak.get() != file.peak_memory);

@@ -3,7 +3,9 @@
 use super::{Ctx, SolverArgs};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use remat::cli::{input_err, interrupt, load_graph, parse_budget, plan_text, write_output};
+use remat::cli::{
+    input_err, interrupt, load_device, load_graph, parse_budget, plan_text, write_output,
+};
 use remat::cli::{Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
@@ -34,6 +36,9 @@ pub struct Args {
     /// Write the plan: JSON if the name ends in .json, text otherwise (`-`: standard output).
     #[arg(long, visible_alias = "plans")]
     plan: Option<PathBuf>,
+    /// Device file (devices/*.yaml): time the plan on it and report its step time.
+    #[arg(long)]
+    device: Option<PathBuf>,
     #[command(flatten)]
     solver: SolverArgs,
 }
@@ -44,9 +49,15 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         budget,
         strategy,
         plan,
+        device,
         solver,
     } = args;
     let g = load_graph(&model)?;
+    let device = device
+        .as_deref()
+        .map(load_device)
+        .transpose()?
+        .map(Arc::new);
     let budget = parse_budget(&g, &budget)?;
     if let Some(w) = budget.warning(&g) {
         eprintln!("note: {w}");
@@ -57,18 +68,25 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             strategies::names().join(", ")
         ))
     })?;
-    let (out, interrupted) = match run_watched(&g, strat, budget.bytes, &solver, ctx.quiet)? {
-        Ok(o) => o,
-        Err(e @ SolveError::BelowMinimum { .. }) => {
-            let hint = budget
-                .did_you_mean()
-                .map(|h| format!("; {h}"))
-                .unwrap_or_default();
-            return Err(input_err(format!("{e}{hint}")));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let (out, interrupted) =
+        match run_watched(&g, strat, budget.bytes, &solver, device.clone(), ctx.quiet)? {
+            Ok(o) => o,
+            Err(e @ SolveError::BelowMinimum { .. }) => {
+                let hint = budget
+                    .did_you_mean()
+                    .map(|h| format!("; {h}"))
+                    .unwrap_or_default();
+                return Err(input_err(format!("{e}{hint}")));
+            }
+            Err(e) => return Err(e.into()),
+        };
     print_summary(&g, &budget, &out);
+    if let (Some(t), Some(d)) = (out.timing(), &device) {
+        print!(
+            "{}",
+            remat::reports::table::timing_lines(t, d.all_fast_step(&g))
+        );
+    }
     if let Some(path) = plan.as_ref().filter(|_| out.status.has_plan()) {
         if let Some(pf) = out.plan_file(&g) {
             let bytes = if path.extension().is_some_and(|e| e == "json") {
@@ -98,11 +116,13 @@ fn run_watched(
     strat: Box<dyn Strategy>,
     budget: Bytes,
     solver: &SolverArgs,
+    device: Option<Arc<remat::device::Device>>,
     quiet: bool,
 ) -> Result<Result<(Outcome, bool), SolveError>> {
     let watch = Arc::new(Watch::default());
     let mut opts = solver.options(super::SOLVE_SECONDS);
     opts.watch = Some(watch.clone());
+    opts.device = device;
     let name = strat.name();
     let (tx, rx) = mpsc::channel();
     let shared = Arc::new(g.clone());

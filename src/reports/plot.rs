@@ -566,6 +566,21 @@ pub fn memory_trace(g: &Graph, plan: &Plan) -> Result<MemoryTrace, PlotError> {
             Statement::Deallocate { register } => {
                 live = live.saturating_sub(sizes.remove(register).unwrap_or_default());
             }
+            // Slow copies do not occupy the fast tier drawn here; a copy
+            // in occupies it from its issue.
+            Statement::CopyOut { register, src } => {
+                let b = sizes.get(src).copied().unwrap_or_default();
+                sizes.insert(*register, b);
+            }
+            Statement::CopyIn { register, src } => {
+                let b = sizes.get(src).copied().unwrap_or_default();
+                sizes.insert(*register, b);
+                live += b;
+            }
+            Statement::Drop { register } => {
+                sizes.remove(register);
+            }
+            Statement::Wait { .. } => {}
             Statement::Compute { node, .. } => {
                 if std::mem::replace(&mut seen[node.idx()], true) {
                     out.recomputations.push(i);

@@ -3,6 +3,9 @@
 //!
 //! Stage `t` computes node `t` (the frontier) plus any recomputations of
 //! earlier nodes; `S[t]` is what is carried into stage `t` from stage `t-1`.
+//! With a slow tier, a schedule also says which values start a copy out
+//! (O), which are copied back in (P), and which slow copies exist (H), per
+//! stage: the tiered MILP's variables, one for one (see [`Transfers`]).
 
 pub mod plan;
 pub mod simulator;
@@ -11,8 +14,8 @@ pub mod solve_r;
 use crate::graph::{Graph, NodeId};
 use fixedbitset::FixedBitSet;
 
-pub use plan::{generate_plan, Plan, PlanFile, Statement};
-pub use simulator::{simulate, SimError, SimReport};
+pub use plan::{generate_plan, Plan, PlanFile, Register, Statement};
+pub use simulator::{simulate, simulate_on, SimError, SimReport, Timing};
 pub use solve_r::solve_r;
 
 /// Binary matrices R (compute) and S (keep), one bit row per stage. Rows are
@@ -21,6 +24,57 @@ pub use solve_r::solve_r;
 pub struct Schedule {
     r: Vec<FixedBitSet>,
     s: Vec<FixedBitSet>,
+    /// `None` for recompute-only schedules, so that they cost nothing extra
+    /// and generate exactly the plans they always did.
+    tr: Option<Box<Transfers>>,
+}
+
+/// Transfer decisions, sparse (most values never leave the fast tier):
+/// per stage, sorted node indices.
+///
+/// - `O[t]`: values whose copy to the slow tier starts in stage `t`. The
+///   source is the fast copy held in the stage (kept, `S[t,i]`, or
+///   computed, `R[t,i]`); the copy completes within the stage, and the fast
+///   copy is not freed before the stage ends.
+/// - `P[t]`: values copied back during stage `t` from their slow copy into
+///   a newly allocated fast buffer, counted from the start of the stage;
+///   like a copy out, the copy runs alongside the stage's computations and
+///   completes within it, so the value is resident from stage `t+1`
+///   (`S[t+1,i]`, which must be set), not readable in stage `t`.
+/// - `H[t]`: values with a slow copy at the start of stage `t`. A slow copy
+///   that stage `t+1` does not hold is dropped at the end of stage `t`.
+///
+/// Rules (checked by [`Schedule::validate`]): `H[t+1,i] ≤ H[t,i] + O[t,i]`,
+/// `O[t,i] ≤ S[t,i] + R[t,i]`, `P[t,i] ≤ H[t,i]`, `P[t,i] ≤ S[t+1,i]`,
+/// `S[t+1,i] ≤ S[t,i] + R[t,i] + P[t,i]`; no copy out of a value that
+/// already has a slow copy, no copy in of a value already in fast memory.
+/// A computation's inputs come from R or S, or, as a direct read of the
+/// slow copy, from H.
+///
+/// Because every copy of stage `t` starts with the stage (a copy out of a
+/// value computed in the stage: right after that computation) and is waited
+/// for at its end, the simulated time of stage `t` is the larger of its
+/// compute time and each copy engine's load, the tiered MILP's `τ_t`,
+/// exactly when copies out are of kept values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Transfers {
+    out: Vec<Vec<u32>>,
+    fetch: Vec<Vec<u32>>,
+    held: Vec<Vec<u32>>,
+}
+
+fn row_has(row: &[u32], i: usize) -> bool {
+    row.binary_search(&(i as u32)).is_ok()
+}
+
+fn row_set(row: &mut Vec<u32>, i: usize, v: bool) {
+    match (row.binary_search(&(i as u32)), v) {
+        (Err(p), true) => row.insert(p, i as u32),
+        (Ok(p), false) => {
+            row.remove(p);
+        }
+        _ => {}
+    }
 }
 
 /// A schedule that breaks the rules every strategy must follow. Reaching
@@ -35,8 +89,22 @@ pub enum ScheduleError {
     Ahead { t: usize, i: usize },
     #[error("stage {t} keeps node {i}, which was neither computed nor kept in stage {}", t - 1)]
     KeptFromNothing { t: usize, i: usize },
-    #[error("stage {t} computes node {k} but its dependency {i} is neither computed nor kept in that stage")]
+    #[error("stage {t} computes node {k} but its dependency {i} is neither computed, kept, nor held in the slow tier in that stage")]
     MissingDep { t: usize, i: usize, k: usize },
+    #[error("stage {t} holds a slow copy of node {i}, which stage {} neither held nor copied out", t - 1)]
+    HeldFromNothing { t: usize, i: usize },
+    #[error("stage {t} copies node {i} out, but the stage neither keeps nor computes it")]
+    OutWithoutValue { t: usize, i: usize },
+    #[error("stage {t} copies node {i} out, but a slow copy of it already exists")]
+    OutTwice { t: usize, i: usize },
+    #[error(
+        "stage {t} copies node {i} in, but no slow copy of it exists at the start of the stage"
+    )]
+    FetchWithoutCopy { t: usize, i: usize },
+    #[error("stage {t} copies node {i} in, but the stage already keeps or computes it")]
+    FetchPresent { t: usize, i: usize },
+    #[error("stage {t} copies node {i} in, but stage {} does not keep it", t + 1)]
+    FetchUnused { t: usize, i: usize },
 }
 
 impl Schedule {
@@ -50,6 +118,7 @@ impl Schedule {
         Schedule {
             r,
             s: vec![FixedBitSet::with_capacity(n); n],
+            tr: None,
         }
     }
 
@@ -94,6 +163,89 @@ impl Schedule {
         &self.s[t]
     }
 
+    fn transfers_mut(&mut self) -> &mut Transfers {
+        let n = self.r.len();
+        self.tr.get_or_insert_with(|| {
+            Box::new(Transfers {
+                out: vec![Vec::new(); n],
+                fetch: vec![Vec::new(); n],
+                held: vec![Vec::new(); n],
+            })
+        })
+    }
+
+    /// True when any transfer decision is set: the plan needs a device.
+    pub fn has_transfers(&self) -> bool {
+        self.tr.as_ref().is_some_and(|tr| {
+            tr.out.iter().any(|r| !r.is_empty())
+                || tr.fetch.iter().any(|r| !r.is_empty())
+                || tr.held.iter().any(|r| !r.is_empty())
+        })
+    }
+
+    /// O[t,i]: a copy of node `i` to the slow tier starts in stage `t`.
+    pub fn o(&self, t: usize, i: usize) -> bool {
+        self.tr.as_ref().is_some_and(|tr| row_has(&tr.out[t], i))
+    }
+
+    /// P[t,i]: node `i` is copied back into fast memory in stage `t`.
+    pub fn p(&self, t: usize, i: usize) -> bool {
+        self.tr.as_ref().is_some_and(|tr| row_has(&tr.fetch[t], i))
+    }
+
+    /// H[t,i]: a slow copy of node `i` exists at the start of stage `t`.
+    pub fn h(&self, t: usize, i: usize) -> bool {
+        self.tr
+            .as_ref()
+            .is_some_and(|tr| t < tr.held.len() && row_has(&tr.held[t], i))
+    }
+
+    pub fn set_o(&mut self, t: usize, i: usize, v: bool) {
+        row_set(&mut self.transfers_mut().out[t], i, v);
+    }
+
+    pub fn set_p(&mut self, t: usize, i: usize, v: bool) {
+        row_set(&mut self.transfers_mut().fetch[t], i, v);
+    }
+
+    pub fn set_h(&mut self, t: usize, i: usize, v: bool) {
+        row_set(&mut self.transfers_mut().held[t], i, v);
+    }
+
+    /// O, P and H of stage `t` as sorted node indices (empty without
+    /// transfers).
+    pub fn o_row(&self, t: usize) -> &[u32] {
+        self.tr.as_ref().map_or(&[], |tr| &tr.out[t])
+    }
+
+    pub fn p_row(&self, t: usize) -> &[u32] {
+        self.tr.as_ref().map_or(&[], |tr| &tr.fetch[t])
+    }
+
+    pub fn h_row(&self, t: usize) -> &[u32] {
+        self.tr.as_ref().map_or(&[], |tr| &tr.held[t])
+    }
+
+    /// The common offload pattern in one call: copy `i` out during stage
+    /// `out`, hold the slow copy through stage `fetch`, copy it back during
+    /// stage `fetch`, and keep no fast copy in between (stages
+    /// `out+1..=fetch`): the value is resident again from stage `fetch+1`.
+    /// How long it stays (S after `fetch+1`) and whether the slow copy is
+    /// kept for a second fetch (H after `fetch`) stay the caller's choice.
+    pub fn offload(&mut self, i: usize, out: usize, fetch: usize) {
+        assert!(
+            out < fetch && fetch + 1 < self.stages(),
+            "offload of node {i}: stages {out} and {fetch} do not leave a stage to read it in"
+        );
+        self.set_o(out, i, true);
+        for t in out + 1..=fetch {
+            self.set_h(t, i, true);
+            self.set_s(t, i, false);
+        }
+        self.set_p(fetch, i, true);
+        self.set_s(fetch + 1, i, true);
+    }
+
     /// Nodes computed in stage `t`, in topological order.
     pub fn computed(&self, t: usize) -> impl Iterator<Item = NodeId> + '_ {
         self.r[t].ones().map(NodeId::from)
@@ -119,8 +271,11 @@ impl Schedule {
     }
 
     /// Checks the frontier-advancing structure and the correctness
-    /// constraints (1b) S[t+1,i] <= S[t,i] + R[t,i] and
-    /// (1c) R[t,k] <= R[t,i] + S[t,i] for every edge (i, k).
+    /// constraints (1b) S[t+1,i] <= S[t,i] + R[t,i] + P[t,i] and
+    /// (1c) R[t,k] <= R[t,i] + S[t,i] + H[t,i] for every edge (i, k), and
+    /// the transfer rules of [`Transfers`]. A dependency
+    /// available only as a slow copy (H) is read directly from the slow
+    /// tier, which the simulator accepts only on a device that allows it.
     pub fn validate(&self, g: &Graph) -> Result<(), ScheduleError> {
         let n = g.len();
         if self.r.len() != n || self.s.len() != n {
@@ -141,7 +296,8 @@ impl Schedule {
             }
             if t > 0 {
                 for i in self.s[t].ones() {
-                    if !self.s[t - 1].contains(i) && !self.r[t - 1].contains(i) {
+                    if !self.s[t - 1].contains(i) && !self.r[t - 1].contains(i) && !self.p(t - 1, i)
+                    {
                         return Err(ScheduleError::KeptFromNothing { t, i });
                     }
                 }
@@ -149,10 +305,46 @@ impl Schedule {
             for k in self.r[t].ones() {
                 for &i in g.deps(NodeId::from(k)) {
                     let i = i.idx();
-                    if !self.r[t].contains(i) && !self.s[t].contains(i) {
+                    if !self.r[t].contains(i) && !self.s[t].contains(i) && !self.h(t, i) {
                         return Err(ScheduleError::MissingDep { t, i, k });
                     }
                 }
+            }
+            self.validate_transfers(t)?;
+        }
+        Ok(())
+    }
+
+    fn validate_transfers(&self, t: usize) -> Result<(), ScheduleError> {
+        let Some(tr) = &self.tr else { return Ok(()) };
+        for &i in &tr.held[t] {
+            let i = i as usize;
+            if i >= t {
+                return Err(ScheduleError::Ahead { t, i });
+            }
+            if !self.h(t - 1, i) && !self.o(t - 1, i) {
+                return Err(ScheduleError::HeldFromNothing { t, i });
+            }
+        }
+        for &i in &tr.out[t] {
+            let i = i as usize;
+            if !self.s[t].contains(i) && !self.r[t].contains(i) {
+                return Err(ScheduleError::OutWithoutValue { t, i });
+            }
+            if self.h(t, i) {
+                return Err(ScheduleError::OutTwice { t, i });
+            }
+        }
+        for &i in &tr.fetch[t] {
+            let i = i as usize;
+            if !self.h(t, i) {
+                return Err(ScheduleError::FetchWithoutCopy { t, i });
+            }
+            if self.s[t].contains(i) || self.r[t].contains(i) {
+                return Err(ScheduleError::FetchPresent { t, i });
+            }
+            if !self.s(t + 1, i) {
+                return Err(ScheduleError::FetchUnused { t, i });
             }
         }
         Ok(())

@@ -24,6 +24,41 @@ pub enum Statement {
     Deallocate {
         register: Register,
     },
+    /// Starts copying the fast register `src` to the slow tier, into the
+    /// new slow register `register`. Runs on a copy engine.
+    CopyOut {
+        register: Register,
+        src: Register,
+    },
+    /// Allocates the new fast register `register` (counted from here) and
+    /// starts copying the slow register `src` into it. Runs on a copy
+    /// engine; the buffer may be read only after a `Wait` on it.
+    CopyIn {
+        register: Register,
+        src: Register,
+    },
+    /// Blocks the compute stream until the copy that fills `register`
+    /// (either direction) has finished.
+    Wait {
+        register: Register,
+    },
+    /// Frees the slow register `register`.
+    Drop {
+        register: Register,
+    },
+}
+
+impl Statement {
+    /// True for the statements that need a device with a slow tier.
+    pub fn is_transfer(&self) -> bool {
+        matches!(
+            self,
+            Statement::CopyOut { .. }
+                | Statement::CopyIn { .. }
+                | Statement::Wait { .. }
+                | Statement::Drop { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -36,6 +71,14 @@ pub struct Plan {
 /// in the stage unless the next stage keeps it; a kept value that the stage
 /// never reads and the next stage does not keep (a spurious checkpoint) is
 /// freed at the start of the stage.
+///
+/// Transfers (O, P, H) become statements in the same pass, in the order the
+/// tiered model counts them (docs/format.md gives the exact layout): copies
+/// in and copies out of kept values start with the stage, a computed value's
+/// copy out right after its computation; at the end of the stage every copy
+/// is waited for, then the fast copies that were copied out are freed and
+/// the slow copies the next stage does not hold are dropped. A schedule
+/// without transfers yields exactly the plan it always did.
 pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     sch.validate(g)?;
     let n = g.len();
@@ -45,22 +88,53 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     let mut cur: Vec<Option<Register>> = vec![None; n];
     // `cur` as pass 1 predicts it at the end of the stage. Kept equal to
     // `cur` between stages by resyncing only the entries a stage touches
-    // (its kept and computed values), so a stage costs O(its size), not
-    // O(n): plan generation is the local search's inner loop.
+    // (its kept, fetched and computed values), so a stage costs O(its
+    // size), not O(n): plan generation is the local search's inner loop.
     let mut shadow: Vec<Option<Register>> = vec![None; n];
     // The node each register holds, and per node the last read of its
     // carried copy in the current stage (see `LastReads`).
     let mut reg_node: Vec<usize> = Vec::new();
     let mut carried_reads: Vec<Option<usize>> = vec![None; n];
+    // The slow-tier register holding each node's slow copy (transfers only).
+    let mut slow: Vec<Option<Register>> = if sch.has_transfers() {
+        vec![None; n]
+    } else {
+        Vec::new()
+    };
 
     for t in 0..n {
         let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
         let order: Vec<usize> = sch.r_row(t).ones().collect();
+        let (outs, fetches) = (sch.o_row(t), sch.p_row(t));
         // At the start of a stage only kept values are held, so these are
         // the only entries of `cur` and `shadow` the stage can change.
-        let mut touched: Vec<usize> = sch.s_row(t).ones().chain(order.iter().copied()).collect();
+        let mut touched: Vec<usize> = sch
+            .s_row(t)
+            .ones()
+            .chain(order.iter().copied())
+            .chain(fetches.iter().map(|&i| i as usize))
+            .collect();
         touched.sort_unstable();
         touched.dedup();
+        // Registers of the stage's copies are numbered before its
+        // computations, so computations keep consecutive ids from `base`
+        // (which `LastReads` relies on), and a copied-in value is looked up
+        // like a carried one, by node.
+        let mut fetched: Vec<(usize, Register)> = Vec::with_capacity(fetches.len());
+        for &i in fetches {
+            fetched.push((i as usize, next_reg));
+            reg_node.push(i as usize);
+            next_reg += 1;
+        }
+        let slow_ids: Vec<Register> = outs
+            .iter()
+            .map(|&i| {
+                reg_node.push(i as usize);
+                next_reg += 1;
+                next_reg - 1
+            })
+            .collect();
+        let slow_id = |i: usize| slow_ids[outs.binary_search(&(i as u32)).expect("in O")];
         // Pass 1: find each register's last read in this stage. Registers
         // created in this stage get provisional ids above `next_reg`.
         // Registers of this stage are allocated in `order`, from `next_reg`.
@@ -73,21 +147,36 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         };
         for (provisional, (p, &k)) in (next_reg..).zip(order.iter().enumerate()) {
             for &d in g.deps(NodeId::from(k)) {
-                let r = shadow[d.idx()].expect("validated: deps are available");
-                reads.insert(r, p);
+                // No fast copy: a direct read of the slow copy, which is
+                // dropped by H, not by its last read.
+                if let Some(r) = shadow[d.idx()] {
+                    reads.insert(r, p);
+                }
             }
             shadow[k] = Some(provisional);
+        }
+        // A value copied in is carried into the next stage (validated), and
+        // nothing in this stage reads its buffer.
+        for &(i, reg) in &fetched {
+            shadow[i] = Some(reg);
         }
         // The registers that survive into the next stage.
         let survives = |r: Register, i: usize, shadow: &Vec<Option<Register>>| {
             carry_next(i) && shadow[i] == Some(r)
         };
+        // Fast copies being copied out in this stage: freed only at its end,
+        // after their copy is waited for.
+        let mut copying: Vec<Register> = Vec::new();
+        // Copies started in this stage and not yet waited for.
+        let mut pending: Vec<Register> = Vec::new();
+        // Superseded copies whose free waits for the end of the stage.
+        let mut deferred: Vec<Register> = Vec::new();
 
         // Values from earlier stages that this stage never reads and the next
         // does not keep are dropped before anything runs.
         for i in sch.s_row(t).ones() {
             let r = cur[i].expect("validated: kept values exist");
-            if reads.get(r).is_none() && !survives(r, i, &shadow) {
+            if reads.get(r).is_none() && !survives(r, i, &shadow) && !sch.o(t, i) {
                 out.push(Statement::Deallocate { register: r });
                 cur[i] = None;
             }
@@ -95,12 +184,35 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // Values alive but not kept into this stage were freed at the end of
         // the previous stage, so `cur` holds exactly the carried ones here.
 
+        // Copies in, and copies out of kept values, start with the stage.
+        for &(i, reg) in &fetched {
+            let src = slow[i].expect("validated: P needs H");
+            out.push(Statement::CopyIn { register: reg, src });
+            pending.push(reg);
+        }
+        for &i in outs {
+            let i = i as usize;
+            if let Some(src) = cur[i].filter(|_| sch.s(t, i)) {
+                let reg = slow_id(i);
+                out.push(Statement::CopyOut { register: reg, src });
+                slow[i] = Some(reg);
+                copying.push(src);
+                pending.push(reg);
+            }
+        }
+
         for (p, &k) in order.iter().enumerate() {
             let node = NodeId::from(k);
+            // An argument without a fast copy is a direct read of the slow
+            // copy (validated: H).
             let args: Vec<Register> = g
                 .deps(node)
                 .iter()
-                .map(|d| cur[d.idx()].expect("validated"))
+                .map(|d| {
+                    cur[d.idx()]
+                        .or_else(|| slow[d.idx()])
+                        .expect("validated: R, S or H")
+                })
                 .collect();
             // A recomputation of a value still held supersedes the old copy;
             // the old one has been read for the last time if `reads` says so.
@@ -116,27 +228,68 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 register: reg,
                 args: args.clone(),
             });
+            if !outs.is_empty() && sch.o(t, k) && !sch.s(t, k) {
+                let sreg = slow_id(k);
+                out.push(Statement::CopyOut {
+                    register: sreg,
+                    src: reg,
+                });
+                slow[k] = Some(sreg);
+                copying.push(reg);
+                pending.push(sreg);
+            }
             let old = cur[k].replace(reg);
             // Free the superseded copy if nothing reads it any more.
             if let Some(o) = old {
                 if reads.get(o).is_none_or(|lp| lp < p) {
-                    out.push(Statement::Deallocate { register: o });
+                    if copying.contains(&o) {
+                        deferred.push(o);
+                    } else {
+                        out.push(Statement::Deallocate { register: o });
+                    }
                 }
             }
             // Free inputs whose last read in this stage was this computation
             // and which are not carried on.
             for (&d, &r) in g.deps(node).iter().zip(&args) {
-                if reads.get(r) == Some(p) && !survives(r, d.idx(), &shadow) {
+                if cur[d.idx()] != Some(r) {
+                    continue; // a direct read: the slow copy goes by H
+                }
+                if reads.get(r) == Some(p)
+                    && !survives(r, d.idx(), &shadow)
+                    && !copying.contains(&r)
+                {
                     out.push(Statement::Deallocate { register: r });
-                    if cur[d.idx()] == Some(r) {
-                        cur[d.idx()] = None;
-                    }
+                    cur[d.idx()] = None;
                 }
             }
             // The new value itself, if nothing reads it and nobody keeps it.
-            if reads.get(reg).is_none() && !survives(reg, k, &shadow) {
+            if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg) {
                 out.push(Statement::Deallocate { register: reg });
                 cur[k] = None;
+            }
+        }
+        // Every copy completes within its stage; then the buffers it
+        // pinned are freed and slow copies the next stage does not hold
+        // are dropped.
+        for &r in &pending {
+            out.push(Statement::Wait { register: r });
+        }
+        for &(i, reg) in &fetched {
+            cur[i] = Some(reg);
+        }
+        for &r in &deferred {
+            out.push(Statement::Deallocate { register: r });
+        }
+        if !slow.is_empty() {
+            for &i in sch.h_row(t).iter().chain(outs) {
+                let i = i as usize;
+                if t + 1 < n && sch.h(t + 1, i) {
+                    continue;
+                }
+                if let Some(r) = slow[i].take() {
+                    out.push(Statement::Drop { register: r });
+                }
             }
         }
         // End of stage: anything still held must be carried.
@@ -219,6 +372,22 @@ pub enum FileStatement {
     Deallocate {
         register: Register,
     },
+    #[serde(rename = "copy_out")]
+    CopyOut {
+        register: Register,
+        src: Register,
+    },
+    #[serde(rename = "copy_in")]
+    CopyIn {
+        register: Register,
+        src: Register,
+    },
+    Wait {
+        register: Register,
+    },
+    Drop {
+        register: Register,
+    },
 }
 
 /// A plan file that names nodes the graph does not have.
@@ -253,6 +422,20 @@ impl Plan {
                     args: args.clone(),
                 },
                 Statement::Deallocate { register } => FileStatement::Deallocate {
+                    register: *register,
+                },
+                Statement::CopyOut { register, src } => FileStatement::CopyOut {
+                    register: *register,
+                    src: *src,
+                },
+                Statement::CopyIn { register, src } => FileStatement::CopyIn {
+                    register: *register,
+                    src: *src,
+                },
+                Statement::Wait { register } => FileStatement::Wait {
+                    register: *register,
+                },
+                Statement::Drop { register } => FileStatement::Drop {
                     register: *register,
                 },
             })
@@ -292,6 +475,20 @@ impl Plan {
                     FileStatement::Deallocate { register } => Statement::Deallocate {
                         register: *register,
                     },
+                    FileStatement::CopyOut { register, src } => Statement::CopyOut {
+                        register: *register,
+                        src: *src,
+                    },
+                    FileStatement::CopyIn { register, src } => Statement::CopyIn {
+                        register: *register,
+                        src: *src,
+                    },
+                    FileStatement::Wait { register } => Statement::Wait {
+                        register: *register,
+                    },
+                    FileStatement::Drop { register } => Statement::Drop {
+                        register: *register,
+                    },
                 })
             })
             .collect::<Result<Vec<_>, UnknownNode>>()?;
@@ -321,6 +518,14 @@ impl Plan {
                 Statement::Deallocate { register } => {
                     s.push_str(&format!("deallocate %{register}\n"))
                 }
+                Statement::CopyOut { register, src } => {
+                    s.push_str(&format!("%{register} = copy_out %{src}\n"))
+                }
+                Statement::CopyIn { register, src } => {
+                    s.push_str(&format!("%{register} = copy_in %{src}\n"))
+                }
+                Statement::Wait { register } => s.push_str(&format!("wait %{register}\n")),
+                Statement::Drop { register } => s.push_str(&format!("drop %{register}\n")),
             }
         }
         s

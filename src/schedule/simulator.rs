@@ -1,22 +1,50 @@
 //! The simulator: replays any plan against a graph and checks it, knowing
-//! nothing about the strategy that made it. Every cost and peak the tool
-//! reports comes from here.
+//! nothing about the strategy that made it. Every cost, peak and step time
+//! the tool reports comes from here.
+//!
+//! Without a device it measures cost units and one memory, as it always
+//! did, and rejects transfer statements. With a device it also times the
+//! plan: one compute stream runs the statements in order, copies run on the
+//! device's copy engines (each in issue order), and a `wait` holds the
+//! compute stream until its copy is done. docs/format.md states the rules.
 
 use super::plan::{Plan, Register, Statement};
+use crate::device::{Device, Engines, Throughput};
 use crate::graph::{Graph, NodeId};
-use crate::units::Bytes;
+use crate::units::{Bytes, Seconds};
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimReport {
     /// Sum of the costs of all computations, recomputations included.
     pub cost: f64,
-    /// `fixed_memory` plus the most bytes allocated at once, counting a
-    /// register from its allocate statement.
+    /// `fixed_memory` plus the most bytes allocated at once in the fast
+    /// tier, counting a register from its allocate (or copy_in) statement.
     pub peak: Bytes,
     pub computations: usize,
     /// Index of the statement at which the peak was first reached.
     pub peak_statement: usize,
+    /// The timed replay, when simulated on a device.
+    pub timing: Option<Timing>,
+}
+
+/// What a plan costs in time on a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    pub device: String,
+    /// Makespan: when the last statement on any stream has finished.
+    pub step: Seconds,
+    /// Time the compute stream spends computing (direct slow reads
+    /// included).
+    pub compute: Seconds,
+    /// Time the compute stream spends not computing: waiting for copies,
+    /// or moving bytes itself on a synchronous device.
+    pub stall: Seconds,
+    pub bytes_to_slow: Bytes,
+    pub bytes_to_fast: Bytes,
+    pub copies: usize,
+    /// The most bytes held in the slow tier at once.
+    pub slow_peak: Bytes,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -26,14 +54,63 @@ pub struct SimError {
     pub msg: String,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Fast,
+    Slow,
+}
+
+/// A copy that fills a register, until it is waited for.
+#[derive(Clone, Copy)]
+struct Transfer {
+    src: Register,
+    done: Seconds,
+    waited: bool,
+}
+
 struct Reg {
     node: NodeId,
     bytes: Bytes,
-    computed: bool,
+    tier: Tier,
+    /// Written by a compute (fast) or by a waited copy.
+    ready: bool,
     live: bool,
+    /// Set for registers filled by a copy.
+    copy: Option<Transfer>,
+    /// Copies reading this register that are not yet waited for.
+    readers: u32,
 }
 
+/// The compute stream's clock. Kept as whole seconds plus cost units not
+/// yet divided by the throughput, so a plan without stalls ends at exactly
+/// its cost over the throughput, bit for bit.
+struct Clock {
+    base: Seconds,
+    units: f64,
+    per_second: Option<f64>,
+}
+
+impl Clock {
+    fn now(&self) -> Seconds {
+        match self.per_second {
+            Some(r) => Seconds(self.base.0 + self.units / r),
+            None => Seconds(self.base.0 + self.units),
+        }
+    }
+
+    fn set(&mut self, t: Seconds) {
+        self.base = t;
+        self.units = 0.0;
+    }
+}
+
+/// Replays a plan without a device: cost units and one memory.
 pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
+    simulate_on(g, plan, None)
+}
+
+/// Replays a plan, timed on `device` when one is given.
+pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<SimReport, SimError> {
     let mut regs: HashMap<Register, Reg> = HashMap::new();
     let mut computed_once = vec![false; g.len()];
     let mut live = Bytes::ZERO;
@@ -41,8 +118,31 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
     let mut peak_statement = 0;
     let mut cost = 0.0;
     let mut computations = 0;
+    // Timing state (meaningful only with a device).
+    let mut clock = Clock {
+        base: Seconds::ZERO,
+        units: 0.0,
+        per_second: device.and_then(|d| match d.throughput {
+            Throughput::PerSecond(r) => Some(r),
+            Throughput::CostIsSeconds => None,
+        }),
+    };
+    let mut engine_free = [Seconds::ZERO; 2];
+    let mut last_done = Seconds::ZERO;
+    let mut direct_time = Seconds::ZERO;
+    let mut stall = Seconds::ZERO;
+    let (mut to_slow, mut to_fast, mut copies) = (Bytes::ZERO, Bytes::ZERO, 0usize);
+    let (mut slow_live, mut slow_peak) = (Bytes::ZERO, Bytes::ZERO);
+
     for (index, st) in plan.statements.iter().enumerate() {
         let fail = |msg: String| SimError { index, msg };
+        if st.is_transfer() && device.is_none() {
+            let op = op_name(st);
+            let msg =
+                "is a transfer statement, which needs a device with a slow tier (pass --device)";
+            return Err(fail(format!("{op} {msg}")));
+        }
+        let dev = device;
         match st {
             Statement::Allocate {
                 register,
@@ -69,8 +169,11 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                     Reg {
                         node: *node,
                         bytes: *bytes,
-                        computed: false,
+                        tier: Tier::Fast,
+                        ready: false,
                         live: true,
+                        copy: None,
+                        readers: 0,
                     },
                 );
                 live += *bytes;
@@ -98,6 +201,7 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                         deps.len()
                     )));
                 }
+                let mut slow_bytes = Bytes::ZERO;
                 for (a, &d) in args.iter().zip(deps) {
                     let dname = &g.node(d).name;
                     match regs.get(a) {
@@ -108,7 +212,8 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                         }
                         Some(r) if !r.live => {
                             return Err(fail(format!(
-                                "compute '{name}' reads %{a}, which was already deallocated"
+                                "compute '{name}' reads %{a}, which was already {}",
+                                if r.tier == Tier::Slow { "dropped" } else { "deallocated" }
                             )))
                         }
                         Some(r) if r.node != d => {
@@ -117,10 +222,25 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                                 g.node(r.node).name
                             )))
                         }
-                        Some(r) if !r.computed => {
+                        Some(r) if r.copy.is_some_and(|c| !c.waited) => {
+                            return Err(fail(format!(
+                                "compute '{name}' reads %{a} ('{dname}') mid-copy: no wait %{a} before it"
+                            )))
+                        }
+                        Some(r) if !r.ready => {
                             return Err(fail(format!(
                                 "compute '{name}' reads %{a} ('{dname}') before it was computed"
                             )))
+                        }
+                        Some(r) if r.tier == Tier::Slow => {
+                            let d = dev.expect("slow registers exist only with a device");
+                            if d.slow.direct_read.is_none() {
+                                return Err(fail(format!(
+                                    "compute '{name}' reads %{a} ('{dname}') in the slow tier, but device '{}' does not let kernels read the slow tier",
+                                    d.name
+                                )));
+                            }
+                            slow_bytes += r.bytes;
                         }
                         Some(_) => {}
                     }
@@ -136,22 +256,36 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                             "compute '{name}' writes %{register}, which was already deallocated"
                         )))
                     }
+                    Some(r) if r.tier == Tier::Slow || r.copy.is_some() => {
+                        return Err(fail(format!(
+                            "compute '{name}' writes %{register}, which a copy fills, not an allocate"
+                        )))
+                    }
                     Some(r) if r.node != *node => {
                         return Err(fail(format!(
                             "compute '{name}' writes %{register}, which was allocated for '{}'",
                             g.node(r.node).name
                         )))
                     }
-                    Some(r) if r.computed => {
+                    Some(r) if r.ready => {
                         return Err(fail(format!(
                             "compute '{name}' writes %{register} a second time"
                         )))
                     }
-                    Some(r) => r.computed = true,
+                    Some(r) => r.ready = true,
                 }
                 cost += g.cost(*node);
                 computations += 1;
                 computed_once[node.idx()] = true;
+                clock.units += g.cost(*node);
+                if let Some(d) = dev {
+                    if slow_bytes > Bytes::ZERO {
+                        let extra = d.direct_read_time(slow_bytes).expect("checked above");
+                        direct_time += extra;
+                        let now = clock.now();
+                        clock.set(now + extra);
+                    }
+                }
             }
             Statement::Deallocate { register } => match regs.get_mut(register) {
                 None => {
@@ -159,12 +293,173 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
                         "deallocate %{register}, which was never allocated"
                     )))
                 }
+                Some(r) if r.tier == Tier::Slow => {
+                    return Err(fail(format!(
+                        "deallocate %{register}, which is a slow copy (use drop)"
+                    )))
+                }
                 Some(r) if !r.live => {
                     return Err(fail(format!("register %{register} is deallocated twice")))
+                }
+                Some(r) if r.readers > 0 => {
+                    return Err(fail(format!(
+                        "deallocate %{register} while it is still being copied out: wait for its copy first"
+                    )))
+                }
+                Some(r) if r.copy.is_some_and(|c| !c.waited) => {
+                    return Err(fail(format!(
+                        "deallocate %{register} while it is still being copied in: wait %{register} first"
+                    )))
                 }
                 Some(r) => {
                     r.live = false;
                     live = live - r.bytes;
+                }
+            },
+            Statement::CopyOut { register, src } | Statement::CopyIn { register, src } => {
+                let d = dev.expect("checked above");
+                let outward = matches!(st, Statement::CopyOut { .. });
+                let op = op_name(st);
+                if regs.contains_key(register) {
+                    return Err(fail(format!("register %{register} is allocated twice")));
+                }
+                let (node, bytes) = {
+                    let Some(s) = regs.get(src) else {
+                        return Err(fail(if outward {
+                            format!("{op} %{src}, which was never allocated")
+                        } else {
+                            format!(
+                                "{op} from %{src}, which was never copied out: no slow copy to prefetch"
+                            )
+                        }));
+                    };
+                    let want = if outward { Tier::Fast } else { Tier::Slow };
+                    if s.tier != want {
+                        return Err(fail(if outward {
+                            format!("{op} %{src}, which is already a slow copy")
+                        } else {
+                            format!(
+                                "{op} from %{src}, a fast register that was never copied out: no slow copy to prefetch"
+                            )
+                        }));
+                    }
+                    if !s.live {
+                        return Err(fail(format!(
+                            "{op} from %{src}, which was already {}",
+                            if outward { "deallocated" } else { "dropped" }
+                        )));
+                    }
+                    if s.copy.is_some_and(|c| !c.waited) {
+                        return Err(fail(format!(
+                            "{op} from %{src} mid-copy: wait %{src} first"
+                        )));
+                    }
+                    if !s.ready {
+                        return Err(fail(format!(
+                            "{op} from %{src} before it was computed"
+                        )));
+                    }
+                    (s.node, s.bytes)
+                };
+                let dur = d.copy_time(bytes, outward);
+                let now = clock.now();
+                let done = match d.slow.engines {
+                    Engines::Synchronous => {
+                        stall += dur;
+                        clock.set(now + dur);
+                        now + dur
+                    }
+                    engines => {
+                        let e = usize::from(engines == Engines::Duplex && !outward);
+                        let done = now.max(engine_free[e]) + dur;
+                        engine_free[e] = done;
+                        done
+                    }
+                };
+                last_done = last_done.max(done);
+                copies += 1;
+                if outward {
+                    to_slow += bytes;
+                    slow_live += bytes;
+                    if slow_live > d.slow.capacity {
+                        return Err(fail(format!(
+                            "{op} of '{}' ({bytes} bytes) exceeds the slow tier: {slow_live} bytes held, capacity {}",
+                            g.node(node).name,
+                            d.slow.capacity
+                        )));
+                    }
+                    slow_peak = slow_peak.max(slow_live);
+                } else {
+                    to_fast += bytes;
+                    live += bytes;
+                    if live > peak {
+                        peak = live;
+                        peak_statement = index;
+                    }
+                }
+                regs.get_mut(src).expect("checked").readers += 1;
+                regs.insert(
+                    *register,
+                    Reg {
+                        node,
+                        bytes,
+                        tier: if outward { Tier::Slow } else { Tier::Fast },
+                        ready: false,
+                        live: true,
+                        copy: Some(Transfer {
+                            src: *src,
+                            done,
+                            waited: false,
+                        }),
+                        readers: 0,
+                    },
+                );
+            }
+            Statement::Wait { register } => {
+                let Some(r) = regs.get_mut(register) else {
+                    return Err(fail(format!("wait %{register}, which was never allocated")));
+                };
+                let Some(c) = r.copy.as_mut() else {
+                    return Err(fail(format!("wait %{register}, which no copy fills")));
+                };
+                if c.waited {
+                    return Err(fail(format!("wait %{register} a second time")));
+                }
+                c.waited = true;
+                r.ready = true;
+                let (src, done) = (c.src, c.done);
+                if let Some(s) = regs.get_mut(&src) {
+                    s.readers -= 1;
+                }
+                let now = clock.now();
+                if done > now {
+                    stall += done - now;
+                    clock.set(done);
+                }
+            }
+            Statement::Drop { register } => match regs.get_mut(register) {
+                None => return Err(fail(format!("drop %{register}, which was never allocated"))),
+                Some(r) if r.tier == Tier::Fast => {
+                    return Err(fail(format!(
+                        "drop %{register}, which is a fast register (use deallocate)"
+                    )))
+                }
+                Some(r) if !r.live => {
+                    return Err(fail(format!("register %{register} is dropped twice")))
+                }
+                Some(r) if r.copy.is_some_and(|c| !c.waited) => {
+                    return Err(fail(format!(
+                        "drop %{register} while it is still being copied out: wait %{register} first"
+                    )))
+                }
+                Some(r) if r.readers > 0 => {
+                    return Err(fail(format!(
+                        "drop %{register} while it is still being copied in: wait for that copy first"
+                    )))
+                }
+                Some(r) => {
+                    r.live = false;
+                    slow_live = slow_live - r.bytes;
                 }
             },
         }
@@ -178,10 +473,36 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
             ),
         });
     }
+    let timing = device.map(|d| {
+        let end = clock.now();
+        Timing {
+            device: d.name.clone(),
+            step: end.max(last_done),
+            compute: d.compute_time(cost) + direct_time,
+            stall,
+            bytes_to_slow: to_slow,
+            bytes_to_fast: to_fast,
+            copies,
+            slow_peak,
+        }
+    });
     Ok(SimReport {
         cost,
         peak: g.fixed_memory + peak,
         computations,
         peak_statement,
+        timing,
     })
+}
+
+fn op_name(st: &Statement) -> &'static str {
+    match st {
+        Statement::Allocate { .. } => "allocate",
+        Statement::Compute { .. } => "compute",
+        Statement::Deallocate { .. } => "deallocate",
+        Statement::CopyOut { .. } => "copy_out",
+        Statement::CopyIn { .. } => "copy_in",
+        Statement::Wait { .. } => "wait",
+        Statement::Drop { .. } => "drop",
+    }
 }

@@ -155,6 +155,8 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
                     stage += 1;
                 }
             }
+            // Recompute-only schedules have no transfers.
+            _ => {}
         }
     }
     over.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -1,6 +1,13 @@
 //! Strategies: each turns (graph, budget) into a schedule. They share one
 //! plan generator and one simulator (see [`crate::solve`]), so a strategy
 //! cannot report a figure that the simulator did not confirm.
+//!
+//! A strategy that moves values to a slow tier reads the machine from
+//! [`SolveOptions::device`] and returns the same `Schedule`, with its
+//! transfer decisions set (`Schedule::offload`, or `set_o` / `set_p` /
+//! `set_h` directly; the rules are on [`crate::schedule::Transfers`]). It
+//! never builds statements or times anything itself: the pipeline generates
+//! the plan and the simulator reports its step time.
 
 pub mod candidates;
 pub mod checkmate_approx;
@@ -101,6 +108,10 @@ pub struct SolveOptions {
     /// Where strategies report plans and bounds as they find them, for a
     /// progress display and for answering on an interrupt.
     pub watch: Option<std::sync::Arc<watch::Watch>>,
+    /// The machine, when the user gave one (`--device`): tiered strategies
+    /// read its slow tier and copy engines, and the pipeline times every
+    /// plan on it. Recompute-only strategies ignore it.
+    pub device: Option<std::sync::Arc<crate::device::Device>>,
 }
 
 impl Default for SolveOptions {
@@ -114,6 +125,7 @@ impl Default for SolveOptions {
             cost_bound: None,
             known_bound: None,
             watch: None,
+            device: None,
         }
     }
 }

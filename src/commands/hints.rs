@@ -1,0 +1,35 @@
+//! `remat hints`: a plan as the per-step hint stream a tiering runtime
+//! (CachedArrays) consumes; the format is in docs/format.md.
+
+use anyhow::Result;
+use remat::cli::{input_err, write_output};
+use remat::schedule::PlanFile;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Plan JSON file (as `solve --plan` writes it).
+    plan: PathBuf,
+    /// Output JSON file (`-`: standard output).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    let name = args.plan.display().to_string();
+    let text = std::fs::read_to_string(&args.plan)
+        .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
+    let file: PlanFile = serde_json::from_str(&text)
+        .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?;
+    let h = remat::hints::hints(&file).map_err(|e| input_err(format!("{name}: {e}")))?;
+    write_output(&args.output, &serde_json::to_vec_pretty(&h)?)?;
+    if !ctx.quiet && args.output.as_os_str() != "-" {
+        eprintln!(
+            "wrote {} ({} steps, {} objects)",
+            args.output.display(),
+            h.steps.len(),
+            h.objects.len()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Devices: what a machine's memory tiers and copy engines can do, read from
+//! `devices/*.yaml`. A device turns a plan's costs into seconds and gives
+//! the timed simulator its slow tier; without one, the tool measures plans
+//! in cost units exactly as before.
+
+use crate::units::{parse_seconds, Bandwidth, BudgetSpec, Bytes, Seconds};
+use serde::Deserialize;
+use std::path::Path;
+
+/// How copies between the tiers share hardware. Chosen per device because
+/// it decides whether an offload and a prefetch can overlap each other, and
+/// whether either can overlap compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engines {
+    /// One copy engine per direction (GPU DMA engines behind PCIe or
+    /// NVLink-C2C): a copy out and a copy in can run at the same time.
+    Duplex,
+    /// One engine for both directions: copies run one after another.
+    Shared,
+    /// No copy engine: the processor moves the bytes itself, so a copy
+    /// occupies the compute stream (AutoTM's synchronous moves on a CPU).
+    Synchronous,
+}
+
+impl Engines {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engines::Duplex => "duplex",
+            Engines::Shared => "shared",
+            Engines::Synchronous => "synchronous",
+        }
+    }
+}
+
+/// How node costs become seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Throughput {
+    /// Cost units (the graph's `cost_unit`, usually flop) per second.
+    PerSecond(f64),
+    /// The graph's costs already are seconds (profiled graphs).
+    CostIsSeconds,
+}
+
+/// The slow tier: host memory behind a link, or persistent memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlowTier {
+    pub capacity: Bytes,
+    /// Fast → slow (offload, "device to host").
+    pub to_slow: Bandwidth,
+    /// Slow → fast (prefetch, "host to device").
+    pub to_fast: Bandwidth,
+    /// Fixed time every copy pays before its first byte moves.
+    pub latency: Seconds,
+    pub engines: Engines,
+    /// Rate at which a kernel reads operands straight from the slow tier,
+    /// when it may at all (persistent memory on the memory bus; not a GPU
+    /// behind PCIe).
+    pub direct_read: Option<Bandwidth>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub name: String,
+    pub throughput: Throughput,
+    /// Size of the fast tier: the default budget.
+    pub fast_capacity: Bytes,
+    pub slow: SlowTier,
+}
+
+impl Device {
+    /// Time one computation of a node of this cost takes.
+    pub fn compute_time(&self, cost: f64) -> Seconds {
+        match self.throughput {
+            Throughput::PerSecond(r) => Seconds(cost / r),
+            Throughput::CostIsSeconds => Seconds(cost),
+        }
+    }
+
+    /// Duration of one copy of `bytes` in the given direction, latency
+    /// included.
+    pub fn copy_time(&self, bytes: Bytes, to_slow: bool) -> Seconds {
+        let bw = if to_slow {
+            self.slow.to_slow
+        } else {
+            self.slow.to_fast
+        };
+        self.slow.latency + bw.time(bytes)
+    }
+
+    /// Extra time a computation spends reading `bytes` of operands straight
+    /// from the slow tier; `None` where the device forbids it.
+    pub fn direct_read_time(&self, bytes: Bytes) -> Option<Seconds> {
+        self.slow.direct_read.map(|bw| bw.time(bytes))
+    }
+
+    /// The step time of a plan that computes every node once from fast
+    /// memory: the all-fast reference that overheads are quoted against.
+    pub fn all_fast_step(&self, g: &crate::graph::Graph) -> Seconds {
+        self.compute_time(g.total_cost())
+    }
+
+    pub fn load(path: &Path) -> Result<Device, DeviceError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| DeviceError {
+            file: file.clone(),
+            msg: format!("cannot read: {e}"),
+        })?;
+        Device::parse(&text).map_err(|msg| DeviceError { file, msg })
+    }
+
+    /// Parses a device file's text; the error is one line without the
+    /// file name, which [`Device::load`] adds.
+    pub fn parse(text: &str) -> Result<Device, String> {
+        let raw: RawDevice = serde_yaml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+        raw.check()
+    }
+}
+
+/// A bad device file: one line naming the file, for exit code 2.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{file}: {msg}")]
+pub struct DeviceError {
+    pub file: String,
+    pub msg: String,
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+// The file's shape. Sizes, rates and durations are strings with units
+// (`40GB`, `25GB/s`, `10us`) or plain numbers (bytes, bytes/s, seconds),
+// so a figure reads the way its datasheet prints it.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDevice {
+    name: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    compute: RawCompute,
+    fast: RawFast,
+    slow: RawSlow,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCompute {
+    throughput: Option<f64>,
+    #[serde(default)]
+    cost_is_seconds: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFast {
+    capacity: Quantity,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlow {
+    capacity: Quantity,
+    to_slow: Quantity,
+    to_fast: Quantity,
+    latency: Quantity,
+    engines: Engines,
+    direct_read: Quantity,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Quantity {
+    Number(f64),
+    Text(String),
+}
+
+impl Quantity {
+    fn bytes(&self, key: &str) -> Result<Bytes, String> {
+        match self {
+            Quantity::Number(v) if v.is_finite() && *v >= 0.0 && v.fract() == 0.0 => {
+                Ok(Bytes(*v as u64))
+            }
+            Quantity::Number(v) => Err(format!("{key}: {v} is not a whole number of bytes")),
+            Quantity::Text(s) => match BudgetSpec::parse(s) {
+                Ok(BudgetSpec::Absolute(b)) => Ok(b),
+                Ok(BudgetSpec::Percent { .. }) => {
+                    Err(format!("{key}: a capacity cannot be a percentage"))
+                }
+                Err(e) => Err(format!("{key}: {e}")),
+            },
+        }
+    }
+
+    fn bandwidth(&self, key: &str) -> Result<Bandwidth, String> {
+        match self {
+            Quantity::Number(v) => Bandwidth::bytes_per_sec(*v)
+                .ok_or_else(|| format!("{key}: a bandwidth must be positive and finite")),
+            Quantity::Text(s) => Bandwidth::parse(s).map_err(|e| format!("{key}: {e}")),
+        }
+    }
+
+    fn seconds(&self, key: &str) -> Result<Seconds, String> {
+        match self {
+            Quantity::Number(v) if v.is_finite() && *v >= 0.0 => Ok(Seconds(*v)),
+            Quantity::Number(v) => Err(format!("{key}: {v} is not a duration")),
+            Quantity::Text(s) => parse_seconds(s).map_err(|e| format!("{key}: {e}")),
+        }
+    }
+}
+
+impl RawDevice {
+    fn check(self) -> Result<Device, String> {
+        if self.name.trim().is_empty() {
+            return Err("name: must not be empty".into());
+        }
+        let throughput =
+            match (self.compute.throughput, self.compute.cost_is_seconds) {
+                (Some(_), true) => {
+                    return Err(
+                        "compute: give either throughput or cost_is_seconds: true, not both".into(),
+                    )
+                }
+                (None, false) => return Err(
+                    "compute: missing throughput (cost units per second) or cost_is_seconds: true"
+                        .into(),
+                ),
+                (None, true) => Throughput::CostIsSeconds,
+                (Some(v), false) if v.is_finite() && v > 0.0 => Throughput::PerSecond(v),
+                (Some(v), false) => {
+                    return Err(format!("compute.throughput: {v} is not a positive number"))
+                }
+            };
+        let direct_read = match &self.slow.direct_read {
+            Quantity::Text(s) if s.trim() == "none" => None,
+            q => Some(q.bandwidth("slow.direct_read")?),
+        };
+        Ok(Device {
+            name: self.name,
+            throughput,
+            fast_capacity: self.fast.capacity.bytes("fast.capacity")?,
+            slow: SlowTier {
+                capacity: self.slow.capacity.bytes("slow.capacity")?,
+                to_slow: self.slow.to_slow.bandwidth("slow.to_slow")?,
+                to_fast: self.slow.to_fast.bandwidth("slow.to_fast")?,
+                latency: self.slow.latency.seconds("slow.latency")?,
+                engines: self.slow.engines,
+                direct_read,
+            },
+        })
+    }
+}
