@@ -909,6 +909,8 @@ proptest! {
         let plan = generate_plan(&g, &sch).unwrap();
         let t = simulate_on(&g, &plan, Some(&d)).unwrap().timing.unwrap();
         let want = model_step(&g, &sch, &d);
+        let lib: f64 = sch.stage_times(&g, &d).iter().map(|s| s.get()).sum();
+        prop_assert!((lib - want).abs() <= 1e-9 * want.max(1.0));
         prop_assert!((t.step.get() - want).abs() <= 1e-9 * want.max(1.0), "{} vs {}", t.step.get(), want);
     }
 }
