@@ -757,9 +757,27 @@ proptest! {
         nodes in 4usize..30,
         picks in prop::collection::vec((0usize..200, 0usize..10), 0..8),
         d in device_strategy(),
+        eager in prop::collection::vec(prop::bool::ANY, 16),
     ) {
         let (g, sch) = tiered_case(seed, nodes, &picks);
-        let plan = generate_plan(&g, &sch).unwrap();
+        let mut plan = generate_plan(&g, &sch).unwrap();
+        // Some copies are waited for at once (AutoTM's synchronous moves):
+        // a wait moved earlier, right after its copy, keeps a plan valid.
+        let mut k = 0;
+        let mut i = 0;
+        while i < plan.statements.len() {
+            if let Statement::CopyOut { register, .. } | Statement::CopyIn { register, .. } =
+                plan.statements[i]
+            {
+                if eager[k % eager.len()] {
+                    let w = plan.statements.iter().position(|s| *s == Wait { register }).unwrap();
+                    let wait = plan.statements.remove(w);
+                    plan.statements.insert(i + 1, wait);
+                }
+                k += 1;
+            }
+            i += 1;
+        }
         let r = simulate_on(&g, &plan, Some(&d)).unwrap();
         let t = r.timing.clone().unwrap();
         let (step, compute, stall, fast_peak, slow_peak, out_b, in_b) = replay(&g, &plan, &d);
