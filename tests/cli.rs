@@ -472,3 +472,37 @@ fn max_batch_says_when_parameters_alone_overflow() {
         stderr(&o)
     );
 }
+
+#[test]
+fn an_interrupt_keeps_the_best_plan_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    // MobileNet at 60%: a plan within a second, then minutes of MILP.
+    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args([
+            "solve",
+            "models/mobilenet.yaml",
+            "-b",
+            "60%",
+            "--time-limit",
+            "600",
+            "--plan",
+            plan.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("interrupted after") && s.contains("lower bound"), "{s}");
+    assert!(s.contains("status           feasible") || s.contains("status           optimal"), "{s}");
+    // The plan written is a plan the simulator accepts within its budget.
+    let o = remat(&["simulate", "models/mobilenet.yaml", plan.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
