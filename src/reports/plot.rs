@@ -730,7 +730,8 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
         if d.recomputed.len() <= 24 {
             let font = ("sans-serif", 12).into_font().color(&orange);
             for (i, name) in &d.recomputed {
-                let y = d.trace.live[*i].as_f64() / d.div;
+                // Just above the marker, reading upwards.
+                let y = d.trace.live[*i].as_f64() / d.div + top * 0.02;
                 chart
                     .draw_series(std::iter::once(Text::new(
                         name.clone(),
