@@ -404,27 +404,7 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     assert!(stdout(&o).contains("name: linear8"));
     assert!(!Path::new("-").exists());
     let csv = dir.path().join("s.csv");
-    let o = remat(&[
-        "sweep",
-        m.to_str().unwrap(),
-        "--budgets",
-        "90%,50%",
-        "-s",
-        "checkpoint-all,remat-fast",
-        "-o",
-        csv.to_str().unwrap(),
-        "--no-lp-bound",
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let bench = write(dir.path(), "bench.csv", "instance,seconds\nx,1\n");
-    let o = remat(&["report", csv.to_str().unwrap(), bench.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("skipping") && !stderr(&o).contains("overwriting"));
-    // The graph changes under the CSV: no silent resume.
-    let text = std::fs::read_to_string(&m).unwrap();
-    std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
-    let args = |fresh: bool| {
+    let sweep = |fresh: bool| {
         let mut a = vec![
             "sweep",
             m.to_str().unwrap(),
@@ -442,10 +422,19 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
         }
         remat(&a)
     };
-    let o = args(false);
+    let o = sweep(false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bench = write(dir.path(), "bench.csv", "instance,seconds\nx,1\n");
+    let o = remat(&["report", csv.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipping") && !stderr(&o).contains("overwriting"));
+    // The graph changes under the CSV: no silent resume.
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
+    let o = sweep(false);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("pass --fresh"), "{}", stderr(&o));
-    let o = args(true);
+    let o = sweep(true);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
     let g = remat::Graph::load(&m).unwrap();
@@ -500,8 +489,14 @@ fn an_interrupt_keeps_the_best_plan_so_far() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let s = stdout(&o);
-    assert!(s.contains("interrupted after") && s.contains("lower bound"), "{s}");
-    assert!(s.contains("status           feasible") || s.contains("status           optimal"), "{s}");
+    assert!(
+        s.contains("interrupted after") && s.contains("lower bound"),
+        "{s}"
+    );
+    assert!(
+        s.contains("status           feasible") || s.contains("status           optimal"),
+        "{s}"
+    );
     // The plan written is a plan the simulator accepts within its budget.
     let o = remat(&["simulate", "models/mobilenet.yaml", plan.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));

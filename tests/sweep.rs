@@ -432,7 +432,10 @@ fn csvs_from_before_fingerprints_are_read_but_not_resumed() {
     assert!(e.to_string().contains("pass --fresh"), "{e}");
     cfg.fresh = true;
     let s = sweep::run(&g, &cfg).unwrap();
-    assert!(s.rows.iter().any(|r| r.model == "other" && r.graph.is_none()));
+    assert!(s
+        .rows
+        .iter()
+        .any(|r| r.model == "other" && r.graph.is_none()));
     assert!(s
         .rows
         .iter()
