@@ -142,16 +142,17 @@ fn run_watched(
                 true,
             )));
         }
-        let cost = snap.cost.map_or("none yet".into(), |c| {
-            format!("{} ({:.4}x)", short_float(c), c / base)
-        });
-        let bound = snap.bound.map_or("-".into(), short_float);
+        // Incumbent and bound as multiples of checkpoint-all's cost: short
+        // enough for one terminal line whatever the cost unit.
+        let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}x", v / base));
         let gap = match (snap.cost, snap.bound) {
             (Some(c), Some(b)) if c > 0.0 => format!("{:.3}%", ((c - b) / c).max(0.0) * 100.0),
             _ => "-".into(),
         };
         bar.set_message(format!(
-            "{name}: {secs:.0} s, best plan {cost}, bound {bound}, gap {gap}  (Ctrl-C keeps the best plan)"
+            "{name} {secs:.0} s: plan {}, bound {}, gap {gap}; Ctrl-C keeps it",
+            ratio(snap.cost),
+            ratio(snap.bound)
         ));
         bar.tick();
     }
