@@ -501,3 +501,32 @@ fn an_interrupt_keeps_the_best_plan_so_far() {
     let o = remat(&["simulate", "models/mobilenet.yaml", plan.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn plot_plan_names_recomputations_and_warns_over_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let plan = dir.path().join("plan.json");
+    assert!(solve_plan(&m, "4", &plan).status.success());
+    let svg = dir.path().join("mem.svg");
+    let plot = |budget: &str| {
+        remat(&[
+            "plot-plan",
+            m.to_str().unwrap(),
+            plan.to_str().unwrap(),
+            "-b",
+            budget,
+            "-o",
+            svg.to_str().unwrap(),
+        ])
+    };
+    let o = plot("4");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("recomputed: f"), "no recomputed node named");
+    let o = plot("3");
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("exceeds the budget"), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("EXCEEDS"));
+}
