@@ -4,7 +4,7 @@ use super::{Ctx, SolverArgs};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use remat::cli::{input_err, interrupt, load_graph, parse_budget, plan_text, write_output};
-use remat::cli::{Budget, Interrupted};
+use remat::cli::{plural, Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
 use remat::strategies::{self, Status, Strategy};
@@ -179,10 +179,6 @@ fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
             "no plan found within the time limit; a longer --time-limit may find one{hint}"
         ),
     }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {

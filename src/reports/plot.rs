@@ -800,16 +800,15 @@ pub fn plot_plan(
             _ => None,
         })
         .collect();
-    let n = trace.recomputations.len();
     let mut title = format!(
-        "{} ({strategy}): cost {:.3}x checkpoint-all, {n} {}",
+        "{} ({strategy}): cost {:.3}x checkpoint-all, {}",
         g.name,
         if base > 0.0 { sim.cost / base } else { 1.0 },
-        if n == 1 {
-            "recomputation"
-        } else {
+        crate::cli::plural(
+            trace.recomputations.len(),
+            "recomputation",
             "recomputations"
-        }
+        )
     );
     if let Some(b) = budget.filter(|b| sim.peak > *b) {
         title = format!(
