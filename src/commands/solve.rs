@@ -68,7 +68,12 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    print_summary(&g, &budget, &out);
+    let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout {
+        print_summary(&mut std::io::stderr(), &g, &budget, &out)?;
+    } else {
+        print_summary(&mut std::io::stdout(), &g, &budget, &out)?;
+    }
     if let Some(path) = plan.as_ref().filter(|_| out.status.has_plan()) {
         if let Some(pf) = out.plan_file(&g) {
             let bytes = if path.extension().is_some_and(|e| e == "json") {
@@ -181,15 +186,24 @@ fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
     }
 }
 
-fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {
+/// The summary goes to `w`: standard output, or standard error when the
+/// plan itself is written to standard output (`--plan -`), so that a pipe
+/// receives the plan alone.
+fn print_summary(
+    w: &mut dyn std::io::Write,
+    g: &Graph,
+    budget: &Budget,
+    out: &Outcome,
+) -> std::io::Result<()> {
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
-    println!("model            {} ({} nodes)", g.name, g.len());
-    println!("strategy         {}", out.strategy);
-    println!("budget           {}", budget.show());
-    println!("status           {}", out.status);
+    writeln!(w, "model            {} ({} nodes)", g.name, g.len())?;
+    writeln!(w, "strategy         {}", out.strategy)?;
+    writeln!(w, "budget           {}", budget.show())?;
+    writeln!(w, "status           {}", out.status)?;
     if let Some(sim) = &out.sim {
         let base = g.total_cost();
-        println!(
+        writeln!(
+            w,
             "cost             {} {unit} ({:.4}x checkpoint-all, {})",
             short_float(sim.cost),
             if base > 0.0 { sim.cost / base } else { 1.0 },
@@ -198,22 +212,28 @@ fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {
                 "recomputation",
                 "recomputations"
             )
-        );
-        println!("peak memory      {} ({} bytes)", sim.peak.human(), sim.peak);
+        )?;
+        writeln!(
+            w,
+            "peak memory      {} ({} bytes)",
+            sim.peak.human(),
+            sim.peak
+        )?;
     }
     if let Some(lb) = out.lower_bound {
         let ratio = out.cost().map(|c| if lb > 0.0 { c / lb } else { 1.0 });
         let lb_text = short_float(lb);
         match ratio {
-            Some(r) => println!(
+            Some(r) => writeln!(
+                w,
                 "lower bound      {lb_text} {unit} (plan/bound = {r:.4}, gap {:.3}%)",
                 out.gap().unwrap_or(0.0) * 100.0
             ),
-            None => println!("lower bound      {lb_text} {unit}"),
-        }
+            None => writeln!(w, "lower bound      {lb_text} {unit}"),
+        }?;
     }
     if let Some(d) = &out.detail {
-        println!("detail           {d}");
+        writeln!(w, "detail           {d}")?;
     }
-    println!("solve time       {:.2} s", out.seconds);
+    writeln!(w, "solve time       {:.2} s", out.seconds)
 }
