@@ -406,7 +406,11 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     // A plan to standard output comes alone; the summary goes to stderr.
     let o = remat(&["solve", m.to_str().unwrap(), "-b", "5", "--plan", "-"]);
     assert!(stdout(&o).starts_with("# remat plan\n"), "{}", stdout(&o));
-    assert!(stderr(&o).contains("status           optimal"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("status           optimal"),
+        "{}",
+        stderr(&o)
+    );
     let csv = dir.path().join("s.csv");
     let sweep = |fresh: bool| {
         let mut a = vec![

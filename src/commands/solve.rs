@@ -58,7 +58,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         ))
     })?;
     let (out, interrupted) = match run_watched(&g, strat, budget.bytes, &solver, ctx.quiet)? {
-        Ok(o) => o,
+        Ok(Answer::Finished(o)) => (o, false),
+        Ok(Answer::Interrupted(o)) => (o, true),
         Err(e @ SolveError::BelowMinimum { .. }) => {
             let hint = budget
                 .did_you_mean()
@@ -93,31 +94,34 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     status_result(&out, &budget)
 }
 
+/// How a watched solve ended.
+enum Answer {
+    Finished(Outcome),
+    /// Stopped by SIGINT/SIGTERM: the best plan reported until then.
+    Interrupted(Outcome),
+}
+
 /// Runs the solve on its own thread while this one shows a progress line
 /// (on a terminal, unless quiet) and watches for SIGINT/SIGTERM. On an
-/// interrupt the answer is the best plan reported so far (`true` beside
-/// it); the solver thread is left to die with the process.
-#[allow(clippy::type_complexity)]
+/// interrupt the answer is the best plan reported so far; the solver
+/// thread, which has no way to be stopped mid-MILP, ends with the process.
 fn run_watched(
     g: &Graph,
     strat: Box<dyn Strategy>,
     budget: Bytes,
     solver: &SolverArgs,
     quiet: bool,
-) -> Result<Result<(Outcome, bool), SolveError>> {
+) -> Result<Result<Answer, SolveError>> {
     let watch = Arc::new(Watch::default());
     let mut opts = solver.options(super::SOLVE_SECONDS);
     opts.watch = Some(watch.clone());
     let name = strat.name();
     let (tx, rx) = mpsc::channel();
-    let shared = Arc::new(g.clone());
+    let owned = g.clone();
     interrupt::install();
     let start = Instant::now();
-    std::thread::spawn({
-        let g = shared.clone();
-        move || {
-            let _ = tx.send(solve::run(&g, strat.as_ref(), budget, &opts));
-        }
+    std::thread::spawn(move || {
+        let _ = tx.send(solve::run(&owned, strat.as_ref(), budget, &opts));
     });
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -130,7 +134,7 @@ fn run_watched(
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(r) => {
                 bar.finish_and_clear();
-                return Ok(r.map(|o| (o, false)));
+                return Ok(r.map(Answer::Finished));
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 bar.finish_and_clear();
@@ -142,10 +146,9 @@ fn run_watched(
         let snap = watch.snapshot();
         if interrupt::requested() {
             bar.finish_and_clear();
-            return Ok(Ok((
-                solve::from_snapshot(g, name, budget, &snap, secs),
-                true,
-            )));
+            return Ok(Ok(Answer::Interrupted(solve::from_snapshot(
+                g, name, budget, &snap, secs,
+            ))));
         }
         // Incumbent and bound as multiples of checkpoint-all's cost: short
         // enough for one terminal line whatever the cost unit.
