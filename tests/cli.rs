@@ -403,28 +403,16 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     assert!(o.status.success());
     assert!(stdout(&o).contains("name: linear8"));
     assert!(!Path::new("-").exists());
+    // A plan to standard output comes alone; the summary goes to stderr.
+    let o = remat(&["solve", m.to_str().unwrap(), "-b", "5", "--plan", "-"]);
+    assert!(stdout(&o).starts_with("# remat plan\n"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("status           optimal"),
+        "{}",
+        stderr(&o)
+    );
     let csv = dir.path().join("s.csv");
-    let o = remat(&[
-        "sweep",
-        m.to_str().unwrap(),
-        "--budgets",
-        "90%,50%",
-        "-s",
-        "checkpoint-all,remat-fast",
-        "-o",
-        csv.to_str().unwrap(),
-        "--no-lp-bound",
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let bench = write(dir.path(), "bench.csv", "instance,seconds\nx,1\n");
-    let o = remat(&["report", csv.to_str().unwrap(), bench.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("skipping") && !stderr(&o).contains("overwriting"));
-    // The graph changes under the CSV: no silent resume.
-    let text = std::fs::read_to_string(&m).unwrap();
-    std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
-    let args = |fresh: bool| {
+    let sweep = |fresh: bool| {
         let mut a = vec![
             "sweep",
             m.to_str().unwrap(),
@@ -442,10 +430,19 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
         }
         remat(&a)
     };
-    let o = args(false);
+    let o = sweep(false);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bench = write(dir.path(), "bench.csv", "instance,seconds\nx,1\n");
+    let o = remat(&["report", csv.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipping") && !stderr(&o).contains("overwriting"));
+    // The graph changes under the CSV: no silent resume.
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
+    let o = sweep(false);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("pass --fresh"), "{}", stderr(&o));
-    let o = args(true);
+    let o = sweep(true);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
     let g = remat::Graph::load(&m).unwrap();
@@ -471,4 +468,73 @@ fn max_batch_says_when_parameters_alone_overflow() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn an_interrupt_keeps_the_best_plan_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    // MobileNet at 60%: a plan within a second, then minutes of MILP.
+    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args([
+            "solve",
+            "models/mobilenet.yaml",
+            "-b",
+            "60%",
+            "--time-limit",
+            "600",
+            "--plan",
+            plan.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("interrupted after") && s.contains("lower bound"),
+        "{s}"
+    );
+    assert!(
+        s.contains("status           feasible") || s.contains("status           optimal"),
+        "{s}"
+    );
+    // The plan written is a plan the simulator accepts within its budget.
+    let o = remat(&["simulate", "models/mobilenet.yaml", plan.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn plot_plan_names_recomputations_and_warns_over_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let plan = dir.path().join("plan.json");
+    assert!(solve_plan(&m, "4", &plan).status.success());
+    let svg = dir.path().join("mem.svg");
+    let plot = |budget: &str| {
+        remat(&[
+            "plot-plan",
+            m.to_str().unwrap(),
+            plan.to_str().unwrap(),
+            "-b",
+            budget,
+            "-o",
+            svg.to_str().unwrap(),
+        ])
+    };
+    let o = plot("4");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("recomputed: f"), "no recomputed node named");
+    let o = plot("3");
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("exceeds the budget"), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("EXCEEDS"));
 }

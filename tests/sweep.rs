@@ -412,3 +412,33 @@ fn cli_sweep_uses_the_budget_file_and_resumes() {
     );
     assert!(root.join("results/lin.png").is_file());
 }
+
+#[test]
+fn csvs_from_before_fingerprints_are_read_but_not_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let csv = dir.path().join("old.csv");
+    std::fs::write(
+        &csv,
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n\
+         fan3,checkpoint-all,301,optimal,7,1.000000,301,7,0.000000,0.000\n\
+         other,checkpoint-all,5,optimal,7,1.000000,5,7,0.000000,0.000\n",
+    )
+    .unwrap();
+    let rows = sweep::read_csv(&csv).unwrap();
+    assert_eq!((rows.len(), rows[0].graph), (2, None));
+    let mut cfg = config(&csv, &g);
+    let e = sweep::run(&g, &cfg).err().unwrap();
+    assert!(e.to_string().contains("pass --fresh"), "{e}");
+    cfg.fresh = true;
+    let s = sweep::run(&g, &cfg).unwrap();
+    assert!(s
+        .rows
+        .iter()
+        .any(|r| r.model == "other" && r.graph.is_none()));
+    assert!(s
+        .rows
+        .iter()
+        .filter(|r| r.model == "fan3")
+        .all(|r| r.graph == Some(g.fingerprint())));
+}

@@ -117,6 +117,10 @@ fn inputs_that_used_to_get_through() {
             "name: m\ngraph: training\nnodes:\n - {name: \"a\\nb\", cost: 1, memory: 1}\n".into(),
             "a\\nb",
         ),
+        (
+            "name: m\ngraph: training\nfixed_memory: 9007199254740993\nnodes:\n - {name: a, cost: 1, memory: 1}\n".into(),
+            "fixed_memory 9007199254740993 is more than 2^53",
+        ),
         (format!("{}1", "[".repeat(200_000)), "nested more than 64 levels"),
     ];
     for (text, want) in cases {

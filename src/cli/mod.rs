@@ -121,6 +121,11 @@ pub fn parse_budget(g: &Graph, s: &str) -> anyhow::Result<Budget> {
     })
 }
 
+/// "1 recomputation", "2 recomputations".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `size` as a percentage of the graph's checkpoint-all peak, for messages.
 pub fn percent_of_peak(g: &Graph, size: Bytes) -> String {
     let peak = analysis::checkpoint_all_peak(g).as_f64().max(1.0);

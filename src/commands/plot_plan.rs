@@ -1,7 +1,7 @@
 //! `remat plot-plan`: memory in use over a plan's statements.
 
 use anyhow::Result;
-use remat::cli::{input_err, load_graph, load_plan, parse_budget};
+use remat::cli::{input_err, load_graph, load_plan, parse_budget, plural};
 use remat::reports::plot::{self, PlotError};
 use remat::Bytes;
 use std::path::PathBuf;
@@ -51,16 +51,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         );
     }
     if !ctx.quiet {
-        let n = trace.recomputations.len();
         eprintln!(
-            "wrote {} ({} statements, {n} {})",
+            "wrote {} ({} statements, {})",
             output.display(),
             trace.live.len(),
-            if n == 1 {
-                "recomputation"
-            } else {
+            plural(
+                trace.recomputations.len(),
+                "recomputation",
                 "recomputations"
-            }
+            )
         );
     }
     Ok(())

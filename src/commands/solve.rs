@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use remat::cli::{
     input_err, interrupt, load_device, load_graph, parse_budget, plan_text, write_output,
 };
-use remat::cli::{Budget, Interrupted};
+use remat::cli::{plural, Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
 use remat::strategies::{self, Status, Strategy};
@@ -70,7 +70,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     })?;
     let (out, interrupted) =
         match run_watched(&g, strat, budget.bytes, &solver, device.clone(), ctx.quiet)? {
-            Ok(o) => o,
+            Ok(Answer::Finished(o)) => (o, false),
+            Ok(Answer::Interrupted(o)) => (o, true),
             Err(e @ SolveError::BelowMinimum { .. }) => {
                 let hint = budget
                     .did_you_mean()
@@ -80,12 +81,19 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
-    print_summary(&g, &budget, &out);
+    let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout {
+        print_summary(&mut std::io::stderr(), &g, &budget, &out)?;
+    } else {
+        print_summary(&mut std::io::stdout(), &g, &budget, &out)?;
+    }
     if let (Some(t), Some(d)) = (out.timing(), &device) {
-        print!(
-            "{}",
-            remat::reports::table::timing_lines(t, d.all_fast_step(&g))
-        );
+        let lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
+        if to_stdout {
+            eprint!("{lines}");
+        } else {
+            print!("{lines}");
+        }
     }
     if let Some(path) = plan.as_ref().filter(|_| out.status.has_plan()) {
         if let Some(pf) = out.plan_file(&g) {
@@ -106,11 +114,17 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     status_result(&out, &budget)
 }
 
+/// How a watched solve ended.
+enum Answer {
+    Finished(Outcome),
+    /// Stopped by SIGINT/SIGTERM: the best plan reported until then.
+    Interrupted(Outcome),
+}
+
 /// Runs the solve on its own thread while this one shows a progress line
 /// (on a terminal, unless quiet) and watches for SIGINT/SIGTERM. On an
-/// interrupt the answer is the best plan reported so far (`true` beside
-/// it); the solver thread is left to die with the process.
-#[allow(clippy::type_complexity)]
+/// interrupt the answer is the best plan reported so far; the solver
+/// thread, which has no way to be stopped mid-MILP, ends with the process.
 fn run_watched(
     g: &Graph,
     strat: Box<dyn Strategy>,
@@ -118,21 +132,18 @@ fn run_watched(
     solver: &SolverArgs,
     device: Option<Arc<remat::device::Device>>,
     quiet: bool,
-) -> Result<Result<(Outcome, bool), SolveError>> {
+) -> Result<Result<Answer, SolveError>> {
     let watch = Arc::new(Watch::default());
     let mut opts = solver.options(super::SOLVE_SECONDS);
     opts.watch = Some(watch.clone());
     opts.device = device;
     let name = strat.name();
     let (tx, rx) = mpsc::channel();
-    let shared = Arc::new(g.clone());
+    let owned = g.clone();
     interrupt::install();
     let start = Instant::now();
-    std::thread::spawn({
-        let g = shared.clone();
-        move || {
-            let _ = tx.send(solve::run(&g, strat.as_ref(), budget, &opts));
-        }
+    std::thread::spawn(move || {
+        let _ = tx.send(solve::run(&owned, strat.as_ref(), budget, &opts));
     });
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -145,7 +156,7 @@ fn run_watched(
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(r) => {
                 bar.finish_and_clear();
-                return Ok(r.map(|o| (o, false)));
+                return Ok(r.map(Answer::Finished));
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 bar.finish_and_clear();
@@ -157,21 +168,21 @@ fn run_watched(
         let snap = watch.snapshot();
         if interrupt::requested() {
             bar.finish_and_clear();
-            return Ok(Ok((
-                solve::from_snapshot(g, name, budget, &snap, secs),
-                true,
-            )));
+            return Ok(Ok(Answer::Interrupted(solve::from_snapshot(
+                g, name, budget, &snap, secs,
+            ))));
         }
-        let cost = snap.cost.map_or("none yet".into(), |c| {
-            format!("{} ({:.4}x)", short_float(c), c / base)
-        });
-        let bound = snap.bound.map_or("-".into(), short_float);
+        // Incumbent and bound as multiples of checkpoint-all's cost: short
+        // enough for one terminal line whatever the cost unit.
+        let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}x", v / base));
         let gap = match (snap.cost, snap.bound) {
             (Some(c), Some(b)) if c > 0.0 => format!("{:.3}%", ((c - b) / c).max(0.0) * 100.0),
             _ => "-".into(),
         };
         bar.set_message(format!(
-            "{name}: {secs:.0} s, best plan {cost}, bound {bound}, gap {gap}  (Ctrl-C keeps the best plan)"
+            "{name} {secs:.0} s: plan {}, bound {}, gap {gap}; Ctrl-C keeps it",
+            ratio(snap.cost),
+            ratio(snap.bound)
         ));
         bar.tick();
     }
@@ -200,19 +211,24 @@ fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
     }
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {
+/// The summary goes to `w`: standard output, or standard error when the
+/// plan itself is written to standard output (`--plan -`), so that a pipe
+/// receives the plan alone.
+fn print_summary(
+    w: &mut dyn std::io::Write,
+    g: &Graph,
+    budget: &Budget,
+    out: &Outcome,
+) -> std::io::Result<()> {
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
-    println!("model            {} ({} nodes)", g.name, g.len());
-    println!("strategy         {}", out.strategy);
-    println!("budget           {}", budget.show());
-    println!("status           {}", out.status);
+    writeln!(w, "model            {} ({} nodes)", g.name, g.len())?;
+    writeln!(w, "strategy         {}", out.strategy)?;
+    writeln!(w, "budget           {}", budget.show())?;
+    writeln!(w, "status           {}", out.status)?;
     if let Some(sim) = &out.sim {
         let base = g.total_cost();
-        println!(
+        writeln!(
+            w,
             "cost             {} {unit} ({:.4}x checkpoint-all, {})",
             short_float(sim.cost),
             if base > 0.0 { sim.cost / base } else { 1.0 },
@@ -221,22 +237,28 @@ fn print_summary(g: &Graph, budget: &Budget, out: &Outcome) {
                 "recomputation",
                 "recomputations"
             )
-        );
-        println!("peak memory      {} ({} bytes)", sim.peak.human(), sim.peak);
+        )?;
+        writeln!(
+            w,
+            "peak memory      {} ({} bytes)",
+            sim.peak.human(),
+            sim.peak
+        )?;
     }
     if let Some(lb) = out.lower_bound {
         let ratio = out.cost().map(|c| if lb > 0.0 { c / lb } else { 1.0 });
         let lb_text = short_float(lb);
         match ratio {
-            Some(r) => println!(
+            Some(r) => writeln!(
+                w,
                 "lower bound      {lb_text} {unit} (plan/bound = {r:.4}, gap {:.3}%)",
                 out.gap().unwrap_or(0.0) * 100.0
             ),
-            None => println!("lower bound      {lb_text} {unit}"),
-        }
+            None => writeln!(w, "lower bound      {lb_text} {unit}"),
+        }?;
     }
     if let Some(d) = &out.detail {
-        println!("detail           {d}");
+        writeln!(w, "detail           {d}")?;
     }
-    println!("solve time       {:.2} s", out.seconds);
+    writeln!(w, "solve time       {:.2} s", out.seconds)
 }

@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{input_err, load_graph};
+use remat::cli::{input_err, load_graph, plural};
 use remat::reports::plot;
 use remat::strategies;
 use remat::workflows::budgets::{self, BudgetList};
@@ -76,6 +76,21 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     .map_err(|e| input_err(e.to_string()))?;
     list.check_model(&g, &source)
         .map_err(|e| input_err(e.to_string()))?;
+    // An inline `--budgets 90,80` is bytes, and below the smallest budget
+    // every row would say infeasible: say what was probably meant.
+    if let Some(inline) = source.strip_prefix("--budgets ").filter(|_| !quiet) {
+        let min = remat::graph::analysis::min_feasible_budget(&g);
+        for item in inline.split(',').map(str::trim) {
+            if let Ok(b) = remat::cli::parse_budget(&g, item) {
+                if let Some(hint) = b.did_you_mean().filter(|_| b.bytes < min) {
+                    eprintln!(
+                        "note: --budgets {item} is {}, below the smallest budget; {hint}",
+                        b.show()
+                    );
+                }
+            }
+        }
+    }
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
@@ -89,11 +104,11 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     if !quiet {
         eprintln!(
-            "sweep {}: {} budgets ({}) x {} strategies",
+            "sweep {}: {} ({}) x {}",
             g.name,
-            cfg.budgets.len(),
+            plural(cfg.budgets.len(), "budget", "budgets"),
             source,
-            cfg.strategies.len()
+            plural(cfg.strategies.len(), "strategy", "strategies")
         );
     }
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {

@@ -152,6 +152,15 @@ impl GraphFile {
             serde_yaml::Value::Null => Vec::new(),
             _ => return Err(FormatError::Field("'nodes' must be a list".into())),
         };
+        if let Some(big) = map
+            .get("fixed_memory")
+            .and_then(|m| m.as_u64())
+            .filter(|&m| m > MAX_EXACT_BYTES)
+        {
+            return Err(FormatError::Field(format!(
+                "fixed_memory {big} is more than 2^53 bytes ({MAX_EXACT_BYTES}), the largest size remat counts exactly"
+            )));
+        }
         map.insert("nodes".into(), serde_yaml::Value::Sequence(Vec::new()));
         let mut file: GraphFile = serde_yaml::from_value(serde_yaml::Value::Mapping(map))
             .map_err(|e| FormatError::Field(yaml_err(e)))?;

@@ -134,9 +134,11 @@ fn render(
 /// One strategy's best overhead at or below each budget, as the corners of
 /// a step line (budgets ascending), plus the budgets actually solved.
 struct StepCurve {
-    /// The strategy drawn, then those whose curves coincide with it
-    /// exactly: drawn once, named together.
+    /// The strategy drawn, then those whose curves coincide with it (to
+    /// within a pixel or so): drawn once, named together.
     strategies: Vec<String>,
+    /// Whether the others coincide exactly (`=`) or only to the eye (`≈`).
+    exact: bool,
     steps: Vec<(f64, f64)>,
     points: Vec<(f64, f64)>,
 }
@@ -228,25 +230,12 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
             }
         }
         steps.push((max_budget / div, best));
-        // Identical curves (the optimal strategies, often DTR too) would
-        // hide each other: one line, every name in its legend entry.
-        let same = |a: &[(f64, f64)], b: &[(f64, f64)]| {
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|(p, q)| p.0 == q.0 && (p.1 - q.1).abs() <= 1e-9 * p.1.abs().max(1.0))
-        };
-        match curves
-            .iter_mut()
-            .find(|c| same(&c.steps, &steps) && same(&c.points, &pts))
-        {
-            Some(c) => c.strategies.push(name.to_string()),
-            None => curves.push(StepCurve {
-                strategies: vec![name.to_string()],
-                steps,
-                points: pts,
-            }),
-        }
+        curves.push(StepCurve {
+            strategies: vec![name.to_string()],
+            exact: true,
+            steps,
+            points: pts,
+        });
     }
     // The LP bound in overhead units: cost / overhead recovers the
     // checkpoint-all cost from any row with a plan.
@@ -280,6 +269,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     let lo = if lo.is_finite() { lo } else { 1.0 };
     let hi = useful_top(&ys).max(lo);
     let pad = ((hi - lo) * 0.08).max(0.02);
+    let curves = merge_coincident(curves, (hi - lo + 2.0 * pad) / 250.0);
     let (xl, xh) = (min_budget / div, max_budget / div);
     let xpad = ((xh - xl) * 0.03).max(xh.abs() * 0.01).max(1e-9);
     Ok(SweepData {
@@ -308,6 +298,30 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>
         .label_font(("sans-serif", 15))
         .draw()
         .map_err(|x| x.to_string())
+}
+
+/// Curves that would hide each other (the optimal strategies, often DTR
+/// too, all at 1.00) become one line whose legend entry names them all:
+/// those at the same budgets whose overheads differ by at most `tol`
+/// (about two pixels of the y-axis).
+fn merge_coincident(curves: Vec<StepCurve>, tol: f64) -> Vec<StepCurve> {
+    let within = |a: &[(f64, f64)], b: &[(f64, f64)], tol: f64| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(p, q)| p.0 == q.0 && (p.1 - q.1).abs() <= tol)
+    };
+    let mut out: Vec<StepCurve> = Vec::new();
+    for c in curves {
+        match out.iter_mut().find(|o| within(&o.points, &c.points, tol)) {
+            Some(o) => {
+                o.exact &= within(&o.points, &c.points, 1e-12);
+                o.strategies.extend(c.strategies);
+            }
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 /// How one curve is drawn: a color, a dash pattern and a marker, all three
@@ -443,20 +457,29 @@ fn draw_sweep<DB: DrawingBackend>(
             }
         }
     }
-    for (x, y, lk) in outliers {
-        let (px, py) = to_px((x, top));
+    // Outliers sit on the top edge as open triangles; only the highest of
+    // each curve is labelled with its value, so labels never pile up.
+    for (k, (x, _, lk)) in outliers.iter().enumerate() {
+        let (px, py) = to_px((*x, top));
         plot.draw(&TriangleMarker::new(
             (px, py + 6),
             6,
             lk.color.stroke_width(2),
         ))
         .map_err(e)?;
-        plot.draw(&Text::new(
-            format!("{}x", tick(&y)),
-            (px + 7, py + 2),
-            ("sans-serif", 13).into_font().color(&lk.color),
-        ))
-        .map_err(e)?;
+        let highest = outliers
+            .iter()
+            .filter(|o| o.2.color == lk.color)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .is_some_and(|o| std::ptr::eq(o, &outliers[k]));
+        if highest {
+            plot.draw(&Text::new(
+                format!("max {}x", tick(&outliers[k].1)),
+                (px + 8, py + 10),
+                ("sans-serif", 13).into_font().color(&lk.color),
+            ))
+            .map_err(e)?;
+        }
     }
 
     // The legend panel: each entry's own line, dash and marker.
@@ -467,23 +490,23 @@ fn draw_sweep<DB: DrawingBackend>(
                      sample: &dyn Fn(i32) -> Result<(), String>|
      -> Result<(), String> {
         sample(y)?;
-        for (k, line) in wrap(label, 26).iter().enumerate() {
+        let lines = wrap(label, 26);
+        for (k, line) in lines.iter().enumerate() {
             side.draw(&Text::new(
                 line.clone(),
                 (50, y - 8 + 18 * k as i32),
                 font.clone(),
             ))
             .map_err(|x| x.to_string())?;
-            if k > 0 {
-                y += 18;
-            }
         }
+        y += 18 * (lines.len() as i32 - 1);
         y += 26;
         Ok(())
     };
     for (i, c) in d.curves.iter().enumerate() {
         let lk = look(i);
-        entry(&side, &c.strategies.join(" = "), &|y| {
+        let sep = if c.exact { " = " } else { " ≈ " };
+        entry(&side, &c.strategies.join(sep), &|y| {
             line_between(&side, &[(6, y), (42, y)], lk)?;
             marker_at(&side, (24, y), lk)
         })?;
@@ -512,7 +535,7 @@ fn draw_sweep<DB: DrawingBackend>(
         notes.push(format!("not applicable: {}", d.not_applicable.join(", ")));
     }
     if d.curves.iter().any(|c| c.points.iter().any(|p| p.1 > top)) {
-        notes.push("▲ value: a point above the axis".into());
+        notes.push("▲ on the top edge: points above the axis".into());
     }
     let small = ("sans-serif", 13).into_font();
     for note in notes {
@@ -722,7 +745,8 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
         if d.recomputed.len() <= 24 {
             let font = ("sans-serif", 12).into_font().color(&orange);
             for (i, name) in &d.recomputed {
-                let y = d.trace.live[*i].as_f64() / d.div;
+                // Just above the marker, reading upwards.
+                let y = d.trace.live[*i].as_f64() / d.div + top * 0.02;
                 chart
                     .draw_series(std::iter::once(Text::new(
                         name.clone(),
@@ -791,16 +815,15 @@ pub fn plot_plan(
             _ => None,
         })
         .collect();
-    let n = trace.recomputations.len();
     let mut title = format!(
-        "{} ({strategy}): cost {:.3}x checkpoint-all, {n} {}",
+        "{} ({strategy}): cost {:.3}x checkpoint-all, {}",
         g.name,
         if base > 0.0 { sim.cost / base } else { 1.0 },
-        if n == 1 {
-            "recomputation"
-        } else {
+        crate::cli::plural(
+            trace.recomputations.len(),
+            "recomputation",
             "recomputations"
-        }
+        )
     );
     if let Some(b) = budget.filter(|b| sim.peak > *b) {
         title = format!(

@@ -138,7 +138,26 @@ impl Row {
 
 /// Reads a sweep CSV.
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, SweepError> {
-    rows_from_fields(path, resultlog::read_rows(path, &HEADER)?)
+    match resultlog::read_rows(path, &HEADER) {
+        Err(LogError::OtherKind { .. }) if is_legacy(path) => {
+            let mut fields = resultlog::read_rows(path, &HEADER[..LEGACY_COLUMNS])?;
+            // Rows from before fingerprints: the graph is unknown.
+            for f in &mut fields {
+                f.push(String::new());
+            }
+            rows_from_fields(path, fields)
+        }
+        r => rows_from_fields(path, r?),
+    }
+}
+
+/// Sweep CSVs written before the `graph_fingerprint` column had the other
+/// columns alone. They stay readable (reports, plots); a sweep does not
+/// resume them without `--fresh`, since their graph is unknown.
+const LEGACY_COLUMNS: usize = 10;
+
+fn is_legacy(path: &Path) -> bool {
+    resultlog::read_rows(path, &HEADER[..LEGACY_COLUMNS]).is_ok()
 }
 
 fn rows_from_fields(path: &Path, fields: Vec<Vec<String>>) -> Result<Vec<Row>, SweepError> {
@@ -333,6 +352,29 @@ fn pair_label(strategy: &str, budget: Bytes) -> String {
 /// Runs the sweep of `g` described by `cfg`.
 pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let fingerprint = g.fingerprint();
+    if cfg.output.is_file() && is_legacy(&cfg.output) {
+        let rows = read_csv(&cfg.output)?;
+        match rows.iter().find(|r| r.model == g.name) {
+            Some(_) if !cfg.fresh => {
+                return Err(SweepError::GraphChanged {
+                    csv: cfg.output.clone(),
+                    model: g.name.clone(),
+                    theirs: "none, written before fingerprints".into(),
+                    ours: fingerprint,
+                })
+            }
+            // Upgraded in place: the other models' rows keep an empty
+            // fingerprint, and this model's are solved again.
+            _ => {
+                let fields: Vec<Vec<String>> = rows
+                    .iter()
+                    .filter(|r| r.model != g.name)
+                    .map(Row::to_fields)
+                    .collect();
+                resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
+            }
+        }
+    }
     let (mut log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
     let mut existing = rows_from_fields(&cfg.output, existing)?;
     let ours = |r: &Row| r.model == g.name;
