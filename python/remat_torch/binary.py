@@ -64,3 +64,14 @@ def solve(graph: str, budget: str, plan: str, strategy: str = "remat-fast",
 def simulate(graph: str, plan: str) -> str:
     """``remat simulate GRAPH PLAN``: its summary (raises on a rejected plan)."""
     return run(["simulate", graph, plan]).stdout
+
+
+def simulate_peak(graph: str, plan: str) -> int:
+    """The simulator's peak memory (bytes) for a plan."""
+    import re
+
+    out = simulate(graph, plan)
+    m = re.search(r"^peak memory.*\((\d+) bytes\)", out, re.M)
+    if m is None:
+        raise RematInputError(f"remat simulate {graph} {plan}: no peak in its output")
+    return int(m.group(1))

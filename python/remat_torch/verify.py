@@ -139,6 +139,15 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
         opt_bytes = max(opt_bytes, 0)
     rep.measured_peak = (ex.last_peak or 0) + opt_bytes
     rep.simulated_peak = int(plan.get("peak_memory", -1))
+    if graph_path is not None:
+        # replay the plan in remat's own simulator too: the figure must agree with the file's
+        from .binary import simulate_peak
+
+        sim = simulate_peak(graph_path, plan_path)
+        if sim != rep.simulated_peak:
+            rep.lines.append(f"note             remat simulate says {sim} bytes, the plan file "
+                             f"{rep.simulated_peak}")
+            rep.simulated_peak = sim
     rep.losses = {"plan": loss_plan.item(), "no-remat": loss_ref.item(),
                   "eager": loss_eager.item()}
     recomputed = sum(c - 1 for c in ex.computations.values())
@@ -146,7 +155,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     rep.ok = rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
         loss_plan.item() == loss_ref.item())
     cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
-    L = rep.lines
+    L = rep.lines = [] + rep.lines
     L.append(f"model            {plan.get('model')} ({len(cap.nodes)} nodes, "
              f"{len(cap.grads)} gradients, {len(cap.mutations)} buffer updates)")
     L.append(f"plan             {plan_path} (strategy {plan.get('strategy')}, "

@@ -1,0 +1,103 @@
+"""Importing every example: the joint graph, node sizes, aliases, the fingerprint."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import torch
+from conftest import cli, example, export_graph, inspect_bounds
+
+from remat_torch.capture import capture
+from remat_torch.executor import Executor, no_remat_statements
+from remat_torch.factory import call_factory
+
+EXAMPLES = ["mlp", "cnn", "transformer"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_export_parses_and_peak_matches(name, remat_bin, workdir):
+    graph = export_graph(workdir, name, 4)
+    lo, hi = inspect_bounds(remat_bin, graph)
+    assert 0 < lo <= hi
+    # the checkpoint-all peak remat computes from the file is what the no-remat run measures
+    model, data, loss_fn = call_factory(example(name), 4)
+    cap = capture(model, data, loss_fn)
+    plan = {"model": f"x-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap)}
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    ex(*data, measure=True)
+    assert ex.last_peak == hi
+
+
+def test_nodes_aliases_and_multi_output():
+    model, data, loss_fn = call_factory(example("transformer"), 4)
+    cap = capture(model, data, loss_fn)
+    ops = {g.op for g in cap.nodes}
+    # views, transposes, detach and getitem are not nodes
+    for alias in ("aten.view.default", "aten.t.default", "aten.detach.default",
+                  "aten.transpose.int", "aten.expand.default"):
+        assert alias not in ops
+    assert not any(g.name.startswith("getitem") for g in cap.nodes)
+    ln = next(g for g in cap.nodes if g.op == "aten.native_layer_norm.default")
+    # output (4x16x32 floats) + mean and rstd (4x16x1 floats each): one node, all three storages
+    assert ln.memory == 4 * 16 * 32 * 4 + 2 * 4 * 16 * 4
+    assert ln.module == "blocks.0.ln1"
+    drop = [g for g in cap.nodes if g.op == "aten.native_dropout.default"]
+    assert drop and all(g.random for g in drop)
+    # dropout: the output (float) and the mask (bool) are both stored
+    for g in drop:
+        numel = torch.Size(g.shapes[0]).numel()
+        assert g.dtypes == ["float32", "bool"]
+        assert g.memory == numel * 4 + numel * 1
+    assert any(g.backward for g in cap.nodes) and not cap.nodes[0].backward
+    # every parameter gets a gradient
+    assert set(cap.grads) == {k for k, _ in model.named_parameters()}
+
+
+def test_batchnorm_is_one_node_with_its_statistics():
+    model, data, loss_fn = call_factory(example("cnn"), 4)
+    cap = capture(model, data, loss_fn)
+    bn = [g for g in cap.nodes if "batch_norm" in g.op and not g.backward]
+    assert len(bn) == 2
+    # output (4x8x16x16 floats) + saved mean, rstd, new running mean and var (8 floats each)
+    assert bn[0].memory == 4 * 8 * 16 * 16 * 4 + 4 * 8 * 4
+    assert set(cap.mutations) == {f"bn{i}.{s}" for i in (1, 2)
+                                  for s in ("running_mean", "running_var", "num_batches_tracked")}
+
+
+def test_fingerprint_is_stable_and_discriminates():
+    fps = []
+    for batch in (4, 4, 8):
+        model, data, loss_fn = call_factory(example("mlp"), batch)
+        fps.append(capture(model, data, loss_fn).fingerprint)
+    assert fps[0] == fps[1] and fps[0] != fps[2]
+
+
+def test_cost_models(workdir, remat_bin):
+    for cost in ("flops", "roofline", "measured"):
+        g = export_graph(workdir, "mlp", 4, cost=cost)
+        text = open(g).read()
+        unit = {"flops": "flop", "roofline": "us (roofline, a100", "measured": "us (measured"}
+        assert f'cost_unit: "{unit[cost]}' in text
+        subprocess.run([remat_bin, "inspect", g], check=True, capture_output=True)
+    flops = open(export_graph(workdir, "mlp", 4, cost="flops")).read()
+    # first layer: 2 * batch * in * out multiply-adds
+    assert '{name: "addmm", cost: ' + str(2 * 4 * 64 * 128) + "," in flops
+    # roofline gives every node a positive cost, flop_counter gives relu none
+    assert '{name: "relu", cost: 0,' in flops
+
+
+def test_export_cli_and_optimizer_state(workdir):
+    out = workdir / "cli-mlp.yaml"
+    proc = cli("export", example("mlp"), "--batch", "4", "-o", str(out), "--optimizer", "adam",
+               check=True)
+    assert "19 nodes" in proc.stdout
+    text = out.read_text()
+    model, data, _ = call_factory(example("mlp"), 4)
+    params = sum(p.numel() * 4 for p in model.parameters())
+    fixed = int(next(line for line in text.splitlines() if line.startswith("fixed_memory:"))
+                .split()[1])
+    batch = sum(t.numel() * t.element_size() for t in data)
+    # parameters + gradients + 2 Adam moments + the batch + the loss tangent
+    assert fixed == 4 * params + batch + 4
+    assert '"torch": "' + torch.__version__ + '"' in text
