@@ -236,8 +236,11 @@ class Executor:
                         gn = cap.by_name[name]
                         n = gn.fx_node
                         live = {d: regs[r] for d, r in zip(gn.deps, st["args"])}
-                        args = fx.node.map_arg(n.args, lambda a: evaluate(a, live))
-                        kwargs = fx.node.map_arg(n.kwargs, lambda a: evaluate(a, live))
+                        def read(a, live=live):
+                            return evaluate(a, live)
+
+                        args = fx.node.map_arg(n.args, read)
+                        kwargs = fx.node.map_arg(n.kwargs, read)
                         first = name not in done
                         if first and name in self.replay_rng:
                             rng[name] = _get_rng(cuda)
@@ -248,7 +251,7 @@ class Executor:
                             _set_rng(saved, cuda)
                         else:
                             out = n.target(*args, **kwargs)
-                        del args, kwargs, live
+                        del args, kwargs, live, read
                         regs[st["register"]] = out
                         self.computations[name] = self.computations.get(name, 0) + 1
                         if first:

@@ -67,7 +67,8 @@ def call_factory(spec: str, batch_size: int):
         raise RematInputError(f"{path}: the factory's model is not an nn.Module")
     if isinstance(batch, torch.Tensor):
         batch = (batch,)
-    if not (isinstance(batch, (tuple, list)) and batch and all(isinstance(t, torch.Tensor) for t in batch)):
+    ok = isinstance(batch, (tuple, list)) and batch
+    if not (ok and all(isinstance(t, torch.Tensor) for t in batch)):
         raise RematInputError(f"{path}: the factory's batch must be a non-empty tuple of tensors")
     if not callable(loss_fn):
         raise RematInputError(f"{path}: the factory's loss_fn is not callable")

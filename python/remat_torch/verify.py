@@ -163,8 +163,8 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     L.append(f"{'':16} {'plan':>18} {'no-remat':>18} {'eager':>18}")
     L.append(f"{'loss':16} {rep.losses['plan']:>18.10g} {rep.losses['no-remat']:>18.10g} "
              f"{rep.losses['eager']:>18.10g}")
-    L.append(f"{'peak (measured)':16} {rep.measured_peak:>18} {(ref.last_peak or 0) + opt_bytes:>18} "
-             f"{'-':>18}")
+    ref_peak = (ref.last_peak or 0) + opt_bytes
+    L.append(f"{'peak (measured)':16} {rep.measured_peak:>18} {ref_peak:>18} {'-':>18}")
     L.append(f"{'peak (simulated)':16} {rep.simulated_peak:>18} {'':>18} {'':>18}")
     if ex.last_cuda_peak is not None:
         L.append(f"{'cuda max alloc':16} {ex.last_cuda_peak:>18} {ref.last_cuda_peak:>18}")
