@@ -194,6 +194,7 @@ def _joint_with_aot_module(wrapper, batch):
 
     def partition(joint_module, joint_inputs, **kw):
         recorded["gm"] = joint_module
+        recorded["num_fwd_outputs"] = kw["num_fwd_outputs"]
         return default_partition(joint_module, joint_inputs, **kw)
 
     names_p = [n for n, _ in wrapper.named_parameters()]
@@ -219,11 +220,23 @@ def _joint_with_aot_module(wrapper, batch):
         if n not in placeholders:
             placeholders[n] = ("tangent", 0)
     out = next(n for n in gm.graph.nodes if n.op == "output")
-    fw_outs, grad_outs = out.args[0]
-    # forward outputs: mutated buffers (in buffer order) first, then the loss
-    n_mut = len(fw_outs) - 1
-    mutated = [nm for nm in names_b][:n_mut]
-    mutations = {_strip(nm): v for nm, v in zip(mutated, fw_outs[:n_mut])}
+    flat = list(out.args[0])
+    n_fwd = recorded["num_fwd_outputs"]
+    fw_outs, grad_outs = flat[:n_fwd], flat[n_fwd:]
+    # forward outputs: the mutated inputs' new values (in input order), then the loss
+    n_mut = n_fwd - 1
+    descs = out.meta.get("desc")
+    if descs is not None:  # torch >= 2.9 annotates them: mutated input i is primal i
+        mutated = [primals[d.mutated_input.idx] for d in descs[:n_mut]]
+        if any(placeholders[p][0] != "buffer" for p in mutated):
+            raise RematInputError("the model mutates an input other than a buffer: unsupported")
+        mutated_names = [placeholders[p][1] for p in mutated]
+    elif n_mut in (0, len(names_b)):
+        mutated_names = [_strip(nm) for nm in names_b][:n_mut]
+    else:
+        raise RematInputError(f"the model mutates {n_mut} of its {len(names_b)} buffers, and "
+                              "this torch does not say which: use torch >= 2.9")
+    mutations = dict(zip(mutated_names, fw_outs[:n_mut]))
     loss = fw_outs[n_mut]
     grads = {_strip(nm): v for nm, v in zip(names_p, grad_outs) if v is not None}
     return gm, placeholders, loss, grads, mutations, "aot_module"
