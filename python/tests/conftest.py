@@ -27,6 +27,9 @@ def remat_bin() -> str:
     try:
         return find_remat()
     except RematNotFound as e:
+        if os.environ.get("REMAT_BIN"):
+            # CI sets REMAT_BIN: a wrong path must fail, not skip every test
+            pytest.fail(f"REMAT_BIN is set but unusable: {e}")
         pytest.skip(f"no remat binary: {e}")
 
 
