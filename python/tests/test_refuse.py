@@ -89,3 +89,16 @@ def test_verify_cli_passes_on_a_good_plan(mlp_plan):
     proc = run_main("train", example("mlp"), plan, "--graph", graph, "--steps", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("bitwise") + proc.stdout.count("close") == 3
+
+
+def test_from_onnx_dispatches_lazily(monkeypatch):
+    """``from-onnx`` hands its arguments to remat_torch.onnx_import.main (imported lazily)."""
+    import sys
+    import types
+
+    seen = []
+    fake = types.ModuleType("remat_torch.onnx_import")
+    fake.main = lambda argv: seen.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "remat_torch.onnx_import", fake)
+    assert run_main("from-onnx", "model.onnx", "-o", "graph.yaml").returncode == 0
+    assert seen == [["model.onnx", "-o", "graph.yaml"]]
