@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .capture import capture
+from .capture import capture, capture_factory
 from .errors import RematInputError
 from .executor import Executor, load_plan
 from .factory import call_factory
@@ -86,7 +86,7 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
     if torch.cuda.is_available():
         model = model.cuda()
         data = tuple(t.cuda() for t in data)
-    cap = capture(model, data, loss_fn)
+    cap = capture_factory(spec, model, data, loss_fn)
     if graph is not None:
         check_graph(graph_path, graph, cap)
         if plan.get("model") != graph.get("name"):

@@ -102,3 +102,32 @@ def test_from_onnx_dispatches_lazily(monkeypatch):
     monkeypatch.setitem(sys.modules, "remat_torch.onnx_import", fake)
     assert run_main("from-onnx", "model.onnx", "-o", "graph.yaml").returncode == 0
     assert seen == [["model.onnx", "-o", "graph.yaml"]]
+
+
+BAD_FACTORIES = '''
+import torch, torch.nn as nn
+def vector_loss(b):
+    return nn.Linear(4, 4), (torch.randn(b, 4),), lambda out: out.sum(0)
+def raises(b):
+    raise ValueError("no data here")
+class Broken(nn.Module):
+    def forward(self, x):
+        return x.no_such_method()
+def untraceable(b):
+    return Broken(), (torch.randn(b, 4),), lambda out: out.sum()
+def not_a_triple(b):
+    return nn.Linear(2, 2)
+'''
+
+
+@pytest.mark.parametrize("fn,needle", [
+    ("vector_loss", "the loss must be a floating-point scalar tensor (got [4])"),
+    ("raises", "factory failed: ValueError: no data here"),
+    ("untraceable", "capturing the joint graph failed"),
+    ("not_a_triple", "must return (model, batch, loss_fn)"),
+])
+def test_bad_factories(fn, needle, workdir):
+    path = workdir / "bad_factories.py"
+    path.write_text(BAD_FACTORIES)
+    refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
+            str(path), needle)
