@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import json
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -95,11 +95,6 @@ class Capture:
     batch_meta: List[Tuple[List[int], str]]
     api: str  # which AOTAutograd entry point captured it
     fingerprint: str = ""
-    tensors_fingerprint: str = field(default="", repr=False)
-
-    @property
-    def fixed_nodes(self) -> List[fx.Node]:
-        return list(self.placeholders)
 
 
 def _strip(fqn: str) -> str:

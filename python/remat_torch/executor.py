@@ -31,7 +31,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .capture import Capture, GraphNode, base_nodes, capture, fixed_memory_bytes
+from .capture import (
+    Capture,
+    GraphNode,
+    base_nodes,
+    capture,
+    storage_bytes,
+)
 from .errors import RematInputError
 from .memory import StorageTracker
 
@@ -265,7 +271,9 @@ class Executor:
                         regs.pop(st["register"], None)
                 regs.clear()
         if tracker is not None:
-            self.last_fixed = fixed_memory_bytes(cap, batch)
+            # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
+            # the graph file's fixed_memory without optimizer state, when all is as captured
+            self.last_fixed = storage_bytes(resident)
             self.last_peak = self.last_fixed + tracker.peak
         if cuda:
             torch.cuda.synchronize()
