@@ -291,6 +291,19 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
     ``api`` forces the entry point ("descriptors" or "aot_module"); by default the
     descriptor API is used where torch has it.
     """
+    # capturing must not consume the global RNG (the step that follows would then
+    # draw other dropout masks than an uncaptured one): save and restore it
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        return _capture(model, batch, loss_fn, api)
+    finally:
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+def _capture(model, batch, loss_fn, api) -> Capture:
     import torch._functorch.aot_autograd as aa
 
     model.train()
@@ -411,7 +424,9 @@ def _probe_storage_bytes(n: fx.Node) -> int:
         if not isinstance(v, torch.Tensor):
             return v
         if v.dtype.is_floating_point:
-            return torch.rand(v.shape, dtype=v.dtype, device=v.device).clamp_(0.01, 0.99)
+            gen = torch.Generator(device=v.device).manual_seed(0)
+            return torch.rand(v.shape, dtype=v.dtype, device=v.device,
+                              generator=gen).clamp_(0.01, 0.99)
         return torch.zeros(v.shape, dtype=v.dtype, device=v.device)
 
     try:

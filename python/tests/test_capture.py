@@ -141,3 +141,11 @@ def test_scalar_losses_that_keep_their_elementwise_buffer():
     ex = Executor(model, loss_fn, data, plan, cap=cap)
     ex(*data, measure=True)
     assert not ex.size_mismatches
+
+
+def test_capture_leaves_the_global_rng_alone():
+    model, data, loss_fn = call_factory(example("block"), 2)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    capture(model, data, loss_fn)
+    assert torch.equal(torch.get_rng_state(), before)
