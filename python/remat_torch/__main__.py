@@ -1,0 +1,125 @@
+"""Command line: ``python -m remat_torch export|verify|train|from-onnx``.
+
+Bad input (a missing factory, a plan for another model, an unknown node) is
+one line naming the file and the node, with exit code 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional
+
+from .errors import RematInputError
+
+
+def _export(a) -> int:
+    import torch
+
+    from .capture import capture_factory
+    from .costs import DEVICES
+    from .executor import graph_name
+    from .factory import call_factory
+    from .graphfile import export
+
+    if a.device not in DEVICES:
+        raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
+    model, batch, loss_fn = call_factory(a.factory, a.batch)
+    if torch.cuda.is_available() and not a.cpu:
+        model = model.cuda()
+        batch = tuple(t.cuda() for t in batch)
+    t0 = time.perf_counter()
+    cap = capture_factory(a.factory, model, batch, loss_fn)
+    base = a.factory.rpartition(":")[2]
+    name = graph_name(base, a.batch, cap.fingerprint)
+    text = export(cap, batch, name, a.batch, cost=a.cost, device=a.device,
+                  peak_flops=a.peak_tflops * 1e12 if a.peak_tflops else None,
+                  bandwidth=a.bandwidth_gbs * 1e9 if a.bandwidth_gbs else None,
+                  optimizer=a.optimizer, factory=a.factory)
+    tmp = a.output + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, a.output)
+    print(f"{a.output}: {name}, {len(cap.nodes)} nodes, cost {a.cost}, "
+          f"captured and written in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def _verify(a) -> int:
+    from .verify import verify
+
+    rep = verify(a.factory, a.plan, graph_path=a.graph, batch=a.batch, seed=a.seed)
+    print("\n".join(rep.lines))
+    return 0 if rep.ok else 1
+
+
+def _train(a) -> int:
+    from .verify import train
+
+    rep = train(a.factory, a.plan, graph_path=a.graph, batch=a.batch, steps=a.steps,
+                lr=a.lr, seed=a.seed)
+    print("\n".join(rep.lines))
+    return 0 if rep.ok else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m remat_torch",
+                                description="PyTorch bridge of remat (docs/pytorch.md)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    e = sub.add_parser("export", help="write a model's joint training graph for remat")
+    e.add_argument("factory", help="MODULE.py:FACTORY; FACTORY(batch) -> (model, batch, loss_fn)")
+    e.add_argument("--batch", "-b", type=int, required=True, help="batch size")
+    e.add_argument("-o", "--output", required=True, help="graph file to write (YAML)")
+    e.add_argument("--cost", choices=["roofline", "flops", "measured"], default="roofline")
+    e.add_argument("--device", default="a100",
+                   help="roofline device figures: a100 (default), h100, v100, cpu")
+    e.add_argument("--peak-tflops", type=float, help="roofline: override the peak TFLOP/s")
+    e.add_argument("--bandwidth-gbs", type=float, help="roofline: override the GB/s")
+    e.add_argument("--optimizer", choices=["none", "sgd", "adam"], default="none",
+                   help="optimizer state to add to fixed_memory (sgd: momentum, adam: 2 moments)")
+    e.add_argument("--cpu", action="store_true", help="capture on CPU even if CUDA is present")
+    e.set_defaults(fn=_export)
+
+    for name, fn, helptext in [("verify", _verify, "run a plan once and check it"),
+                               ("train", _train, "train N steps with a plan vs eager")]:
+        v = sub.add_parser(name, help=helptext)
+        v.add_argument("factory", help="MODULE.py:FACTORY")
+        v.add_argument("plan", help="plan JSON written by 'remat solve ... --plan'")
+        v.add_argument("--graph", "-g", help="the exported graph file (its fingerprint is checked)")
+        v.add_argument("--batch", "-b", type=int,
+                       help="batch size (default: from the graph file or the plan's model name)")
+        v.add_argument("--seed", type=int, default=0)
+        if name == "train":
+            v.add_argument("--steps", type=int, default=3)
+            v.add_argument("--lr", type=float, default=0.01)
+        v.set_defaults(fn=fn)
+
+    o = sub.add_parser("from-onnx", help="write a graph: forward file from an ONNX model",
+                       add_help=False)
+    o.add_argument("rest", nargs=argparse.REMAINDER)
+    o.set_defaults(fn=None)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "from-onnx":
+        try:
+            from .onnx_import import main as onnx_main
+        except ImportError as e:
+            print(f"error: from-onnx is not available: {e}", file=sys.stderr)
+            return 2
+        return onnx_main(argv[1:])
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except RematInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

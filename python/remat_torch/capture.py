@@ -1,0 +1,523 @@
+"""Capture PyTorch's own joint forward+backward graph, and map it to graph-file nodes.
+
+Public API (stable; ``compare-pytorch`` and the executor build on it)::
+
+    cap = capture(model, batch, loss_fn)      # a Capture
+    cap.gm                                    # the joint FX GraphModule (aten ops)
+    cap.nodes                                 # list[GraphNode], in FX (topological) order
+    cap.node_of[fx_node]                      # GraphNode owning the storage of an FX value, or None
+    cap.by_name["addmm"]                      # GraphNode by graph-file name
+
+Tracing runs under ``FakeTensorMode`` (inside AOTAutograd): no activation is
+allocated, only the parameters the model already holds.
+
+Node naming: a graph-file node is one FX ``call_function`` node that runs a
+kernel producing fresh storage; its graph-file name is the FX node's name in
+the joint graph (``addmm``, ``native_layer_norm_1``, ``mm_2``...). Those names
+are deterministic for a given model, batch shape and torch version.
+
+Everything else is not a node:
+
+* placeholders (parameters, buffers, the batch, the loss tangent) are
+  resident all step (``fixed_memory``);
+* alias values (``getitem`` of a multi-output kernel, ops whose schema returns
+  an alias such as ``view``/``t``/``detach``/``expand``, and any op whose
+  output shares its input's storage) belong to their base kernel: a reader of
+  an alias depends on the base, and the executor re-derives the alias from the
+  base when it needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+import torch.fx.traceback as fx_traceback
+
+from .errors import RematInputError
+
+# --------------------------------------------------------------------------- model wrapper
+
+
+class LossWrapper(torch.nn.Module):
+    """``forward(*batch) = loss_fn(model(batch[0]), *batch[1:])``: one scalar output."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any]):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *batch):
+        return self.loss_fn(self.model(batch[0]), *batch[1:])
+
+
+# --------------------------------------------------------------------------- data model
+
+
+@dataclass
+class GraphNode:
+    """One graph-file node: a kernel in the joint graph that produces fresh storage."""
+
+    name: str
+    fx_node: fx.Node
+    deps: List[str]
+    memory: int  # bytes: sum of the kernel's distinct output storages
+    op: str  # "aten.addmm.default"
+    module: str  # module path ("encoder.0.attn"), "" for the top level
+    shapes: List[List[int]]
+    dtypes: List[str]
+    random: bool  # torch.Tag.nondeterministic_seeded
+    backward: bool  # reads the loss tangent (transitively)
+    index: int = 0
+
+
+@dataclass
+class Capture:
+    gm: fx.GraphModule
+    nodes: List[GraphNode]
+    by_name: Dict[str, GraphNode]
+    # FX value -> the GraphNode owning its storage (None for placeholder-derived values)
+    node_of: Dict[fx.Node, Optional[GraphNode]]
+    # placeholder FX node -> ("param", fqn) | ("buffer", fqn) | ("input", i) | ("tangent", 0)
+    placeholders: Dict[fx.Node, Tuple[str, Any]]
+    # outputs of the joint graph
+    loss: fx.Node
+    grads: Dict[str, fx.Node]  # parameter fqn (of the wrapped model) -> FX value
+    mutations: Dict[str, fx.Node]  # buffer fqn -> FX value holding its new value
+    params: Dict[str, torch.Tensor]  # fqn (without the "model." prefix) -> parameter
+    buffers: Dict[str, torch.Tensor]
+    batch_meta: List[Tuple[List[int], str]]
+    api: str  # which AOTAutograd entry point captured it
+    fingerprint: str = ""
+
+
+def _strip(fqn: str) -> str:
+    return fqn[len("model."):] if fqn.startswith("model.") else fqn
+
+
+# --------------------------------------------------------------------------- capture
+
+
+@contextlib.contextmanager
+def _module_paths(model: torch.nn.Module):
+    """Record the module path of every traced op in ``node.meta['custom']['module']``."""
+    names = {m: n for n, m in model.named_modules()}
+    stack: List[str] = []
+
+    def pre(mod, args):
+        if mod in names:
+            stack.append(names[mod])
+            fx_traceback.current_meta["custom"] = {"module": names[mod]}
+
+    def post(mod, args, out):
+        if mod in names and stack:
+            stack.pop()
+            fx_traceback.current_meta["custom"] = {"module": stack[-1] if stack else ""}
+
+    h1 = torch.nn.modules.module.register_module_forward_pre_hook(pre)
+    h2 = torch.nn.modules.module.register_module_forward_hook(post)
+    try:
+        with fx_traceback.preserve_node_meta():
+            yield
+    finally:
+        h1.remove()
+        h2.remove()
+
+
+def _joint_with_descriptors(wrapper, batch):
+    from torch._functorch._aot_autograd import descriptors as d
+    from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+
+    with contextlib.ExitStack() as stack:
+        jd = aot_export_joint_with_descriptors(stack, wrapper, tuple(batch))
+        gm = jd.graph_module
+    placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        desc = n.meta.get("desc")
+        if isinstance(desc, d.ParamAOTInput):
+            placeholders[n] = ("param", _strip(desc.target))
+        elif isinstance(desc, d.BufferAOTInput):
+            placeholders[n] = ("buffer", _strip(desc.target))
+        elif isinstance(desc, d.PlainAOTInput):
+            placeholders[n] = ("input", desc.idx)
+        elif isinstance(desc, d.TangentAOTInput):
+            placeholders[n] = ("tangent", 0)
+        else:
+            raise RematInputError(f"unsupported joint-graph input {desc!r} ({n.name})")
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    loss = None
+    grads: Dict[str, fx.Node] = {}
+    mutations: Dict[str, fx.Node] = {}
+    for v, desc in zip(out.args[0], out.meta["desc"]):
+        if v is None:
+            continue
+        if isinstance(desc, d.PlainAOTOutput):
+            if desc.idx != 0:
+                raise RematInputError("the loss function must return one scalar tensor")
+            loss = v
+        elif isinstance(desc, d.GradAOTOutput) and isinstance(desc.grad_of, d.ParamAOTInput):
+            grads[_strip(desc.grad_of.target)] = v
+        elif isinstance(desc, d.GradAOTOutput):
+            continue  # gradient of an input of the batch: not needed
+        elif isinstance(desc, d.InputMutationAOTOutput) and isinstance(
+            desc.mutated_input, d.BufferAOTInput
+        ):
+            mutations[_strip(desc.mutated_input.target)] = v
+        else:
+            raise RematInputError(f"unsupported joint-graph output {desc!r}")
+    if loss is None:
+        raise RematInputError("the joint graph has no loss output")
+    return gm, placeholders, loss, grads, mutations, "aot_export_joint_with_descriptors"
+
+
+def _joint_with_aot_module(wrapper, batch):
+    """Fallback for torch < 2.9: ``aot_module`` with a partition function that records
+    the joint graph (traced under FakeTensorMode, so nothing is computed for real)."""
+    from torch._functorch.aot_autograd import aot_module
+    from torch._functorch.partitioners import default_partition
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    recorded = {}
+
+    def partition(joint_module, joint_inputs, **kw):
+        recorded["gm"] = joint_module
+        recorded["num_fwd_outputs"] = kw["num_fwd_outputs"]
+        return default_partition(joint_module, joint_inputs, **kw)
+
+    names_p = [n for n, _ in wrapper.named_parameters()]
+    names_b = [n for n, _ in wrapper.named_buffers()]
+    compiled = aot_module(wrapper, fw_compiler=lambda g, _: g, partition_fn=partition)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake_mode:
+        fake_batch = [fake_mode.from_tensor(t) for t in batch]
+        compiled(*fake_batch)
+    gm = recorded["gm"]
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
+    n_pb = len(names_p) + len(names_b)
+    primals = [n for n in phs if n.name.startswith("primals")]
+    for i, n in enumerate(primals):
+        if i < len(names_p):
+            placeholders[n] = ("param", _strip(names_p[i]))
+        elif i < n_pb:
+            placeholders[n] = ("buffer", _strip(names_b[i - len(names_p)]))
+        else:
+            placeholders[n] = ("input", i - n_pb)
+    for n in phs:
+        if n not in placeholders:
+            placeholders[n] = ("tangent", 0)
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    flat = list(out.args[0])
+    n_fwd = recorded["num_fwd_outputs"]
+    fw_outs, grad_outs = flat[:n_fwd], flat[n_fwd:]
+    # forward outputs: the mutated inputs' new values (in input order), then the loss
+    n_mut = n_fwd - 1
+    descs = out.meta.get("desc")
+    if descs is not None:  # torch >= 2.9 annotates them: mutated input i is primal i
+        mutated = [primals[d.mutated_input.idx] for d in descs[:n_mut]]
+        if any(placeholders[p][0] != "buffer" for p in mutated):
+            raise RematInputError("the model mutates an input other than a buffer: unsupported")
+        mutated_names = [placeholders[p][1] for p in mutated]
+    elif n_mut in (0, len(names_b)):
+        mutated_names = [_strip(nm) for nm in names_b][:n_mut]
+    else:
+        raise RematInputError(f"the model mutates {n_mut} of its {len(names_b)} buffers, and "
+                              "this torch does not say which: use torch >= 2.9")
+    mutations = dict(zip(mutated_names, fw_outs[:n_mut]))
+    loss = fw_outs[n_mut]
+    grads = {_strip(nm): v for nm, v in zip(names_p, grad_outs) if v is not None}
+    return gm, placeholders, loss, grads, mutations, "aot_module"
+
+
+def _is_alias_op(n: fx.Node) -> bool:
+    if n.target is operator.getitem:
+        return True
+    if isinstance(n.target, torch._ops.OpOverload):
+        return any(r.alias_info is not None and not r.alias_info.is_write
+                   for r in n.target._schema.returns)
+    return False
+
+
+def _tensor_leaves(val) -> List[torch.Tensor]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        out: List[torch.Tensor] = []
+        for v in val:
+            out.extend(_tensor_leaves(v))
+        return out
+    return []
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """Identity of a tensor's storage (the address of its StorageImpl)."""
+    return t.untyped_storage()._cdata
+
+
+def _storages(val) -> Dict[int, int]:
+    out: Dict[int, int] = {}
+    for t in _tensor_leaves(val):
+        s = t.untyped_storage()
+        out[storage_key(t)] = s.nbytes()
+    return out
+
+
+def storage_bytes(tensors: Sequence[torch.Tensor]) -> int:
+    """Bytes of the distinct storages of ``tensors`` (each counted once)."""
+    seen: Dict[Any, int] = {}
+    for t in tensors:
+        s = t.untyped_storage()
+        seen[storage_key(t)] = s.nbytes()
+    return sum(seen.values())
+
+
+def _shape_dtype(val) -> Tuple[List[List[int]], List[str]]:
+    ts = _tensor_leaves(val)
+    return [list(map(int, t.shape)) for t in ts], [str(t.dtype).replace("torch.", "") for t in ts]
+
+
+def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any],
+            api: Optional[str] = None) -> Capture:
+    """Capture the joint forward+backward graph of ``loss_fn(model(batch[0]), *batch[1:])``.
+
+    ``api`` forces the entry point ("descriptors" or "aot_module"); by default the
+    descriptor API is used where torch has it.
+    """
+    # capturing must not consume the global RNG (the step that follows would then
+    # draw other dropout masks than an uncaptured one): save and restore it
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        return _capture(model, batch, loss_fn, api)
+    finally:
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+def _capture(model, batch, loss_fn, api) -> Capture:
+    import torch._functorch.aot_autograd as aa
+
+    model.train()
+    wrapper = LossWrapper(model, loss_fn)
+    use_desc = hasattr(aa, "aot_export_joint_with_descriptors") if api is None else (
+        api == "descriptors")
+    with _module_paths(model):
+        try:
+            if use_desc:
+                gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)
+            else:
+                gm, phs, loss, grads, muts, used = _joint_with_aot_module(wrapper, batch)
+        except RematInputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - tracing failures are user-facing
+            raise RematInputError(f"capturing the joint graph failed: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    val = loss.meta.get("val")
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
+        shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
+        raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
+    return _build(gm, phs, loss, grads, muts, used, model, batch)
+
+
+def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],
+                    loss_fn: Callable[..., Any]) -> Capture:
+    """:func:`capture` for a factory ``MODULE.py:FACTORY``: errors name its file."""
+    try:
+        return capture(model, batch, loss_fn)
+    except RematInputError as e:
+        raise RematInputError(f"{spec.rpartition(':')[0]}: {spec.rpartition(':')[2]}: {e}") from e
+
+
+def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:
+    node_of: Dict[fx.Node, Optional[GraphNode]] = {}
+    bases: Dict[fx.Node, List[GraphNode]] = {}
+    backward: Dict[fx.Node, bool] = {}
+    nodes: List[GraphNode] = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            bases[n] = []
+            node_of[n] = None
+            backward[n] = phs[n][0] == "tangent"
+            continue
+        if n.op == "output":
+            continue
+        if n.op != "call_function":
+            raise RematInputError(f"unsupported FX node {n.name} ({n.op})")
+        inputs = n.all_input_nodes
+        backward[n] = any(backward[a] for a in inputs)
+        dep_list: List[GraphNode] = []
+        for a in inputs:
+            for b in bases[a]:
+                if b not in dep_list:
+                    dep_list.append(b)
+        val = n.meta.get("val")
+        alias = _is_alias_op(n)
+        if not alias and val is not None:
+            # storage level: an op whose output shares an input's storage is an alias too
+            in_st = {}
+            for a in inputs:
+                in_st.update(_storages(a.meta.get("val")))
+            out_st = _storages(val)
+            if out_st and all(s in in_st for s in out_st):
+                alias = True
+        if alias:
+            bases[n] = dep_list
+            node_of[n] = dep_list[0] if len(dep_list) == 1 else None
+            continue
+        if not isinstance(n.target, torch._ops.OpOverload):
+            raise RematInputError(f"unsupported FX node {n.name}: target {n.target!r}")
+        shapes, dtypes = _shape_dtype(val)
+        mem = sum(_storages(val).values())
+        if _scalar_outputs(val) and torch.Tag.nondeterministic_seeded not in n.target.tags:
+            mem = max(mem, _probe_storage_bytes(n))
+        module = (n.meta.get("custom") or {}).get("module", "")
+        gn = GraphNode(
+            name=n.name, fx_node=n, deps=[d.name for d in dep_list], memory=int(mem),
+            op=str(n.target), module=module, shapes=shapes, dtypes=dtypes,
+            random=torch.Tag.nondeterministic_seeded in n.target.tags,
+            backward=backward[n], index=len(nodes))
+        nodes.append(gn)
+        bases[n] = [gn]
+        node_of[n] = gn
+    by_name = {g.name: g for g in nodes}
+    params = {_strip("model." + k): p for k, p in model.named_parameters()}
+    buffers = {_strip("model." + k): b for k, b in model.named_buffers()}
+    batch_meta = [(list(map(int, t.shape)), str(t.dtype).replace("torch.", "")) for t in batch]
+    cap = Capture(gm=gm, nodes=nodes, by_name=by_name, node_of=node_of, placeholders=phs,
+                  loss=loss, grads=grads, mutations=muts, params=params, buffers=buffers,
+                  batch_meta=batch_meta, api=api)
+    for what, v in [("loss", loss)] + [(f"grad of {k}", v) for k, v in grads.items()] + [
+            (f"new value of buffer {k}", v) for k, v in muts.items()]:
+        if len(bases[v]) > 1:
+            raise RematInputError(f"{what} ({v.name}) is an alias of several kernels: unsupported")
+    cap.fingerprint = fingerprint(cap)
+    return cap
+
+
+def _scalar_outputs(val) -> bool:
+    ts = _tensor_leaves(val)
+    return bool(ts) and all(t.dim() == 0 for t in ts)
+
+
+PROBE_DIM = 3  # dimensions are clipped to this for the first, cheap probe
+
+
+def _probe_storage_bytes(n: fx.Node) -> int:
+    """Real output storage bytes of a kernel whose outputs are all 0-dim.
+
+    Fake (meta) kernels say 4 bytes, but some real kernels return a 0-dim view
+    into a buffer the size of their input: on CPU, ``mse_loss``,
+    ``smooth_l1_loss``, ``binary_cross_entropy`` and ``soft_margin_loss`` with a
+    mean or sum reduction keep the whole elementwise loss alive under the
+    scalar. The kernel is first run for real on its inputs with every dimension
+    clipped to ``PROBE_DIM`` (a few bytes, from a private generator: the global
+    RNG is untouched). Only if that shows more storage than the outputs need is
+    the size found for the real shapes: by running it on inputs of the real
+    shapes when they total at most ``PROBE_LIMIT`` bytes, else by scaling with
+    the largest input's element count.
+    """
+    small = _run_probe(n, clip=True)
+    if small is None:
+        return 0
+    real_bytes, small_largest = small
+    need = sum(t.element_size() for t in _tensor_leaves(n.meta.get("val")))
+    if real_bytes <= need:
+        return 0
+    in_vals = [a.meta.get("val") for a in n.all_input_nodes]
+    in_tensors = [t for v in in_vals for t in _tensor_leaves(v)]
+    total = sum(t.numel() * t.element_size() for t in in_tensors)
+    if total <= PROBE_LIMIT:
+        full = _run_probe(n, clip=False)
+        if full is not None:
+            return full[0]
+    largest = max((t.numel() for t in in_tensors), default=1)
+    return real_bytes * largest // max(small_largest, 1)
+
+
+PROBE_LIMIT = 256 * 2**20
+
+
+def _run_probe(n: fx.Node, clip: bool):
+    """(output storage bytes, largest input numel) of running ``n`` for real, or None."""
+    largest = [1]
+
+    def real(a):
+        v = a.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return v
+        shape = [min(d, PROBE_DIM) for d in v.shape] if clip else list(v.shape)
+        numel = 1
+        for d in shape:
+            numel *= d
+        largest[0] = max(largest[0], numel)
+        if v.dtype.is_floating_point:
+            gen = torch.Generator(device=v.device).manual_seed(0)
+            return torch.rand(shape, dtype=v.dtype, device=v.device,
+                              generator=gen).clamp_(0.01, 0.99)
+        return torch.zeros(shape, dtype=v.dtype, device=v.device)
+
+    try:
+        with torch.no_grad():
+            out = n.target(*fx.node.map_arg(n.args, real), **fx.node.map_arg(n.kwargs, real))
+    except Exception:  # noqa: BLE001 - a probe that cannot run keeps the fake size
+        return None
+    return sum(_storages(out).values()), largest[0]
+
+
+def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:
+    """The graph nodes whose storage an FX value lives in (empty for placeholder-derived)."""
+    if v.op == "placeholder":
+        return []
+    gn = cap.by_name.get(v.name)
+    if gn is not None and gn.fx_node is v:
+        return [gn]
+    out: List[GraphNode] = []
+    for a in v.all_input_nodes:
+        for b in base_nodes(cap, a):
+            if b not in out:
+                out.append(b)
+    return out
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def fingerprint(cap: Capture) -> str:
+    """sha256 of the node list (names, targets, shapes, dtypes, deps) and the placeholders."""
+    items: List[Any] = []
+    for n, (kind, key) in cap.placeholders.items():
+        shapes, dtypes = _shape_dtype(n.meta.get("val"))
+        items.append(["placeholder", n.name, kind, key, shapes, dtypes])
+    for g in cap.nodes:
+        items.append([g.name, g.op, g.shapes, g.dtypes, g.deps, g.memory])
+    blob = json.dumps(items, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def fixed_memory_bytes(cap: Capture, batch: Sequence[torch.Tensor]) -> int:
+    """Bytes resident all step, as the executor allocates them (see docs/pytorch.md)."""
+    total = storage_bytes(list(cap.params.values()) + list(cap.buffers.values()) + list(batch))
+    total += sum(_grad_bytes(cap.params[k]) for k in cap.grads)
+    total += _tangent_bytes(cap)
+    return total
+
+
+def _grad_bytes(p: torch.Tensor) -> int:
+    return p.numel() * p.element_size()
+
+
+def _tangent_bytes(cap: Capture) -> int:
+    for n, (kind, _) in cap.placeholders.items():
+        if kind == "tangent":
+            v = n.meta["val"]
+            return v.numel() * v.element_size()
+    return 0

@@ -1,0 +1,366 @@
+"""Running a remat plan over the captured joint graph, as a training step.
+
+``Executor(model, loss_fn, batch, plan)`` captures the model's joint graph,
+checks that ``plan`` was solved for exactly that graph, and is then a callable
+training step: ``loss = step(*batch)`` runs the plan's statements (compute,
+free, recompute as written), writes each parameter's gradient into ``p.grad``
+and each BatchNorm running statistic into its buffer, and returns the loss.
+
+Semantics (see docs/pytorch.md):
+
+* registers hold a kernel's whole output (a tensor or a tuple of tensors);
+  ``deallocate`` drops the register, freeing all of the kernel's outputs;
+* alias values (views, ``t``, ``getitem``...) are re-derived from the base
+  register each time a kernel reads them, so no register pins a freed base;
+* a kernel's sink actions (copy into ``p.grad``, into a buffer, record the
+  loss) run on its first computation only, never on a recomputation;
+* a random kernel (``torch.Tag.nondeterministic_seeded``, e.g. dropout) that the
+  plan recomputes gets the RNG state recorded before its first computation
+  restored around every recomputation (the global state is restored after),
+  so recomputed masks equal the originals;
+* gradients overwrite ``p.grad`` (as after ``zero_grad()``): gradient
+  accumulation across calls is not supported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from .capture import (
+    Capture,
+    GraphNode,
+    base_nodes,
+    capture,
+    storage_bytes,
+)
+from .errors import RematInputError
+from .memory import StorageTracker
+
+
+def graph_name(base: str, batch_size: int, fp: str) -> str:
+    """The graph-file ``name``: it carries the fingerprint, and every plan repeats it."""
+    return f"{base}-b{batch_size}-{fp[:12]}"
+
+
+def load_plan(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as f:
+            plan = json.load(f)
+    except FileNotFoundError as e:
+        raise RematInputError(f"{path}: no such file") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RematInputError(f"{path}: not a JSON plan ({e})") from e
+    if not isinstance(plan, dict) or not isinstance(plan.get("statements"), list):
+        raise RematInputError(f"{path}: not a remat plan (no 'statements' list)")
+    plan.setdefault("_path", path)
+    return plan
+
+
+class Executor:
+    """A training step that runs a remat plan. See the module docstring."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any],
+                 batch: Sequence[torch.Tensor], plan: Dict[str, Any] | str,
+                 cap: Optional[Capture] = None, model_name: Optional[str] = None):
+        if isinstance(plan, str):
+            plan = load_plan(plan)
+        self.model = model
+        self.loss_fn = loss_fn
+        self.cap = cap if cap is not None else capture(model, batch, loss_fn)
+        self.plan = plan
+        self.path = plan.get("_path", "plan")
+        self.batch_shapes = [(tuple(t.shape), t.dtype) for t in batch]
+        self._check_plan(model_name)
+        self._prepare()
+        self.last_peak: Optional[int] = None
+        self.last_fixed: Optional[int] = None
+        self.last_cuda_peak: Optional[int] = None
+        self.computations: Dict[str, int] = {}
+        # debugging hook: trace(statement index, live bytes, peak so far) after each statement
+        self.trace: Optional[Callable[[int, int, int], None]] = None
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_plan(self, model_name: Optional[str]) -> None:
+        cap, plan, path = self.cap, self.plan, self.path
+        name = plan.get("model")
+        if not isinstance(name, str):
+            raise RematInputError(f"{path}: the plan names no model")
+        if model_name is not None and name != model_name:
+            raise RematInputError(
+                f"{path}: the plan is for model '{name}', but the factory's joint graph is "
+                f"'{model_name}' (a different model, batch or torch version)")
+        if model_name is None and not name.endswith(
+                cap.fingerprint[:12]):
+            raise RematInputError(
+                f"{path}: the plan is for model '{name}', whose fingerprint does not match "
+                f"this model's joint graph ({cap.fingerprint[:12]})")
+        regs: Dict[int, GraphNode] = {}
+        for i, st in enumerate(plan["statements"]):
+            op = st.get("op")
+            if op == "allocate":
+                gn = cap.by_name.get(st.get("node"))
+                if gn is None:
+                    raise RematInputError(f"{path}: statement {i}: unknown node '{st.get('node')}'"
+                                          " (not in this model's joint graph)")
+                if st.get("bytes") != gn.memory:
+                    raise RematInputError(
+                        f"{path}: node '{gn.name}': the plan allocates {st.get('bytes')} bytes, "
+                        f"the joint graph's kernel outputs {gn.memory}")
+                regs[st["register"]] = gn
+            elif op == "compute":
+                gn = cap.by_name.get(st.get("node"))
+                if gn is None:
+                    raise RematInputError(f"{path}: statement {i}: unknown node '{st.get('node')}'"
+                                          " (not in this model's joint graph)")
+                if regs.get(st.get("register")) is not gn:
+                    raise RematInputError(f"{path}: node '{gn.name}': computed into register "
+                                          f"{st.get('register')}, which was not allocated for it")
+                args = st.get("args", [])
+                if [regs.get(a).name if regs.get(a) else None for a in args] != gn.deps:
+                    raise RematInputError(
+                        f"{path}: node '{gn.name}': the plan's arguments do not match its "
+                        f"dependencies in the joint graph ({', '.join(gn.deps) or 'none'})")
+            elif op == "deallocate":
+                if st.get("register") not in regs:
+                    raise RematInputError(f"{path}: statement {i}: deallocates unknown register "
+                                          f"{st.get('register')}")
+            else:
+                raise RematInputError(f"{path}: statement {i}: unknown op '{op}'")
+        computed = {st["node"] for st in plan["statements"] if st["op"] == "compute"}
+        missing = [g.name for g in cap.nodes if g.name not in computed]
+        if missing:
+            raise RematInputError(f"{path}: node '{missing[0]}' is never computed")
+
+    def _prepare(self) -> None:
+        cap = self.cap
+        # sink actions per base node: (kind, key, fx value)
+        self.sinks: Dict[str, List[tuple]] = {}
+        self.const_sinks: List[tuple] = []
+        items = [("loss", "", cap.loss)] + [("grad", k, v) for k, v in cap.grads.items()] + [
+            ("buffer", k, v) for k, v in cap.mutations.items()]
+        for kind, key, v in items:
+            bases = base_nodes(cap, v)
+            if not bases:
+                self.const_sinks.append((kind, key, v))
+            else:
+                self.sinks.setdefault(bases[0].name, []).append((kind, key, v))
+        counts: Dict[str, int] = {}
+        for st in self.plan["statements"]:
+            if st["op"] == "compute":
+                counts[st["node"]] = counts.get(st["node"], 0) + 1
+        self.replay_rng = {n for n, c in counts.items() if c > 1 and cap.by_name[n].random}
+        self.phs: Dict[str, List[fx.Node]] = {}
+
+    # ------------------------------------------------------------------ running
+
+    def _placeholder_env(self, batch: Sequence[torch.Tensor], tangent: torch.Tensor):
+        env: Dict[fx.Node, torch.Tensor] = {}
+        for n, (kind, key) in self.cap.placeholders.items():
+            if kind == "param":
+                env[n] = self.cap.params[key]
+            elif kind == "buffer":
+                env[n] = self.cap.buffers[key]
+            elif kind == "input":
+                env[n] = batch[key]
+            else:
+                env[n] = tangent
+        return env
+
+    def _check_batch(self, batch: Sequence[torch.Tensor]) -> None:
+        got = [(tuple(t.shape), t.dtype) for t in batch]
+        if got != self.batch_shapes:
+            raise RematInputError(
+                f"{self.path}: the batch's shapes {got} differ from the captured ones "
+                f"{self.batch_shapes}; re-export and re-solve for this batch")
+
+    def _ensure_grads(self) -> None:
+        for k in self.cap.grads:
+            p = self.cap.params[k]
+            if p.grad is None or p.grad.shape != p.shape:
+                p.grad = torch.zeros_like(p)
+
+    def __call__(self, *batch: torch.Tensor, measure: bool = False) -> torch.Tensor:
+        """One training step with the plan. Returns the loss (a 0-dim tensor)."""
+        return self.run(self.plan["statements"], batch, measure=measure)
+
+    def run_no_remat(self, *batch: torch.Tensor, measure: bool = False) -> torch.Tensor:
+        """The same joint graph, every node once in order, freed after its last reader."""
+        return self.run(no_remat_statements(self.cap), batch, measure=measure)
+
+    def run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],
+            measure: bool = False) -> torch.Tensor:
+        self._check_batch(batch)
+        self._ensure_grads()
+        cap = self.cap
+        dev = next((p.device for p in cap.params.values()), torch.device("cpu"))
+        tangent = torch.ones((), dtype=cap.loss.meta["val"].dtype, device=dev)
+        env = self._placeholder_env(batch, tangent)
+        regs: Dict[int, Any] = {}
+        done: set = set()
+        rng: Dict[str, Any] = {}
+        loss_value: List[float] = []
+        self.computations = {}
+        self.size_mismatches: Dict[str, tuple] = {}
+        cuda = dev.type == "cuda"
+        resident = list(cap.params.values()) + list(cap.buffers.values()) + list(batch) + [
+            tangent] + [cap.params[k].grad for k in cap.grads]
+        tracker = StorageTracker(resident) if measure else None
+
+        def evaluate(v: fx.Node, live: Dict[str, Any]):
+            """An FX value from the placeholders and the live kernel outputs ``live``."""
+            if v.op == "placeholder":
+                return env[v]
+            gn = cap.by_name.get(v.name)
+            if gn is not None and gn.fx_node is v:
+                return live[gn.name]
+            return v.target(*fx.node.map_arg(v.args, lambda a: evaluate(a, live)),
+                            **fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live)))
+
+        def sink(kind, key, v, live):
+            t = evaluate(v, live)
+            if kind == "grad":
+                cap.params[key].grad.copy_(t)
+            elif kind == "buffer":
+                cap.buffers[key].copy_(t)
+            else:
+                loss_value.append(t.item())
+
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            cuda_base = torch.cuda.memory_allocated()
+        with torch.no_grad():
+            ctx = tracker if tracker is not None else _null()
+            with ctx:
+                for kind, key, v in self.const_sinks:
+                    sink(kind, key, v, {})
+                for i_st, st in enumerate(statements):
+                    op = st["op"]
+                    if op == "compute":
+                        name = st["node"]
+                        gn = cap.by_name[name]
+                        n = gn.fx_node
+                        live = {d: regs[r] for d, r in zip(gn.deps, st["args"])}
+                        def read(a, live=live):
+                            return evaluate(a, live)
+
+                        args = fx.node.map_arg(n.args, read)
+                        kwargs = fx.node.map_arg(n.kwargs, read)
+                        first = name not in done
+                        if first and name in self.replay_rng:
+                            rng[name] = _get_rng(cuda)
+                        if not first and name in rng:
+                            saved = _get_rng(cuda)
+                            _set_rng(rng[name], cuda)
+                            out = n.target(*args, **kwargs)
+                            _set_rng(saved, cuda)
+                        else:
+                            out = n.target(*args, **kwargs)
+                        del args, kwargs, live, read
+                        regs[st["register"]] = out
+                        if tracker is not None and first:
+                            real = _fresh_storage_bytes(out, tracker.resident)
+                            if real != gn.memory:
+                                self.size_mismatches[name] = (gn.memory, real)
+                        self.computations[name] = self.computations.get(name, 0) + 1
+                        if first:
+                            done.add(name)
+                            for kind, key, v in self.sinks.get(name, ()):
+                                sink(kind, key, v, {name: out})
+                        del out
+                    elif op == "deallocate":
+                        regs.pop(st["register"], None)
+                    if self.trace is not None and tracker is not None:
+                        self.trace(i_st, tracker.live, tracker.peak)
+                regs.clear()
+        if tracker is not None:
+            # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
+            # the graph file's fixed_memory without optimizer state, when all is as captured
+            self.last_fixed = storage_bytes(resident)
+            self.last_peak = self.last_fixed + tracker.peak
+        if cuda:
+            torch.cuda.synchronize()
+            self.last_cuda_peak = torch.cuda.max_memory_allocated() - cuda_base
+        if not loss_value:
+            raise RematInputError(f"{self.path}: the plan never computes the loss")
+        return torch.tensor(loss_value[0])
+
+
+def _fresh_storage_bytes(out, resident) -> int:
+    """Bytes of the distinct storages of a kernel's outputs (resident ones excluded)."""
+    from .capture import _tensor_leaves, storage_key
+
+    seen: Dict[int, int] = {}
+    for t in _tensor_leaves(out):
+        k = storage_key(t)
+        if k not in resident:
+            seen[k] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _get_rng(cuda: bool):
+    return (torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None)
+
+
+def _set_rng(state, cuda: bool) -> None:
+    torch.set_rng_state(state[0])
+    if cuda and state[1] is not None:
+        torch.cuda.set_rng_state(state[1])
+
+
+def no_remat_statements(cap: Capture) -> List[Dict[str, Any]]:
+    """Every node once in graph order, each freed right after its last reader."""
+    last: Dict[str, int] = {}
+    for i, g in enumerate(cap.nodes):
+        last.setdefault(g.name, i)
+        for d in g.deps:
+            last[d] = i
+    regs = {g.name: i for i, g in enumerate(cap.nodes)}
+    frees: Dict[int, List[str]] = {}
+    for name, i in last.items():
+        frees.setdefault(i, []).append(name)
+    out: List[Dict[str, Any]] = []
+    for i, g in enumerate(cap.nodes):
+        out.append({"op": "allocate", "register": i, "node": g.name, "bytes": g.memory})
+        out.append({"op": "compute", "node": g.name, "register": i,
+                    "args": [regs[d] for d in g.deps]})
+        for name in frees.get(i, []):
+            out.append({"op": "deallocate", "register": regs[name]})
+    return out
+
+
+# model -> {(plan, loss_fn id): Executor}; not on the module itself, so that deepcopy and
+# state_dict of the model are unaffected
+_EXECUTORS: weakref.WeakKeyDictionary[torch.nn.Module, Dict[tuple, Executor]] = (
+    weakref.WeakKeyDictionary())
+
+
+def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
+               batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any]) -> torch.Tensor:
+    """One training step of ``model`` on ``batch`` with a remat plan: fills ``p.grad``,
+    updates buffers once, returns the loss. The executor (the capture and the checked
+    plan) is cached on the model, per plan and loss function."""
+    cache = _EXECUTORS.setdefault(model, {})
+    key = (plan if isinstance(plan, str) else id(plan), id(loss_fn))
+    ex = cache.get(key)
+    if ex is None:
+        if isinstance(plan, str) and not os.path.exists(plan):
+            raise RematInputError(f"{plan}: no such file")
+        ex = Executor(model, loss_fn, batch, plan)
+        cache[key] = ex
+    return ex(*batch)

@@ -1,0 +1,143 @@
+"""Writing (and reading back) ``graph: training`` files from a capture.
+
+The file follows docs/format.md. Per-node details that the format has no key
+for (module path, shapes, dtypes, randomness) go into the top-level ``meta``
+map as ``node.<name>`` entries; the solver ignores ``meta``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import __version__
+from .capture import Capture, fixed_memory_bytes
+from .errors import RematInputError
+
+OPTIMIZER_STATES = {"none": 0, "sgd": 1, "adam": 2}  # state tensors per parameter
+
+
+def optimizer_bytes(cap: Capture, optimizer: str) -> int:
+    """Optimizer state: SGD with momentum keeps one buffer per trained parameter, Adam two."""
+    per = OPTIMIZER_STATES[optimizer]
+    return per * sum(cap.params[k].numel() * cap.params[k].element_size() for k in cap.grads)
+
+
+def _q(s: str) -> str:
+    return json.dumps(s)
+
+
+def _num(x: float) -> str:
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(float(x))
+
+
+def render(cap: Capture, name: str, batch_size: int, costs: Dict[str, float], cost_unit: str,
+           fixed_memory: int, meta: Dict[str, str]) -> str:
+    lines = [
+        f"name: {_q(name)}",
+        "graph: training",
+        f"batch_size: {batch_size}",
+        f"cost_unit: {_q(cost_unit)}",
+        f"fixed_memory: {fixed_memory}",
+        "meta:",
+    ]
+    for k in sorted(meta):
+        lines.append(f"  {_q(k)}: {_q(meta[k])}")
+    lines.append("nodes:")
+    for g in cap.nodes:
+        deps = ", ".join(_q(d) for d in g.deps)
+        parts = [f"name: {_q(g.name)}", f"cost: {_num(costs[g.name])}", f"memory: {g.memory}",
+                 f"deps: [{deps}]"]
+        if g.backward:
+            parts.append("backward: true")
+        parts.append(f"op: {_q(g.op)}")
+        lines.append("  - {" + ", ".join(parts) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def node_meta(cap: Capture) -> Dict[str, str]:
+    out = {}
+    for g in cap.nodes:
+        shapes = ";".join("x".join(map(str, s)) or "scalar" for s in g.shapes)
+        out[f"node.{g.name}"] = (f"module={g.module or '-'} shape={shapes} "
+                                 f"dtype={';'.join(g.dtypes)} random={str(g.random).lower()}")
+    return out
+
+
+def export(cap: Capture, batch, name: str, batch_size: int, cost: str = "roofline",
+           device: str = "a100", peak_flops: Optional[float] = None,
+           bandwidth: Optional[float] = None, optimizer: str = "none",
+           factory: str = "") -> str:
+    """The graph file's text for a capture."""
+    from . import costs as C
+
+    if cost == "flops":
+        costs = {k: float(v) for k, v in C.node_flops(cap).items()}
+        unit = "flop (torch.utils.flop_counter)"
+        dev_desc = "-"
+    elif cost == "roofline":
+        pf, bw = C.DEVICES[device]
+        pf = peak_flops if peak_flops is not None else pf
+        bw = bandwidth if bandwidth is not None else bw
+        costs = C.roofline(cap, pf, bw)
+        dev_desc = f"{device}: {pf / 1e12:g} TFLOP/s, {bw / 1e9:g} GB/s"
+        unit = f"us (roofline, {dev_desc})"
+    elif cost == "measured":
+        costs = C.measured(cap, batch)
+        dev = next((p.device for p in cap.params.values()), torch.device("cpu"))
+        dev_desc = (torch.cuda.get_device_name(dev) if dev.type == "cuda" else
+                    f"cpu ({torch.get_num_threads()} threads)")
+        unit = f"us (measured on {dev_desc})"
+    else:
+        raise RematInputError(f"unknown cost model '{cost}' (roofline, flops or measured)")
+    opt = optimizer_bytes(cap, optimizer)
+    fixed = fixed_memory_bytes(cap, batch) + opt
+    meta = {
+        "importer": f"remat_torch {__version__}",
+        "torch": torch.__version__,
+        "fingerprint": cap.fingerprint,
+        "capture": cap.api,
+        "factory": factory,
+        "cost": cost,
+        "device": dev_desc,
+        "optimizer": optimizer,
+        "optimizer_bytes": str(opt),
+        "nodes": str(len(cap.nodes)),
+    }
+    meta.update(node_meta(cap))
+    return render(cap, name, batch_size, costs, unit, fixed, meta)
+
+
+def read_graph(path: str) -> Dict[str, Any]:
+    import yaml
+
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError as e:
+        raise RematInputError(f"{path}: no such file") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise RematInputError(f"{path}: not a YAML/JSON graph file") from e
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise RematInputError(f"{path}: not a graph file (no 'nodes')")
+    return data
+
+
+def check_graph(path: str, data: Dict[str, Any], cap: Capture) -> None:
+    """Refuse a graph file that was not exported from this model's joint graph."""
+    meta = data.get("meta") or {}
+    fp = meta.get("fingerprint")
+    if fp is None:
+        raise RematInputError(f"{path}: no fingerprint in meta: not exported by remat_torch")
+    if meta.get("torch") != torch.__version__:
+        raise RematInputError(f"{path}: exported with torch {meta.get('torch')}, "
+                              f"this is torch {torch.__version__}: re-export")
+    if fp != cap.fingerprint:
+        raise RematInputError(f"{path}: fingerprint {fp[:12]} does not match this model's "
+                              f"joint graph ({cap.fingerprint[:12]}): a different model or batch")

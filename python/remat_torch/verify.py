@@ -1,0 +1,226 @@
+"""``verify`` and ``train``: run a plan in PyTorch and hold it to the reference runs.
+
+``verify`` runs one step three ways from the same parameters and RNG seed:
+
+* the plan, with the executor (measuring live storages);
+* the no-remat run of the same joint graph (every node once, freed after its
+  last reader), the reference for bitwise gradients and buffers;
+* eager PyTorch (``loss.backward()``), shown next to them.
+
+It checks that gradients and buffers equal the no-remat run's (``torch.equal``
+on CPU, ``assert_close`` on GPU), that BatchNorm's ``num_batches_tracked``
+advanced by exactly one, and that the measured peak equals the plan's
+simulated ``peak_memory`` to the byte.
+
+``train`` runs N SGD steps with the plan and N eager steps from a copy of the
+same model, and compares the losses.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+
+from .capture import capture, capture_factory
+from .errors import RematInputError
+from .executor import Executor, load_plan
+from .factory import call_factory
+from .graphfile import check_graph, read_graph
+
+# eager PyTorch vs the captured joint graph: same kernels, but AOTAutograd may
+# decompose or reorder; we accept this tolerance (observed: bitwise on CPU)
+EAGER_RTOL = 1e-5
+EAGER_ATOL = 1e-6
+
+
+@dataclass
+class Report:
+    ok: bool
+    lines: List[str] = field(default_factory=list)
+    measured_peak: int = 0
+    simulated_peak: int = 0
+    grads_bitwise: bool = False
+    buffers_bitwise: bool = False
+    buffers_once: bool = False
+    eager_bitwise: bool = False
+    eager_close: bool = False
+    losses: Dict[str, float] = field(default_factory=dict)
+
+
+def batch_from(plan: Dict, graph: Optional[Dict], batch: Optional[int]) -> int:
+    if batch is not None:
+        return batch
+    if graph is not None and "batch_size" in graph:
+        return int(graph["batch_size"])
+    m = re.search(r"-b(\d+)-[0-9a-f]{12}$", str(plan.get("model", "")))
+    if m:
+        return int(m.group(1))
+    raise RematInputError(f"{plan.get('_path', 'plan')}: cannot tell the batch size: pass --batch")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device.type == "cpu":
+        return torch.equal(a, b)
+    try:
+        torch.testing.assert_close(a, b)
+        return True
+    except AssertionError:
+        return False
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.numel() == 0:
+        return 0.0
+    return (a.double() - b.double()).abs().max().item()
+
+
+def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int]):
+    plan = load_plan(plan_path)
+    graph = read_graph(graph_path) if graph_path else None
+    n = batch_from(plan, graph, batch)
+    model, data, loss_fn = call_factory(spec, n)
+    if torch.cuda.is_available():
+        model = model.cuda()
+        data = tuple(t.cuda() for t in data)
+    cap = capture_factory(spec, model, data, loss_fn)
+    if graph is not None:
+        check_graph(graph_path, graph, cap)
+        if plan.get("model") != graph.get("name"):
+            raise RematInputError(f"{plan_path}: the plan is for model '{plan.get('model')}', "
+                                  f"the graph file {graph_path} is '{graph.get('name')}'")
+    return plan, graph, model, data, loss_fn, cap
+
+
+def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
+           batch: Optional[int] = None, seed: int = 0) -> Report:
+    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
+    ref_model = copy.deepcopy(model)
+    eager_model = copy.deepcopy(model)
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    ref = Executor(ref_model, loss_fn, data, plan, cap=capture(ref_model, data, loss_fn))
+    nbt0 = {k: b.clone() for k, b in model.named_buffers() if k.endswith("num_batches_tracked")}
+
+    torch.manual_seed(seed)
+    loss_plan = ex(*data, measure=True)
+    torch.manual_seed(seed)
+    loss_ref = ref.run_no_remat(*data, measure=True)
+    torch.manual_seed(seed)
+    eager_model.zero_grad(set_to_none=True)
+    loss_eager = loss_fn(eager_model(data[0]), *data[1:])
+    loss_eager.backward()
+
+    rep = Report(ok=True)
+    params = dict(model.named_parameters())
+    refp = dict(ref_model.named_parameters())
+    eagp = dict(eager_model.named_parameters())
+    g_bad = [k for k in cap.grads if not _same(params[k].grad, refp[k].grad)]
+    e_bad = [k for k in cap.grads if eagp[k].grad is None
+             or not torch.equal(params[k].grad, eagp[k].grad)]
+    e_diff = max([_max_diff(params[k].grad, eagp[k].grad) for k in cap.grads
+                  if eagp[k].grad is not None] or [0.0])
+    e_close = all(eagp[k].grad is not None and torch.allclose(
+        params[k].grad, eagp[k].grad, rtol=EAGER_RTOL, atol=EAGER_ATOL) for k in cap.grads)
+    bufs, refb, eagb = (dict(m.named_buffers()) for m in (model, ref_model, eager_model))
+    b_bad = [k for k in bufs if not _same(bufs[k], refb[k])]
+    b_eager = [k for k in bufs if not torch.equal(bufs[k], eagb[k])]
+    once = all(torch.equal(bufs[k], nbt0[k] + 1) for k in nbt0)
+    rep.grads_bitwise = not g_bad
+    rep.buffers_bitwise = not b_bad
+    rep.buffers_once = once
+    rep.eager_bitwise = not e_bad and not b_eager
+    rep.eager_close = e_close
+    opt_bytes = int((graph or {}).get("meta", {}).get("optimizer_bytes", 0) or 0)
+    if graph is None:
+        opt_bytes = int(plan.get("fixed_memory", 0)) - (ex.last_fixed or 0)
+        opt_bytes = max(opt_bytes, 0)
+    rep.measured_peak = (ex.last_peak or 0) + opt_bytes
+    rep.simulated_peak = int(plan.get("peak_memory", -1))
+    if graph_path is not None:
+        # replay the plan in remat's own simulator too: the figure must agree with the file's
+        from .binary import simulate_peak
+
+        sim = simulate_peak(graph_path, plan_path)
+        if sim != rep.simulated_peak:
+            rep.lines.append(f"note             remat simulate says {sim} bytes, the plan file "
+                             f"{rep.simulated_peak}")
+            rep.simulated_peak = sim
+    rep.losses = {"plan": loss_plan.item(), "no-remat": loss_ref.item(),
+                  "eager": loss_eager.item()}
+    recomputed = sum(c - 1 for c in ex.computations.values())
+    peak_ok = rep.measured_peak == rep.simulated_peak
+    sizes_ok = not ex.size_mismatches
+    rep.ok = sizes_ok and rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
+        loss_plan.item() == loss_ref.item())
+    cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
+    L = rep.lines = [] + rep.lines
+    L.append(f"model            {plan.get('model')} ({len(cap.nodes)} nodes, "
+             f"{len(cap.grads)} gradients, {len(cap.mutations)} buffer updates)")
+    L.append(f"plan             {plan_path} (strategy {plan.get('strategy')}, "
+             f"{recomputed} recomputations)")
+    L.append(f"{'':16} {'plan':>18} {'no-remat':>18} {'eager':>18}")
+    L.append(f"{'loss':16} {rep.losses['plan']:>18.10g} {rep.losses['no-remat']:>18.10g} "
+             f"{rep.losses['eager']:>18.10g}")
+    ref_peak = (ref.last_peak or 0) + opt_bytes
+    L.append(f"{'peak (measured)':16} {rep.measured_peak:>18} {ref_peak:>18} {'-':>18}")
+    L.append(f"{'peak (simulated)':16} {rep.simulated_peak:>18} {'':>18} {'':>18}")
+    if ex.last_cuda_peak is not None:
+        L.append(f"{'cuda max alloc':16} {ex.last_cuda_peak:>18} {ref.last_cuda_peak:>18}")
+    L.append(f"gradients        {_verdict(not g_bad, cmp)} vs no-remat"
+             + (f" (differ: {', '.join(g_bad[:3])})" if g_bad else "")
+             + f"; vs eager: {'bitwise' if not e_bad else f'max |diff| {e_diff:.3g}'}")
+    if not bufs:
+        L.append("buffers          none")
+    else:
+        L.append(f"buffers          {_verdict(not b_bad, cmp)} vs no-remat"
+                 + (f" (differ: {', '.join(b_bad[:3])})" if b_bad else "")
+                 + (f"; num_batches_tracked +1: {'yes' if once else 'NO'}" if nbt0 else "")
+                 + f"; vs eager: {'bitwise' if not b_eager else 'differ'}")
+    L.append(f"peak memory      {'equal' if peak_ok else 'DIFFER'}: measured "
+             f"{rep.measured_peak} bytes, simulated {rep.simulated_peak} bytes"
+             + ("" if peak_ok else f" ({rep.measured_peak - rep.simulated_peak:+d})"))
+    for node, (graph_bytes, real_bytes) in list(ex.size_mismatches.items())[:5]:
+        L.append(f"node size        DIFFER: node '{node}' outputs {real_bytes} bytes of storage "
+                 f"on this device, the graph says {graph_bytes}")
+    L.append(f"verdict          {'OK' if rep.ok else 'FAILED'}")
+    return rep
+
+
+def _verdict(ok: bool, cmp: str) -> str:
+    return f"{cmp} equal" if ok else "DIFFER"
+
+
+def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
+          batch: Optional[int] = None, steps: int = 3, lr: float = 0.01,
+          seed: int = 0) -> Report:
+    """``steps`` SGD steps with the plan vs eager from the same start; same batch each step."""
+    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
+    eager_model = copy.deepcopy(model)
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    opt_e = torch.optim.SGD(eager_model.parameters(), lr=lr)
+    rep = Report(ok=True)
+    rep.lines.append(f"{'step':>4} {'loss (plan)':>18} {'loss (eager)':>18}  same")
+    for step in range(steps):
+        torch.manual_seed(seed + step)
+        lp = ex(*data)
+        opt.step()
+        torch.manual_seed(seed + step)
+        opt_e.zero_grad(set_to_none=True)
+        le = loss_fn(eager_model(data[0]), *data[1:])
+        le.backward()
+        opt_e.step()
+        a, b = lp.item(), le.item()
+        same = a == b
+        close = abs(a - b) <= EAGER_ATOL + EAGER_RTOL * abs(b)
+        rep.ok = rep.ok and close
+        rep.losses[f"step{step}"] = a
+        rep.losses[f"eager{step}"] = b
+        rep.lines.append(f"{step:>4} {a:>18.10g} {b:>18.10g}  "
+                         f"{'bitwise' if same else ('close' if close else 'DIFFER')}")
+    rep.lines.append(f"verdict {'OK' if rep.ok else 'FAILED'} (tolerance vs eager: "
+                     f"rtol {EAGER_RTOL:g}, atol {EAGER_ATOL:g})")
+    return rep

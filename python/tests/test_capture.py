@@ -1,0 +1,169 @@
+"""Importing every example: the joint graph, node sizes, aliases, the fingerprint."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+
+import pytest
+import torch
+from conftest import example, export_graph, inspect_bounds, run_main
+
+from remat_torch.capture import capture
+from remat_torch.executor import Executor, no_remat_statements
+from remat_torch.factory import call_factory
+
+EXAMPLES = ["mlp", "cnn", "transformer"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_export_parses_and_peak_matches(name, remat_bin, workdir):
+    graph = export_graph(workdir, name, 4)
+    lo, hi = inspect_bounds(remat_bin, graph)
+    assert 0 < lo <= hi
+    # the checkpoint-all peak remat computes from the file is what the no-remat run measures
+    model, data, loss_fn = call_factory(example(name), 4)
+    cap = capture(model, data, loss_fn)
+    plan = {"model": f"x-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap)}
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    ex(*data, measure=True)
+    assert ex.last_peak == hi
+    # every kernel's real output storage is the size the graph file gives it
+    assert not ex.size_mismatches
+
+
+def test_nodes_aliases_and_multi_output():
+    model, data, loss_fn = call_factory(example("transformer"), 4)
+    cap = capture(model, data, loss_fn)
+    ops = {g.op for g in cap.nodes}
+    # views, transposes, detach and getitem are not nodes
+    for alias in ("aten.view.default", "aten.t.default", "aten.detach.default",
+                  "aten.transpose.int", "aten.expand.default"):
+        assert alias not in ops
+    assert not any(g.name.startswith("getitem") for g in cap.nodes)
+    ln = next(g for g in cap.nodes if g.op == "aten.native_layer_norm.default")
+    # output (4x16x32 floats) + mean and rstd (4x16x1 floats each): one node, all three storages
+    assert ln.memory == 4 * 16 * 32 * 4 + 2 * 4 * 16 * 4
+    assert ln.module == "blocks.0.ln1"
+    drop = [g for g in cap.nodes if g.op == "aten.native_dropout.default"]
+    assert drop and all(g.random for g in drop)
+    # dropout: the output (float) and the mask (bool) are both stored
+    for g in drop:
+        numel = torch.Size(g.shapes[0]).numel()
+        assert g.dtypes == ["float32", "bool"]
+        assert g.memory == numel * 4 + numel * 1
+    assert any(g.backward for g in cap.nodes) and not cap.nodes[0].backward
+    # every parameter gets a gradient
+    assert set(cap.grads) == {k for k, _ in model.named_parameters()}
+
+
+def test_batchnorm_is_one_node_with_its_statistics():
+    model, data, loss_fn = call_factory(example("cnn"), 4)
+    cap = capture(model, data, loss_fn)
+    bn = [g for g in cap.nodes if "batch_norm" in g.op and not g.backward]
+    assert len(bn) == 2
+    # output (4x8x16x16 floats) + saved mean, rstd, new running mean and var (8 floats each)
+    assert bn[0].memory == 4 * 8 * 16 * 16 * 4 + 4 * 8 * 4
+    assert set(cap.mutations) == {f"bn{i}.{s}" for i in (1, 2)
+                                  for s in ("running_mean", "running_var", "num_batches_tracked")}
+
+
+def test_fingerprint_is_stable_and_discriminates():
+    fps = []
+    for batch in (4, 4, 8):
+        model, data, loss_fn = call_factory(example("mlp"), batch)
+        fps.append(capture(model, data, loss_fn).fingerprint)
+    assert fps[0] == fps[1] and fps[0] != fps[2]
+
+
+def test_cost_models(workdir, remat_bin):
+    for cost in ("flops", "roofline", "measured"):
+        g = export_graph(workdir, "mlp", 4, cost=cost)
+        text = open(g).read()
+        unit = {"flops": "flop", "roofline": "us (roofline, a100", "measured": "us (measured"}
+        assert f'cost_unit: "{unit[cost]}' in text
+        subprocess.run([remat_bin, "inspect", g], check=True, capture_output=True)
+    flops = open(export_graph(workdir, "mlp", 4, cost="flops")).read()
+    # first layer: 2 * batch * in * out multiply-adds
+    assert '{name: "addmm", cost: ' + str(2 * 4 * 64 * 128) + "," in flops
+    # roofline gives every node a positive cost, flop_counter gives relu none
+    assert '{name: "relu", cost: 0,' in flops
+
+
+def test_export_cli_and_optimizer_state(workdir):
+    out = workdir / "cli-mlp.yaml"
+    proc = run_main("export", example("mlp"), "--batch", "4", "-o", str(out), "--optimizer", "adam")
+    assert proc.returncode == 0, proc.stderr
+    assert "19 nodes" in proc.stdout
+    text = out.read_text()
+    model, data, _ = call_factory(example("mlp"), 4)
+    params = sum(p.numel() * 4 for p in model.parameters())
+    fixed = int(next(line for line in text.splitlines() if line.startswith("fixed_memory:"))
+                .split()[1])
+    batch = sum(t.numel() * t.element_size() for t in data)
+    # parameters + gradients + 2 Adam moments + the batch + the loss tangent
+    assert fixed == 4 * params + batch + 4
+    assert '"torch": "' + torch.__version__ + '"' in text
+
+
+@pytest.mark.parametrize("name", ["cnn", "transformer"])
+def test_aot_module_fallback_gives_the_same_graph(name):
+    """torch < 2.9 has no aot_export_joint_with_descriptors: the aot_module fallback
+    (a partition function that records the joint graph) must give the same nodes."""
+    model, data, loss_fn = call_factory(example(name), 4)
+    a = capture(model, data, loss_fn, api="descriptors")
+    b = capture(model, data, loss_fn, api="aot_module")
+    assert b.api == "aot_module"
+    assert a.fingerprint == b.fingerprint
+    assert set(a.grads) == set(b.grads) and set(a.mutations) == set(b.mutations)
+    assert [g.module for g in a.nodes] == [g.module for g in b.nodes]
+    plan = {"model": f"x-{b.fingerprint[:12]}", "statements": no_remat_statements(b)}
+    eager = copy.deepcopy(model)
+    torch.manual_seed(0)
+    Executor(model, loss_fn, data, plan, cap=b)(*data)
+    torch.manual_seed(0)
+    loss_fn(eager(data[0]), *data[1:]).backward()
+    for (k, p), (_, q) in zip(model.named_parameters(), eager.named_parameters()):
+        assert torch.equal(p.grad, q.grad), k
+    for (k, p), (_, q) in zip(model.named_buffers(), eager.named_buffers()):
+        assert torch.equal(p, q), k
+
+
+def test_scalar_losses_that_keep_their_elementwise_buffer():
+    """On CPU, mse_loss returns a 0-dim view of the whole elementwise loss: its node must
+    count that buffer (a fake kernel says 4 bytes), and the real run must agree."""
+    model, data, loss_fn = call_factory(example("block"), 2)
+    cap = capture(model, data, loss_fn)
+    mse = cap.by_name["mse_loss"]
+    assert mse.shapes == [[]]
+    assert mse.memory == 2 * 16 * 64 * 4
+    plan = {"model": f"x-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap)}
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    ex(*data, measure=True)
+    assert not ex.size_mismatches
+
+
+def test_capture_leaves_the_global_rng_alone():
+    model, data, loss_fn = call_factory(example("block"), 2)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    capture(model, data, loss_fn)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+def test_scalar_loss_probe_scales_without_allocating(limit, monkeypatch):
+    """The probe runs clipped shapes first; past PROBE_LIMIT it scales instead of running
+    the loss on its full-size inputs. Both give the real size."""
+    import remat_torch.capture as C
+
+    if limit is not None:
+        monkeypatch.setattr(C, "PROBE_LIMIT", limit)
+    model = torch.nn.Linear(64, 64)
+    x, y = torch.randn(8, 10, 64), torch.randn(8, 10, 64)
+    for loss_fn in (torch.nn.functional.mse_loss, torch.nn.functional.soft_margin_loss):
+        cap = capture(model, (x, y), loss_fn)
+        (loss,) = [g for g in cap.nodes if g.shapes == [[]]]
+        assert loss.memory == 8 * 10 * 64 * 4
+    cap = capture(model, (x[:, 0], torch.randint(0, 64, (8,))), torch.nn.functional.cross_entropy)
+    assert cap.by_name["nll_loss_forward"].memory == 8  # loss and total weight: exact

@@ -1,0 +1,133 @@
+"""Bad input is one line naming the file (and the node), exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import cli, example, export_graph, inspect_bounds, run_main
+
+from remat_torch import binary
+
+
+@pytest.fixture(scope="module")
+def mlp_plan(remat_bin, workdir):
+    graph = export_graph(workdir, "mlp", 4)
+    _, hi = inspect_bounds(remat_bin, graph)
+    plan = workdir / "refuse-mlp.json"
+    binary.solve(graph, str(hi), str(plan), strategy="checkpoint-all")
+    return graph, str(plan)
+
+
+def refused(proc, *needles):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_plan_for_another_model_is_refused(mlp_plan):
+    graph, plan = mlp_plan
+    refused(cli("verify", example("cnn"), plan, "--batch", "4"), plan, "plan is for model 'mlp-b4-")
+    refused(run_main("train", example("cnn"), plan, "--batch", "4"), plan)
+
+
+def test_plan_for_another_batch_is_refused(mlp_plan):
+    _, plan = mlp_plan
+    refused(run_main("verify", example("mlp"), plan, "--batch", "8"), plan, "fingerprint")
+
+
+def test_graph_of_another_model_is_refused(mlp_plan, workdir):
+    _, plan = mlp_plan
+    other = export_graph(workdir, "cnn", 4)
+    refused(run_main("verify", example("mlp"), plan, "--graph", other), other, "fingerprint")
+
+
+def test_unknown_node_is_named(mlp_plan, workdir):
+    _, plan = mlp_plan
+    data = json.load(open(plan))
+    for s in data["statements"]:
+        if s.get("node") == "relu":
+            s["node"] = "bogus"
+    bad = workdir / "bad-node.json"
+    bad.write_text(json.dumps(data))
+    refused(run_main("verify", example("mlp"), str(bad)), str(bad), "unknown node 'bogus'")
+
+
+def test_wrong_size_is_named(mlp_plan, workdir):
+    _, plan = mlp_plan
+    data = json.load(open(plan))
+    for s in data["statements"]:
+        if s.get("node") == "addmm_1" and s["op"] == "allocate":
+            s["bytes"] += 1
+    bad = workdir / "bad-size.json"
+    bad.write_text(json.dumps(data))
+    refused(run_main("verify", example("mlp"), str(bad)), str(bad), "'addmm_1'")
+
+
+def test_missing_factory_and_files(mlp_plan, workdir):
+    _, plan = mlp_plan
+    path = example("mlp").rpartition(":")[0]
+    refused(run_main("verify", f"{path}:nope", plan), path, "no factory function named 'nope'")
+    refused(run_main("export", "no/such/file.py:f", "--batch", "2", "-o", str(workdir / "x.yaml")),
+            "no/such/file.py")
+    refused(run_main("verify", example("mlp"), str(workdir / "missing.json")), "missing.json")
+    notjson = workdir / "notjson.json"
+    notjson.write_text("not json")
+    refused(run_main("verify", example("mlp"), str(notjson)), str(notjson))
+
+
+def test_verify_cli_passes_on_a_good_plan(mlp_plan):
+    graph, plan = mlp_plan
+    proc = cli("verify", example("mlp"), plan, "--graph", graph)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict          OK" in proc.stdout
+    assert "peak memory      equal" in proc.stdout
+    proc = run_main("train", example("mlp"), plan, "--graph", graph, "--steps", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("bitwise") + proc.stdout.count("close") == 3
+
+
+def test_from_onnx_dispatches_lazily(monkeypatch):
+    """``from-onnx`` hands its arguments to remat_torch.onnx_import.main (imported lazily)."""
+    import sys
+    import types
+
+    seen = []
+    fake = types.ModuleType("remat_torch.onnx_import")
+    fake.main = lambda argv: seen.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "remat_torch.onnx_import", fake)
+    assert run_main("from-onnx", "model.onnx", "-o", "graph.yaml").returncode == 0
+    assert seen == [["model.onnx", "-o", "graph.yaml"]]
+
+
+BAD_FACTORIES = '''
+import torch, torch.nn as nn
+def vector_loss(b):
+    return nn.Linear(4, 4), (torch.randn(b, 4),), lambda out: out.sum(0)
+def raises(b):
+    raise ValueError("no data here")
+class Broken(nn.Module):
+    def forward(self, x):
+        return x.no_such_method()
+def untraceable(b):
+    return Broken(), (torch.randn(b, 4),), lambda out: out.sum()
+def not_a_triple(b):
+    return nn.Linear(2, 2)
+'''
+
+
+@pytest.mark.parametrize("fn,needle", [
+    ("vector_loss", "the loss must be a floating-point scalar tensor (got [4])"),
+    ("raises", "factory failed: ValueError: no data here"),
+    ("untraceable", "capturing the joint graph failed"),
+    ("not_a_triple", "must return (model, batch, loss_fn)"),
+])
+def test_bad_factories(fn, needle, workdir):
+    path = workdir / "bad_factories.py"
+    path.write_text(BAD_FACTORIES)
+    refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
+            str(path), needle)
