@@ -335,8 +335,8 @@ def find_floor(graph: str, smallest: int, feasible: int, workdir: str,
                time_limit: float = 5.0, steps: int = 10) -> int:
     """The smallest budget at which ``remat-fast`` finds a plan, by bisection between
     ``remat inspect``'s smallest budget (a bound: often nothing fits there) and a budget
-    known to be feasible. remat-fast answers within seconds on these graphs, and an infeasible budget
-    is refused by the cover program in a fraction of a second."""
+    known to be feasible. remat-fast answers within seconds on these graphs, and an
+    infeasible budget is refused by the cover program in a fraction of a second."""
     plan = os.path.join(workdir, "floor.json")
 
     def ok(b: int) -> bool:
@@ -462,7 +462,7 @@ def plot(rows: List[Dict[str, str]], out_png: str, title: str, total_cost: float
     except ImportError:
         return False
     mb = 1e6
-    tp = [(int(r["torch_peak"]), float(r["torch_cost"]) / total_cost, r["torch_budget"])
+    tp = [(int(r["torch_peak"]), float(r["torch_cost"]) / total_cost)
           for r in rows if r["series"] == "pytorch"]
     rp = sorted({(int(r["remat_peak"]), float(r["remat_cost"]) / total_cost)
                  for r in rows if r["remat_cost"]})
@@ -471,10 +471,10 @@ def plot(rows: List[Dict[str, str]], out_png: str, title: str, total_cost: float
         ax.plot([p / mb for p, _ in rp], [c for _, c in rp], "o-", color="tab:blue",
                 label="remat-exact (budget = PyTorch's peak, and below)", zorder=3)
     if tp:
-        ax.scatter([p / mb for p, _, _ in tp], [c for _, c, _ in tp], marker="x", s=60,
+        ax.scatter([p / mb for p, _ in tp], [c for _, c in tp], marker="x", s=60,
                    color="tab:red", label="PyTorch min-cut, activation_memory_budget", zorder=4)
         seen = set()
-        for p, c, frac in tp:
+        for p, c in tp:
             if (p, c) in seen:
                 continue
             seen.add((p, c))
