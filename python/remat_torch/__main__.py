@@ -18,7 +18,7 @@ from .errors import RematInputError
 def _export(a) -> int:
     import torch
 
-    from .capture import capture
+    from .capture import capture_factory
     from .costs import DEVICES
     from .executor import graph_name
     from .factory import call_factory
@@ -31,7 +31,7 @@ def _export(a) -> int:
         model = model.cuda()
         batch = tuple(t.cuda() for t in batch)
     t0 = time.perf_counter()
-    cap = capture(model, batch, loss_fn)
+    cap = capture_factory(a.factory, model, batch, loss_fn)
     base = a.factory.rpartition(":")[2]
     name = graph_name(base, a.batch, cap.fingerprint)
     text = export(cap, batch, name, a.batch, cost=a.cost, device=a.device,

@@ -313,7 +313,20 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
         except Exception as e:  # noqa: BLE001 - tracing failures are user-facing
             raise RematInputError(f"capturing the joint graph failed: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    val = loss.meta.get("val")
+    if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
+        shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
+        raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
     return _build(gm, phs, loss, grads, muts, used, model, batch)
+
+
+def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],
+                    loss_fn: Callable[..., Any]) -> Capture:
+    """:func:`capture` for a factory ``MODULE.py:FACTORY``: errors name its file."""
+    try:
+        return capture(model, batch, loss_fn)
+    except RematInputError as e:
+        raise RematInputError(f"{spec.rpartition(':')[0]}: {spec.rpartition(':')[2]}: {e}") from e
 
 
 def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:

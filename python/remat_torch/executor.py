@@ -81,11 +81,13 @@ class Executor:
     def _check_plan(self, model_name: Optional[str]) -> None:
         cap, plan, path = self.cap, self.plan, self.path
         name = plan.get("model")
+        if not isinstance(name, str):
+            raise RematInputError(f"{path}: the plan names no model")
         if model_name is not None and name != model_name:
             raise RematInputError(
                 f"{path}: the plan is for model '{name}', but the factory's joint graph is "
                 f"'{model_name}' (a different model, batch or torch version)")
-        if model_name is None and isinstance(name, str) and not name.endswith(
+        if model_name is None and not name.endswith(
                 cap.fingerprint[:12]):
             raise RematInputError(
                 f"{path}: the plan is for model '{name}', whose fingerprint does not match "

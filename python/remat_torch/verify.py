@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .capture import capture
+from .capture import capture, capture_factory
 from .errors import RematInputError
 from .executor import Executor, load_plan
 from .factory import call_factory
@@ -86,7 +86,7 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
     if torch.cuda.is_available():
         model = model.cuda()
         data = tuple(t.cuda() for t in data)
-    cap = capture(model, data, loss_fn)
+    cap = capture_factory(spec, model, data, loss_fn)
     if graph is not None:
         check_graph(graph_path, graph, cap)
         if plan.get("model") != graph.get("name"):
@@ -171,10 +171,13 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     L.append(f"gradients        {_verdict(not g_bad, cmp)} vs no-remat"
              + (f" (differ: {', '.join(g_bad[:3])})" if g_bad else "")
              + f"; vs eager: {'bitwise' if not e_bad else f'max |diff| {e_diff:.3g}'}")
-    L.append(f"buffers          {_verdict(not b_bad, cmp)} vs no-remat"
-             + (f" (differ: {', '.join(b_bad[:3])})" if b_bad else "")
-             + f"; num_batches_tracked +1: {'yes' if once else 'NO'}"
-             + f"; vs eager: {'bitwise' if not b_eager else 'differ'}")
+    if not bufs:
+        L.append("buffers          none")
+    else:
+        L.append(f"buffers          {_verdict(not b_bad, cmp)} vs no-remat"
+                 + (f" (differ: {', '.join(b_bad[:3])})" if b_bad else "")
+                 + (f"; num_batches_tracked +1: {'yes' if once else 'NO'}" if nbt0 else "")
+                 + f"; vs eager: {'bitwise' if not b_eager else 'differ'}")
     L.append(f"peak memory      {'equal' if peak_ok else 'DIFFER'}: measured "
              f"{rep.measured_peak} bytes, simulated {rep.simulated_peak} bytes"
              + ("" if peak_ok else f" ({rep.measured_peak - rep.simulated_peak:+d})"))

@@ -49,6 +49,25 @@ def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     return proc
 
 
+class Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_main(*args: str) -> Result:
+    """``remat_torch.__main__.main(args)`` in this process (faster than ``cli``), with its
+    exit code and captured output."""
+    import contextlib
+    import io
+
+    from remat_torch.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return Result(code, out.getvalue(), err.getvalue())
+
+
 def inspect_bounds(remat: str, graph: str) -> tuple[int, int]:
     """(smallest budget, checkpoint-all peak) in bytes, from ``remat inspect``."""
     out = subprocess.run([remat, "inspect", graph], capture_output=True, text=True,

@@ -39,6 +39,8 @@ def test_plan_verifies(name, strategy, fraction, remat_bin, workdir):
     assert rep.buffers_bitwise and rep.buffers_once, text
     assert rep.measured_peak == rep.simulated_peak == data["peak_memory"], text
     assert rep.losses["plan"] == rep.losses["no-remat"], text
+    # eager autograd is held to a tolerance only (AOTAutograd may decompose differently)
+    assert rep.eager_close, text
     assert rep.ok, text
     if fraction < 100:
         # a tight budget forces recomputation: the peak is below checkpoint-all's

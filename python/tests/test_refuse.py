@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, example, export_graph, inspect_bounds
+from conftest import cli, example, export_graph, inspect_bounds, run_main
 
 from remat_torch import binary
 
@@ -32,18 +32,18 @@ def refused(proc, *needles):
 def test_plan_for_another_model_is_refused(mlp_plan):
     graph, plan = mlp_plan
     refused(cli("verify", example("cnn"), plan, "--batch", "4"), plan, "plan is for model 'mlp-b4-")
-    refused(cli("train", example("cnn"), plan, "--batch", "4"), plan)
+    refused(run_main("train", example("cnn"), plan, "--batch", "4"), plan)
 
 
 def test_plan_for_another_batch_is_refused(mlp_plan):
     _, plan = mlp_plan
-    refused(cli("verify", example("mlp"), plan, "--batch", "8"), plan, "fingerprint")
+    refused(run_main("verify", example("mlp"), plan, "--batch", "8"), plan, "fingerprint")
 
 
 def test_graph_of_another_model_is_refused(mlp_plan, workdir):
     _, plan = mlp_plan
     other = export_graph(workdir, "cnn", 4)
-    refused(cli("verify", example("mlp"), plan, "--graph", other), other, "fingerprint")
+    refused(run_main("verify", example("mlp"), plan, "--graph", other), other, "fingerprint")
 
 
 def test_unknown_node_is_named(mlp_plan, workdir):
@@ -54,7 +54,7 @@ def test_unknown_node_is_named(mlp_plan, workdir):
             s["node"] = "bogus"
     bad = workdir / "bad-node.json"
     bad.write_text(json.dumps(data))
-    refused(cli("verify", example("mlp"), str(bad)), str(bad), "unknown node 'bogus'")
+    refused(run_main("verify", example("mlp"), str(bad)), str(bad), "unknown node 'bogus'")
 
 
 def test_wrong_size_is_named(mlp_plan, workdir):
@@ -65,19 +65,19 @@ def test_wrong_size_is_named(mlp_plan, workdir):
             s["bytes"] += 1
     bad = workdir / "bad-size.json"
     bad.write_text(json.dumps(data))
-    refused(cli("verify", example("mlp"), str(bad)), str(bad), "'addmm_1'")
+    refused(run_main("verify", example("mlp"), str(bad)), str(bad), "'addmm_1'")
 
 
 def test_missing_factory_and_files(mlp_plan, workdir):
     _, plan = mlp_plan
     path = example("mlp").rpartition(":")[0]
-    refused(cli("verify", f"{path}:nope", plan), path, "no factory function named 'nope'")
-    refused(cli("export", "no/such/file.py:f", "--batch", "2", "-o", str(workdir / "x.yaml")),
+    refused(run_main("verify", f"{path}:nope", plan), path, "no factory function named 'nope'")
+    refused(run_main("export", "no/such/file.py:f", "--batch", "2", "-o", str(workdir / "x.yaml")),
             "no/such/file.py")
-    refused(cli("verify", example("mlp"), str(workdir / "missing.json")), "missing.json")
+    refused(run_main("verify", example("mlp"), str(workdir / "missing.json")), "missing.json")
     notjson = workdir / "notjson.json"
     notjson.write_text("not json")
-    refused(cli("verify", example("mlp"), str(notjson)), str(notjson))
+    refused(run_main("verify", example("mlp"), str(notjson)), str(notjson))
 
 
 def test_verify_cli_passes_on_a_good_plan(mlp_plan):
@@ -86,6 +86,48 @@ def test_verify_cli_passes_on_a_good_plan(mlp_plan):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict          OK" in proc.stdout
     assert "peak memory      equal" in proc.stdout
-    proc = cli("train", example("mlp"), plan, "--graph", graph, "--steps", "3")
+    proc = run_main("train", example("mlp"), plan, "--graph", graph, "--steps", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("bitwise") + proc.stdout.count("close") == 3
+
+
+def test_from_onnx_dispatches_lazily(monkeypatch):
+    """``from-onnx`` hands its arguments to remat_torch.onnx_import.main (imported lazily)."""
+    import sys
+    import types
+
+    seen = []
+    fake = types.ModuleType("remat_torch.onnx_import")
+    fake.main = lambda argv: seen.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "remat_torch.onnx_import", fake)
+    assert run_main("from-onnx", "model.onnx", "-o", "graph.yaml").returncode == 0
+    assert seen == [["model.onnx", "-o", "graph.yaml"]]
+
+
+BAD_FACTORIES = '''
+import torch, torch.nn as nn
+def vector_loss(b):
+    return nn.Linear(4, 4), (torch.randn(b, 4),), lambda out: out.sum(0)
+def raises(b):
+    raise ValueError("no data here")
+class Broken(nn.Module):
+    def forward(self, x):
+        return x.no_such_method()
+def untraceable(b):
+    return Broken(), (torch.randn(b, 4),), lambda out: out.sum()
+def not_a_triple(b):
+    return nn.Linear(2, 2)
+'''
+
+
+@pytest.mark.parametrize("fn,needle", [
+    ("vector_loss", "the loss must be a floating-point scalar tensor (got [4])"),
+    ("raises", "factory failed: ValueError: no data here"),
+    ("untraceable", "capturing the joint graph failed"),
+    ("not_a_triple", "must return (model, batch, loss_fn)"),
+])
+def test_bad_factories(fn, needle, workdir):
+    path = workdir / "bad_factories.py"
+    path.write_text(BAD_FACTORIES)
+    refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
+            str(path), needle)

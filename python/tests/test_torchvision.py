@@ -27,6 +27,7 @@ def test_real_network_plan_verifies(name, strategy, fraction, remat_bin, workdir
     text = "\n".join(rep.lines)
     assert rep.ok, text
     assert rep.grads_bitwise and rep.buffers_bitwise and rep.buffers_once, text
+    assert rep.eager_close, text
     assert rep.measured_peak == rep.simulated_peak == data["peak_memory"] < hi, text
     assert sum(s["op"] == "compute" for s in data["statements"]) > len(
         {s["node"] for s in data["statements"] if s["op"] == "compute"})
