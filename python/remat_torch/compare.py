@@ -557,6 +557,7 @@ def run_compare(a) -> int:
             print(f"{stem}.png: cost against peak")
         else:
             print("matplotlib is not installed: no plot (pip install matplotlib)")
+    print(markdown_table(rows))
     summary(rows, int(info["smallest"]), print)
     return 0
 
@@ -580,6 +581,28 @@ class contextlib_dir:
     def __exit__(self, *exc) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def markdown_table(rows: List[Dict[str, str]]) -> str:
+    """The rows as the Markdown table of docs/compare-pytorch.md (bytes in kB = 10^3)."""
+
+    def kb(x: str) -> str:
+        return f"{int(x) / 1e3:,.1f}" if x else ""
+
+    def num(x: str, fmt: str) -> str:
+        return format(float(x), fmt) if x else ""
+
+    out = ["| series | PyTorch budget | budget (kB) | PyTorch peak (kB) | PyTorch cost "
+           "(× once) | remat cost (× once) | remat peak (kB) | remat / PyTorch | remat status "
+           "(gap) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        gap = f" ({r['remat_gap']}%)" if r["remat_gap"] else ""
+        out.append(f"| {r['series']} | {r['torch_budget']} | {kb(r['budget_bytes'])} | "
+                   f"{kb(r['torch_peak'])} | {num(r['torch_overhead'], '.4f')} | "
+                   f"{num(r['remat_overhead'], '.4f')} | {kb(r['remat_peak'])} | "
+                   f"{num(r['ratio'], '.4f')} | {r['remat_status']}{gap} |")
+    return "\n".join(out)
 
 
 def summary(rows: List[Dict[str, str]], smallest: int, log=print) -> None:
