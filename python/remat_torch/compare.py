@@ -484,7 +484,8 @@ def plot(rows: List[Dict[str, str]], out_png: str, title: str, total_cost: float
             ax.annotate(lab, (p / mb, c), textcoords="offset points", xytext=(4, 6),
                         fontsize=7, color="tab:red")
     if smallest is not None:
-        ax.axvline(smallest / mb, color="grey", ls=":", lw=1, label="smallest feasible budget")
+        ax.axvline(smallest / mb, color="grey", ls=":", lw=1,
+                   label="smallest budget (remat inspect's bound)")
     if checkpoint_all_peak is not None:
         ax.axvline(checkpoint_all_peak / mb, color="grey", ls="--", lw=1,
                    label="checkpoint-all peak")
@@ -524,17 +525,23 @@ def run_compare(a) -> int:
     from .graphfile import export
 
     fractions = parse_fractions(a.fractions)
+    base = a.name or a.factory.rpartition(":")[2]
+    stem = os.path.join(a.out_dir, f"pytorch_compare_{base}")
+    if a.plot_only:  # redraw from the CSV and graph file a previous run wrote
+        if not (os.path.exists(stem + ".csv") and os.path.exists(stem + ".yaml")):
+            raise RematInputError(f"{stem}.csv/.yaml: not found: run without --plot-only first")
+        with open(stem + ".csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return _finish(a, base, stem, rows)
     if a.device not in DEVICES:
         raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
     binary.find_remat()  # fail early, before capturing
-    base = a.name or a.factory.rpartition(":")[2]
     model, batch, loss_fn = call_factory(a.factory, a.batch)
     if torch.cuda.is_available() and not a.cpu:
         model = model.cuda()
         batch = tuple(t.cuda() for t in batch)
     cap = capture(model, batch, loss_fn)
     os.makedirs(a.out_dir, exist_ok=True)
-    stem = os.path.join(a.out_dir, f"pytorch_compare_{base}")
     graph = stem + ".yaml"
     text = export(cap, batch, graph_name(base, a.batch, cap.fingerprint), a.batch, cost=a.cost,
                   device=a.device, factory=a.factory)
@@ -544,14 +551,20 @@ def run_compare(a) -> int:
     print(f"{graph}: {len(cap.nodes)} nodes ({a.cost} costs); PyTorch's partitioner at "
           f"activation_memory_budget {', '.join(f'{x:g}' for x in fractions)}; "
           f"{a.strategy} with --time-limit {a.time_limit:g}")
-    with contextlib_dir(a.plans) as workdir:
+    with PlanDir(a.plans) as workdir:
         rows = compare(cap, graph, stem + ".csv", workdir, fractions, a.time_limit, a.below,
                        a.strategy)
-    info = inspect(graph)
     print(f"{stem}.csv: {len(rows)} rows")
+    return _finish(a, base, stem, rows)
+
+
+def _finish(a, base: str, stem: str, rows: List[Dict[str, str]]) -> int:
+    info = inspect(stem + ".yaml")
+    g = _read_graph(stem + ".yaml")
     if not a.no_plot:
-        title = (f"{base} (batch {a.batch}): PyTorch min-cut partitioner vs {a.strategy}, "
-                 f"{a.cost} costs")
+        cost = (g.get("meta") or {}).get("cost", a.cost)
+        title = (f"{base} (batch {g.get('batch_size', a.batch)}): PyTorch min-cut partitioner "
+                 f"vs {a.strategy}, {cost} costs")
         if plot(rows, stem + ".png", title, info["total_cost"], int(info["smallest"]),
                 int(info["checkpoint_all_peak"])):
             print(f"{stem}.png: cost against peak")
@@ -562,7 +575,7 @@ def run_compare(a) -> int:
     return 0
 
 
-class contextlib_dir:
+class PlanDir:
     """A directory for plans: the given one (kept), or a temporary one (removed)."""
 
     def __init__(self, path: Optional[str]):

@@ -144,6 +144,10 @@ def test_cli_writes_the_table(remat_bin, tmp_path):
     assert below and all(int(r["budget_bytes"]) < min(int(x["torch_peak"]) for x in rows[:2])
                          for r in below)
     assert "remat cost / PyTorch cost" in proc.stdout
+    again = cli("compare-pytorch", example("mlp"), "-o", str(tmp_path), "--plot-only",
+                "--no-plot")
+    assert again.returncode == 0, again.stderr
+    assert "| pytorch | 0.0 |" in again.stdout or "| pytorch | 0 |" in again.stdout
 
 
 def test_cli_refuses_bad_fractions(tmp_path):
