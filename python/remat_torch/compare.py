@@ -548,6 +548,9 @@ def run_compare(a) -> int:
     with open(graph + ".tmp", "w") as f:
         f.write(text)
     os.replace(graph + ".tmp", graph)
+    if _estimator_class() is None:
+        print(f"warning: torch {torch.__version__} has no CustomRuntimeEstimator: PyTorch's "
+              "knapsack uses its own FLOP estimate, not the graph file's costs")
     print(f"{graph}: {len(cap.nodes)} nodes ({a.cost} costs); PyTorch's partitioner at "
           f"activation_memory_budget {', '.join(f'{x:g}' for x in fractions)}; "
           f"{a.strategy} with --time-limit {a.time_limit:g}")

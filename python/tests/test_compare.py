@@ -111,6 +111,16 @@ def test_estimator_returns_remat_costs(remat_bin, workdir):
     assert est(ph) == 0.0  # not a graph-file node
 
 
+def test_knapsack_asks_the_estimator(remat_bin, workdir):
+    """On the transformer at 0.3 PyTorch's knapsack runs and prices its candidates with
+    remat's node costs (each a graph-file node)."""
+    if C._estimator_class() is None:
+        pytest.skip("this torch has no CustomRuntimeEstimator")
+    c = case("transformer", 4, workdir)
+    _, _, _, _, calls = c.plan(0.3)
+    assert calls and all(n in c.costs for n in calls)
+
+
 @pytest.mark.parametrize("name,fraction", [("mlp", 0.0), ("transformer", 0.0)])
 def test_partition_plan_runs_in_the_executor(name, fraction, remat_bin, workdir):
     """PyTorch's partition, as a remat plan, is a valid training step: bitwise gradients
