@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import json
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -95,11 +95,6 @@ class Capture:
     batch_meta: List[Tuple[List[int], str]]
     api: str  # which AOTAutograd entry point captured it
     fingerprint: str = ""
-    tensors_fingerprint: str = field(default="", repr=False)
-
-    @property
-    def fixed_nodes(self) -> List[fx.Node]:
-        return list(self.placeholders)
 
 
 def _strip(fqn: str) -> str:
@@ -369,6 +364,8 @@ def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:
             raise RematInputError(f"unsupported FX node {n.name}: target {n.target!r}")
         shapes, dtypes = _shape_dtype(val)
         mem = sum(_storages(val).values())
+        if _scalar_outputs(val) and torch.Tag.nondeterministic_seeded not in n.target.tags:
+            mem = max(mem, _probe_storage_bytes(n))
         module = (n.meta.get("custom") or {}).get("module", "")
         gn = GraphNode(
             name=n.name, fx_node=n, deps=[d.name for d in dep_list], memory=int(mem),
@@ -391,6 +388,38 @@ def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:
             raise RematInputError(f"{what} ({v.name}) is an alias of several kernels: unsupported")
     cap.fingerprint = fingerprint(cap)
     return cap
+
+
+def _scalar_outputs(val) -> bool:
+    ts = _tensor_leaves(val)
+    return bool(ts) and all(t.dim() == 0 for t in ts)
+
+
+def _probe_storage_bytes(n: fx.Node) -> int:
+    """Real output storage bytes of a kernel whose outputs are all 0-dim.
+
+    Fake (meta) kernels say 4 bytes, but some real kernels return a 0-dim view
+    into a buffer the size of their input: on CPU, ``mse_loss``,
+    ``smooth_l1_loss``, ``binary_cross_entropy`` and ``soft_margin_loss`` with a
+    mean or sum reduction keep the whole elementwise loss alive under the
+    scalar. Such a kernel is cheap to run once for real on its input shapes (a
+    loss's inputs, not the model's activations), so it is probed here.
+    """
+
+    def real(a):
+        v = a.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return v
+        if v.dtype.is_floating_point:
+            return torch.rand(v.shape, dtype=v.dtype, device=v.device).clamp_(0.01, 0.99)
+        return torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+
+    try:
+        with torch.no_grad():
+            out = n.target(*fx.node.map_arg(n.args, real), **fx.node.map_arg(n.kwargs, real))
+    except Exception:  # noqa: BLE001 - a probe that cannot run keeps the fake size
+        return 0
+    return sum(_storages(out).values())
 
 
 def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:

@@ -31,7 +31,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 import torch.fx as fx
 
-from .capture import Capture, GraphNode, base_nodes, capture, fixed_memory_bytes
+from .capture import (
+    Capture,
+    GraphNode,
+    base_nodes,
+    capture,
+    storage_bytes,
+)
 from .errors import RematInputError
 from .memory import StorageTracker
 
@@ -75,6 +81,8 @@ class Executor:
         self.last_fixed: Optional[int] = None
         self.last_cuda_peak: Optional[int] = None
         self.computations: Dict[str, int] = {}
+        # debugging hook: trace(statement index, live bytes, peak so far) after each statement
+        self.trace: Optional[Callable[[int, int, int], None]] = None
 
     # ------------------------------------------------------------------ checks
 
@@ -198,6 +206,7 @@ class Executor:
         rng: Dict[str, Any] = {}
         loss_value: List[float] = []
         self.computations = {}
+        self.size_mismatches: Dict[str, tuple] = {}
         cuda = dev.type == "cuda"
         resident = list(cap.params.values()) + list(cap.buffers.values()) + list(batch) + [
             tangent] + [cap.params[k].grad for k in cap.grads]
@@ -231,7 +240,7 @@ class Executor:
             with ctx:
                 for kind, key, v in self.const_sinks:
                     sink(kind, key, v, {})
-                for st in statements:
+                for i_st, st in enumerate(statements):
                     op = st["op"]
                     if op == "compute":
                         name = st["node"]
@@ -255,6 +264,10 @@ class Executor:
                             out = n.target(*args, **kwargs)
                         del args, kwargs, live, read
                         regs[st["register"]] = out
+                        if tracker is not None and first:
+                            real = _fresh_storage_bytes(out, tracker.resident)
+                            if real != gn.memory:
+                                self.size_mismatches[name] = (gn.memory, real)
                         self.computations[name] = self.computations.get(name, 0) + 1
                         if first:
                             done.add(name)
@@ -263,9 +276,13 @@ class Executor:
                         del out
                     elif op == "deallocate":
                         regs.pop(st["register"], None)
+                    if self.trace is not None and tracker is not None:
+                        self.trace(i_st, tracker.live, tracker.peak)
                 regs.clear()
         if tracker is not None:
-            self.last_fixed = fixed_memory_bytes(cap, batch)
+            # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
+            # the graph file's fixed_memory without optimizer state, when all is as captured
+            self.last_fixed = storage_bytes(resident)
             self.last_peak = self.last_fixed + tracker.peak
         if cuda:
             torch.cuda.synchronize()
@@ -273,6 +290,18 @@ class Executor:
         if not loss_value:
             raise RematInputError(f"{self.path}: the plan never computes the loss")
         return torch.tensor(loss_value[0])
+
+
+def _fresh_storage_bytes(out, resident) -> int:
+    """Bytes of the distinct storages of a kernel's outputs (resident ones excluded)."""
+    from .capture import _tensor_leaves, storage_key
+
+    seen: Dict[int, int] = {}
+    for t in _tensor_leaves(out):
+        k = storage_key(t)
+        if k not in resident:
+            seen[k] = t.untyped_storage().nbytes()
+    return sum(seen.values())
 
 
 class _null:

@@ -152,7 +152,8 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
                   "eager": loss_eager.item()}
     recomputed = sum(c - 1 for c in ex.computations.values())
     peak_ok = rep.measured_peak == rep.simulated_peak
-    rep.ok = rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
+    sizes_ok = not ex.size_mismatches
+    rep.ok = sizes_ok and rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
         loss_plan.item() == loss_ref.item())
     cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
     L = rep.lines = [] + rep.lines
@@ -181,6 +182,9 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     L.append(f"peak memory      {'equal' if peak_ok else 'DIFFER'}: measured "
              f"{rep.measured_peak} bytes, simulated {rep.simulated_peak} bytes"
              + ("" if peak_ok else f" ({rep.measured_peak - rep.simulated_peak:+d})"))
+    for node, (graph_bytes, real_bytes) in list(ex.size_mismatches.items())[:5]:
+        L.append(f"node size        DIFFER: node '{node}' outputs {real_bytes} bytes of storage "
+                 f"on this device, the graph says {graph_bytes}")
     L.append(f"verdict          {'OK' if rep.ok else 'FAILED'}")
     return rep
 

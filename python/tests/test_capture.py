@@ -28,6 +28,8 @@ def test_export_parses_and_peak_matches(name, remat_bin, workdir):
     ex = Executor(model, loss_fn, data, plan, cap=cap)
     ex(*data, measure=True)
     assert ex.last_peak == hi
+    # every kernel's real output storage is the size the graph file gives it
+    assert not ex.size_mismatches
 
 
 def test_nodes_aliases_and_multi_output():
@@ -125,3 +127,17 @@ def test_aot_module_fallback_gives_the_same_graph(name):
         assert torch.equal(p.grad, q.grad), k
     for (k, p), (_, q) in zip(model.named_buffers(), eager.named_buffers()):
         assert torch.equal(p, q), k
+
+
+def test_scalar_losses_that_keep_their_elementwise_buffer():
+    """On CPU, mse_loss returns a 0-dim view of the whole elementwise loss: its node must
+    count that buffer (a fake kernel says 4 bytes), and the real run must agree."""
+    model, data, loss_fn = call_factory(example("block"), 2)
+    cap = capture(model, data, loss_fn)
+    mse = cap.by_name["mse_loss"]
+    assert mse.shapes == [[]]
+    assert mse.memory == 2 * 16 * 64 * 4
+    plan = {"model": f"x-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap)}
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    ex(*data, measure=True)
+    assert not ex.size_mismatches
