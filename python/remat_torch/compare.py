@@ -60,6 +60,7 @@ CSV_FIELDS = [
     "torch_cost",
     "torch_overhead",  # torch_cost / every-node-once cost
     "torch_recomputes",
+    "torch_saved_bytes",  # bytes of the forward values the backward module reads (saved)
     "remat_cost",
     "remat_peak",
     "remat_overhead",
@@ -147,7 +148,7 @@ def partition(cap: Capture, fraction: float, costs: Dict[str, float]):
 class PartitionPlan:
     statements: List[Dict[str, Any]]
     computes: List[str]  # graph-node names in compute order
-    saved: List[str]  # graph nodes whose forward value the backward module reads
+    saved: List[str]  # graph nodes whose forward value the backward module reads (saved)
     recomputed: List[str] = field(default_factory=list)
 
 
@@ -365,6 +366,7 @@ def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
     model = str(data["name"])
     fixed = int(data.get("fixed_memory", 0))
     costs = {str(n["name"]): float(n["cost"]) for n in data["nodes"]}
+    mem = {str(n["name"]): int(n["memory"]) for n in data["nodes"]}
     info = inspect(graph)
     total = info["total_cost"]
     os.makedirs(workdir, exist_ok=True)
@@ -412,7 +414,8 @@ def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
             ratio = res.cost / t_cost if res.cost is not None and t_cost > 0 else None
             emit({"series": "pytorch", "torch_budget": frac, "budget_bytes": t_peak,
                   "torch_peak": t_peak, "torch_cost": t_cost, "torch_overhead": t_cost / total,
-                  "torch_recomputes": len(pp.recomputed), "remat_cost": res.cost,
+                  "torch_recomputes": len(pp.recomputed),
+                  "torch_saved_bytes": sum(mem[x] for x in pp.saved), "remat_cost": res.cost,
                   "remat_peak": res.peak,
                   "remat_overhead": res.cost / total if res.cost is not None else None,
                   "remat_recomputes": res.recomputes, "ratio": ratio,
@@ -608,13 +611,14 @@ def markdown_table(rows: List[Dict[str, str]]) -> str:
     def num(x: str, fmt: str) -> str:
         return format(float(x), fmt) if x else ""
 
-    out = ["| series | PyTorch budget | budget (kB) | PyTorch peak (kB) | PyTorch cost "
-           "(× once) | remat cost (× once) | remat peak (kB) | remat / PyTorch | remat status "
-           "(gap) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| series | PyTorch budget | PyTorch saved (kB) | budget (kB) | PyTorch peak (kB) "
+           "| PyTorch cost (× once) | remat cost (× once) | remat peak (kB) | remat / PyTorch "
+           "| remat status (gap) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         gap = f" ({r['remat_gap']}%)" if r["remat_gap"] else ""
-        out.append(f"| {r['series']} | {r['torch_budget']} | {kb(r['budget_bytes'])} | "
+        out.append(f"| {r['series']} | {r['torch_budget']} | "
+                   f"{kb(r.get('torch_saved_bytes', ''))} | {kb(r['budget_bytes'])} | "
                    f"{kb(r['torch_peak'])} | {num(r['torch_overhead'], '.4f')} | "
                    f"{num(r['remat_overhead'], '.4f')} | {kb(r['remat_peak'])} | "
                    f"{num(r['ratio'], '.4f')} | {r['remat_status']}{gap} |")
