@@ -122,6 +122,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="a100", help="roofline device figures (as for export)")
     c.add_argument("--plans", help="keep every plan (PyTorch's and remat's) in this directory")
     c.add_argument("--no-plot", action="store_true", help="write the CSV only")
+    c.add_argument("--verify", action="store_true",
+                   help="also run every plan (PyTorch's and remat's) with the executor, as "
+                        "'verify' does (column 'verified')")
     c.add_argument("--plot-only", action="store_true",
                    help="redraw the plot and table from a previous run's CSV and graph file")
     c.add_argument("--cpu", action="store_true", help="capture on CPU even if CUDA is present")

@@ -69,6 +69,7 @@ CSV_FIELDS = [
     "remat_status",
     "remat_gap",  # remat-exact's proven gap to its lower bound, percent
     "remat_time_s",
+    "verified",  # with --verify: both plans run by the executor (torch / remat: ok or FAIL)
 ]
 
 
@@ -285,6 +286,7 @@ class SolveResult:
     gap: str
     seconds: float
     recomputes: Optional[int]
+    plan: str = ""
 
 
 def solve_exact(graph: str, budget: int, plan: str, time_limit: float,
@@ -308,7 +310,7 @@ def solve_exact(graph: str, budget: int, plan: str, time_limit: float,
         cost, peak = float(data["cost"]), int(data["peak_memory"])
         comps = [s["node"] for s in data["statements"] if s["op"] == "compute"]
         recs = len(comps) - len(set(comps))
-    return SolveResult(status.split()[0], cost, peak, gap, dt, recs)
+    return SolveResult(status.split()[0], cost, peak, gap, dt, recs, plan)
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -360,8 +362,13 @@ def find_floor(graph: str, smallest: int, feasible: int, workdir: str,
 def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
             fractions: Sequence[float] = DEFAULT_FRACTIONS, time_limit: float = 60.0,
             below_points: int = 4, strategy: str = "remat-exact",
-            log=print) -> List[Dict[str, str]]:
-    """Run the comparison on an exported graph file; write the CSV row by row."""
+            log=print, verify_spec: Optional[str] = None) -> List[Dict[str, str]]:
+    """Run the comparison on an exported graph file; write the CSV row by row.
+
+    With ``verify_spec`` (the factory, ``MODULE.py:FACTORY``), every plan (PyTorch's and
+    remat's) is also run by the executor (``verify``: gradients equal to the no-remat run,
+    buffers updated once, measured peak = simulated peak); the ``verified`` column says
+    ``ok`` or ``FAIL`` for each."""
     data = _read_graph(graph)
     model = str(data["name"])
     fixed = int(data.get("fixed_memory", 0))
@@ -384,6 +391,19 @@ def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
         rows.append(r)
 
     solved: Dict[int, SolveResult] = {}  # budget -> remat's answer (partitions often repeat)
+    checked: Dict[str, str] = {}
+
+    def check(path: str) -> str:
+        if not verify_spec or not path or not os.path.exists(path):
+            return ""
+        if path not in checked:
+            from .verify import verify
+
+            rep = verify(verify_spec, path, graph_path=graph)
+            checked[path] = "ok" if rep.ok else "FAIL"
+            if not rep.ok:
+                log("\n".join(rep.lines))
+        return checked[path]
 
     def remat_at(budget: int, tag: str) -> SolveResult:
         if budget not in solved:
@@ -420,7 +440,8 @@ def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
                   "remat_overhead": res.cost / total if res.cost is not None else None,
                   "remat_recomputes": res.recomputes, "ratio": ratio,
                   "remat_status": res.status, "remat_gap": res.gap,
-                  "remat_time_s": round(res.seconds, 2)})
+                  "remat_time_s": round(res.seconds, 2),
+                  "verified": _both(check(path), check(res.plan if res.cost is not None else ""))})
             log(f"budget {frac:g}: PyTorch peak {t_peak} cost {t_cost:.6g} "
                 f"({len(pp.recomputed)} recomputes); remat-exact {res.status} cost "
                 f"{_fmt(res.cost)} ratio {_fmt(ratio)} gap {res.gap}% ({res.seconds:.1f} s)")
@@ -436,13 +457,18 @@ def compare(cap: Capture, graph: str, out_csv: str, workdir: str,
                   "remat_peak": res.peak,
                   "remat_overhead": res.cost / total if res.cost is not None else None,
                   "remat_recomputes": res.recomputes, "remat_status": res.status,
-                  "remat_gap": res.gap, "remat_time_s": round(res.seconds, 2)})
+                  "remat_gap": res.gap, "remat_time_s": round(res.seconds, 2),
+                  "verified": _both("", check(res.plan if res.cost is not None else ""))})
             log(f"below PyTorch: budget {b}: remat-exact {res.status} cost {_fmt(res.cost)} "
                 f"peak {_fmt(res.peak)} ({res.seconds:.1f} s)")
     finally:
         f.close()
         os.replace(tmp, out_csv)
     return rows
+
+
+def _both(torch_v: str, remat_v: str) -> str:
+    return f"{torch_v or '-'}/{remat_v or '-'}" if (torch_v or remat_v) else ""
 
 
 def _read_graph(path: str) -> Dict[str, Any]:
@@ -559,7 +585,7 @@ def run_compare(a) -> int:
           f"{a.strategy} with --time-limit {a.time_limit:g}")
     with PlanDir(a.plans) as workdir:
         rows = compare(cap, graph, stem + ".csv", workdir, fractions, a.time_limit, a.below,
-                       a.strategy)
+                       a.strategy, verify_spec=a.factory if a.verify else None)
     print(f"{stem}.csv: {len(rows)} rows")
     return _finish(a, base, stem, rows)
 
@@ -611,17 +637,19 @@ def markdown_table(rows: List[Dict[str, str]]) -> str:
     def num(x: str, fmt: str) -> str:
         return format(float(x), fmt) if x else ""
 
+    ver = any(r.get("verified") for r in rows)
     out = ["| series | PyTorch budget | PyTorch saved (kB) | budget (kB) | PyTorch peak (kB) "
            "| PyTorch cost (× once) | remat cost (× once) | remat peak (kB) | remat / PyTorch "
-           "| remat status (gap) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| remat status (gap) |" + (" verified (PyTorch/remat) |" if ver else ""),
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|" + ("---|" if ver else "")]
     for r in rows:
         gap = f" ({r['remat_gap']}%)" if r["remat_gap"] else ""
         out.append(f"| {r['series']} | {r['torch_budget']} | "
                    f"{kb(r.get('torch_saved_bytes', ''))} | {kb(r['budget_bytes'])} | "
                    f"{kb(r['torch_peak'])} | {num(r['torch_overhead'], '.4f')} | "
                    f"{num(r['remat_overhead'], '.4f')} | {kb(r['remat_peak'])} | "
-                   f"{num(r['ratio'], '.4f')} | {r['remat_status']}{gap} |")
+                   f"{num(r['ratio'], '.4f')} | {r['remat_status']}{gap} |"
+                   + (f" {r.get('verified', '')} |" if ver else ""))
     return "\n".join(out)
 
 

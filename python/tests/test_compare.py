@@ -142,12 +142,14 @@ def test_below_budgets():
 
 def test_cli_writes_the_table(remat_bin, tmp_path):
     proc = cli("compare-pytorch", example("mlp"), "-b", "4", "-o", str(tmp_path),
-               "--fractions", "0,1", "--below", "2", "--time-limit", "10", "--no-plot")
+               "--fractions", "0,1", "--below", "2", "--time-limit", "10", "--no-plot",
+               "--verify")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(open(tmp_path / "pytorch_compare_mlp.csv")))
     assert [r["series"] for r in rows[:2]] == ["pytorch", "pytorch"]
     assert set(rows[0]) == set(C.CSV_FIELDS)
     for r in rows[:2]:
+        assert r["verified"] == "ok/ok", r
         assert float(r["ratio"]) <= 1 + 1e-12
         assert int(r["remat_peak"]) <= int(r["torch_peak"]) == int(r["budget_bytes"])
     below = [r for r in rows if r["series"] == "remat-below"]
