@@ -229,7 +229,8 @@ def partition_statements(cap: Capture, fw: fx.GraphModule, bw: fx.GraphModule) -
     names = [c[0] for c in computes]
     fw_names = set(names[:n_fw])
     recomputed = [nm for nm in names[n_fw:] if nm in fw_names]
-    absent = [g.name for g in cap.nodes if g.name not in set(names)]
+    computed = set(names)
+    absent = [g.name for g in cap.nodes if g.name not in computed]
     if absent:
         raise RematInputError(f"the partition never computes {len(absent)} graph node(s) "
                               f"({', '.join(absent[:5])}): it is not the same graph")
