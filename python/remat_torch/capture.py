@@ -291,6 +291,19 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
     ``api`` forces the entry point ("descriptors" or "aot_module"); by default the
     descriptor API is used where torch has it.
     """
+    # capturing must not consume the global RNG (the step that follows would then
+    # draw other dropout masks than an uncaptured one): save and restore it
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        return _capture(model, batch, loss_fn, api)
+    finally:
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+def _capture(model, batch, loss_fn, api) -> Capture:
     import torch._functorch.aot_autograd as aa
 
     model.train()
@@ -395,6 +408,9 @@ def _scalar_outputs(val) -> bool:
     return bool(ts) and all(t.dim() == 0 for t in ts)
 
 
+PROBE_DIM = 3  # dimensions are clipped to this for the first, cheap probe
+
+
 def _probe_storage_bytes(n: fx.Node) -> int:
     """Real output storage bytes of a kernel whose outputs are all 0-dim.
 
@@ -402,24 +418,59 @@ def _probe_storage_bytes(n: fx.Node) -> int:
     into a buffer the size of their input: on CPU, ``mse_loss``,
     ``smooth_l1_loss``, ``binary_cross_entropy`` and ``soft_margin_loss`` with a
     mean or sum reduction keep the whole elementwise loss alive under the
-    scalar. Such a kernel is cheap to run once for real on its input shapes (a
-    loss's inputs, not the model's activations), so it is probed here.
+    scalar. The kernel is first run for real on its inputs with every dimension
+    clipped to ``PROBE_DIM`` (a few bytes, from a private generator: the global
+    RNG is untouched). Only if that shows more storage than the outputs need is
+    the size found for the real shapes: by running it on inputs of the real
+    shapes when they total at most ``PROBE_LIMIT`` bytes, else by scaling with
+    the largest input's element count.
     """
+    small = _run_probe(n, clip=True)
+    if small is None:
+        return 0
+    real_bytes, small_largest = small
+    need = sum(t.element_size() for t in _tensor_leaves(n.meta.get("val")))
+    if real_bytes <= need:
+        return 0
+    in_vals = [a.meta.get("val") for a in n.all_input_nodes]
+    in_tensors = [t for v in in_vals for t in _tensor_leaves(v)]
+    total = sum(t.numel() * t.element_size() for t in in_tensors)
+    if total <= PROBE_LIMIT:
+        full = _run_probe(n, clip=False)
+        if full is not None:
+            return full[0]
+    largest = max((t.numel() for t in in_tensors), default=1)
+    return real_bytes * largest // max(small_largest, 1)
+
+
+PROBE_LIMIT = 256 * 2**20
+
+
+def _run_probe(n: fx.Node, clip: bool):
+    """(output storage bytes, largest input numel) of running ``n`` for real, or None."""
+    largest = [1]
 
     def real(a):
         v = a.meta.get("val")
         if not isinstance(v, torch.Tensor):
             return v
+        shape = [min(d, PROBE_DIM) for d in v.shape] if clip else list(v.shape)
+        numel = 1
+        for d in shape:
+            numel *= d
+        largest[0] = max(largest[0], numel)
         if v.dtype.is_floating_point:
-            return torch.rand(v.shape, dtype=v.dtype, device=v.device).clamp_(0.01, 0.99)
-        return torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+            gen = torch.Generator(device=v.device).manual_seed(0)
+            return torch.rand(shape, dtype=v.dtype, device=v.device,
+                              generator=gen).clamp_(0.01, 0.99)
+        return torch.zeros(shape, dtype=v.dtype, device=v.device)
 
     try:
         with torch.no_grad():
             out = n.target(*fx.node.map_arg(n.args, real), **fx.node.map_arg(n.kwargs, real))
     except Exception:  # noqa: BLE001 - a probe that cannot run keeps the fake size
-        return 0
-    return sum(_storages(out).values())
+        return None
+    return sum(_storages(out).values()), largest[0]
 
 
 def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -343,18 +344,23 @@ def no_remat_statements(cap: Capture) -> List[Dict[str, Any]]:
     return out
 
 
-_CACHE: Dict[tuple, Executor] = {}
+# model -> {(plan, loss_fn id): Executor}; not on the module itself, so that deepcopy and
+# state_dict of the model are unaffected
+_EXECUTORS: weakref.WeakKeyDictionary[torch.nn.Module, Dict[tuple, Executor]] = (
+    weakref.WeakKeyDictionary())
 
 
 def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
                batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any]) -> torch.Tensor:
     """One training step of ``model`` on ``batch`` with a remat plan: fills ``p.grad``,
-    updates buffers once, returns the loss. The capture is cached per (model, plan)."""
-    key = (id(model), plan if isinstance(plan, str) else id(plan), id(loss_fn))
-    ex = _CACHE.get(key)
+    updates buffers once, returns the loss. The executor (the capture and the checked
+    plan) is cached on the model, per plan and loss function."""
+    cache = _EXECUTORS.setdefault(model, {})
+    key = (plan if isinstance(plan, str) else id(plan), id(loss_fn))
+    ex = cache.get(key)
     if ex is None:
         if isinstance(plan, str) and not os.path.exists(plan):
             raise RematInputError(f"{plan}: no such file")
         ex = Executor(model, loss_fn, batch, plan)
-        _CACHE[key] = ex
+        cache[key] = ex
     return ex(*batch)

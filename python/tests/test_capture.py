@@ -141,3 +141,29 @@ def test_scalar_losses_that_keep_their_elementwise_buffer():
     ex = Executor(model, loss_fn, data, plan, cap=cap)
     ex(*data, measure=True)
     assert not ex.size_mismatches
+
+
+def test_capture_leaves_the_global_rng_alone():
+    model, data, loss_fn = call_factory(example("block"), 2)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    capture(model, data, loss_fn)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+def test_scalar_loss_probe_scales_without_allocating(limit, monkeypatch):
+    """The probe runs clipped shapes first; past PROBE_LIMIT it scales instead of running
+    the loss on its full-size inputs. Both give the real size."""
+    import remat_torch.capture as C
+
+    if limit is not None:
+        monkeypatch.setattr(C, "PROBE_LIMIT", limit)
+    model = torch.nn.Linear(64, 64)
+    x, y = torch.randn(8, 10, 64), torch.randn(8, 10, 64)
+    for loss_fn in (torch.nn.functional.mse_loss, torch.nn.functional.soft_margin_loss):
+        cap = capture(model, (x, y), loss_fn)
+        (loss,) = [g for g in cap.nodes if g.shapes == [[]]]
+        assert loss.memory == 8 * 10 * 64 * 4
+    cap = capture(model, (x[:, 0], torch.randint(0, 64, (8,))), torch.nn.functional.cross_entropy)
+    assert cap.by_name["nll_loss_forward"].memory == 8  # loss and total weight: exact
