@@ -268,15 +268,15 @@ def simulate(graph: str, plan: str) -> Tuple[float, int]:
 
 
 def inspect(graph: str) -> Dict[str, float]:
-    """``remat inspect``: smallest feasible budget, checkpoint-all peak, total cost."""
-    out = binary.run(["inspect", graph]).stdout
-    lo = re.search(r"^smallest budget.*\((\d+) bytes\)", out, re.M)
-    hi = re.search(r"^checkpoint-all\s+peak.*\((\d+) bytes\)", out, re.M)
-    tot = re.search(r"^total cost\s+(\S+)", out, re.M)
-    if not (lo and hi and tot):
-        raise RematInputError(f"remat inspect {graph}: unexpected output")
-    return {"smallest": int(lo.group(1)), "checkpoint_all_peak": int(hi.group(1)),
-            "total_cost": float(tot.group(1))}
+    """``remat inspect --json``: smallest feasible budget, checkpoint-all peak, total cost."""
+    out = binary.run(["inspect", "--json", graph]).stdout
+    try:
+        info = json.loads(out)
+        return {"smallest": int(info["smallest_budget"]),
+                "checkpoint_all_peak": int(info["checkpoint_all_peak"]),
+                "total_cost": float(info["total_cost"])}
+    except (ValueError, KeyError) as e:
+        raise RematInputError(f"remat inspect {graph}: unexpected output ({e})") from None
 
 
 @dataclass
