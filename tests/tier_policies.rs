@@ -1,0 +1,234 @@
+//! The seed systems' tiered policies (docs/tiers.md): every policy's plan
+//! passes the simulator at every budget it claims to fit, with the
+//! simulator's own figures, and the hand-derivable cases come out exactly.
+
+use remat::device::Device;
+use remat::graph::analysis::checkpoint_all_peak;
+use remat::graph::{Graph, GraphFile};
+use remat::schedule::{generate_plan, simulate_on};
+use remat::solve::{run, Outcome};
+use remat::strategies::{self, SolveOptions, Status, Strategy, StrategyError};
+use remat::units::{Bytes, Seconds};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const POLICIES: [&str; 6] = [
+    "offload-all",
+    "mc-dla",
+    "tiertrain",
+    "autotm-static",
+    "autotm-sync",
+    "autotm-async",
+];
+
+fn policy(name: &str) -> Box<dyn Strategy> {
+    strategies::by_name(name).unwrap_or_else(|| panic!("{name} is not registered"))
+}
+
+fn opts(dev: &Device, secs: u64) -> SolveOptions {
+    SolveOptions {
+        time_limit: Duration::from_secs(secs),
+        device: Some(Arc::new(dev.clone())),
+        ..SolveOptions::default()
+    }
+}
+
+fn load_device(name: &str) -> Device {
+    Device::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("devices").join(name)).unwrap()
+}
+
+fn graph(text: &str) -> Graph {
+    Graph::from_file(&GraphFile::parse(text).unwrap(), "test.yaml").unwrap()
+}
+
+/// Solves through the one pipeline and re-simulates the plan it returns:
+/// the outcome's figures must be exactly the simulator's.
+fn solve_checked(g: &Graph, name: &str, budget: Bytes, o: &SolveOptions) -> Option<Outcome> {
+    let s = policy(name);
+    let out = match run(g, s.as_ref(), budget, o) {
+        Ok(out) => out,
+        Err(remat::solve::SolveError::Strategy(StrategyError::NotApplicable { .. })) => {
+            return None
+        }
+        Err(e) => panic!("{name} on {} at {budget}: {e}", g.name),
+    };
+    if !out.status.has_plan() {
+        return None;
+    }
+    let plan = out.plan.as_ref().unwrap();
+    let again = simulate_on(g, plan, o.device.as_deref()).unwrap();
+    let sim = out.sim.as_ref().unwrap();
+    assert_eq!(&again, sim, "{name} on {}: figures not the simulator's", g.name);
+    assert!(sim.peak <= budget, "{name} on {} over budget", g.name);
+    assert!(sim.timing.is_some(), "{name}: no timed replay");
+    Some(out)
+}
+
+#[test]
+fn every_policy_fits_what_it_claims_on_every_model() {
+    let devices = [
+        load_device("a100-40gb-pcie4.yaml"),
+        load_device("optane-pmm.yaml"),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let mut models: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    models.sort();
+    let mut fitted = 0;
+    for path in models {
+        let g = Graph::load(&path).unwrap();
+        let peak = checkpoint_all_peak(&g);
+        for dev in &devices {
+            let o = opts(dev, 5);
+            for pct in [70u128, 40] {
+                let budget = peak.scale_ceil(pct, 100);
+                if budget < remat::graph::analysis::min_feasible_budget(&g) {
+                    continue;
+                }
+                for name in POLICIES {
+                    if strategies::by_name(name).is_none() {
+                        continue;
+                    }
+                    if solve_checked(&g, name, budget, &o).is_some() {
+                        fitted += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Not a vacuous pass: most (policy, model, device, budget) cells fit.
+    eprintln!("{fitted} plans fitted");
+    assert!(fitted >= 20, "only {fitted} plans fitted");
+}
+
+#[test]
+fn tiered_policies_need_a_device() {
+    let g = graph(
+        "name: tiny\ngraph: forward\nnodes:\n\
+         - {name: a, cost: 1, memory: 4}\n\
+         - {name: b, cost: 1, memory: 4, deps: [a]}\n\
+         - {name: loss, cost: 1, memory: 1, deps: [b]}\n",
+    );
+    for name in POLICIES {
+        let Some(s) = strategies::by_name(name) else {
+            continue;
+        };
+        let r = s.solve(&g, Bytes(1000), &SolveOptions::default());
+        assert!(
+            matches!(r, Err(StrategyError::NotApplicable { .. })),
+            "{name} without a device: {r:?}"
+        );
+    }
+}
+
+/// A device whose costs are seconds: copies out at 1 B/s, in at 2 B/s,
+/// no latency, one engine per direction.
+fn slow_link(engines: &str) -> Device {
+    Device::parse(&format!(
+        "name: slow-link\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+         slow: {{capacity: 1000, to_slow: 1, to_fast: 2, latency: 0, engines: {engines}, direct_read: none}}\n"
+    ))
+    .unwrap()
+}
+
+/// Checkmate's linear training graph of three layers:
+/// f0 → f1 → f2 → loss → g2 → g1 → g0, each gradient reading its layer.
+/// Stages: f0 0, f1 1, f2 2, loss 3, grad/f2 4, grad/f1 5, grad/f0 6.
+fn chain3() -> Graph {
+    graph(
+        "name: chain3\ngraph: forward\nnodes:\n\
+         - {name: f0, cost: 1, memory: 4, saves: [self]}\n\
+         - {name: f1, cost: 1, memory: 2, deps: [f0], saves: [self]}\n\
+         - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+         - {name: loss, cost: 1, memory: 1, deps: [f2]}\n",
+    )
+}
+
+#[test]
+fn offload_all_stalls_by_the_hand_derived_amount() {
+    let g = chain3();
+    assert_eq!(g.len(), 7);
+    // Reads: f0 by f1 (1) and grad/f0 (6); f1 by f2 (2) and grad/f1 (5);
+    // f2 by loss (3) and grad/f2 (4): only f0 and f1 have an idle stage.
+    // f0 (4 B) is copied out during stage 1 (beside f1): 4 s on a 1-s
+    // stage, 3 s of stall; f1 (2 B) during stage 2: 2 s, 1 s of stall.
+    // Prefetches: f1 is needed at 5, in the earliest backward stage the
+    // budget allows with room: stage 4 (grad/f2 costs 2 s, the copy in of
+    // 2 B takes 1 s): hidden. f0 is needed at 6: stage 4 is taken up to
+    // 1 s of its 2, stage 5 (grad/f1, 2 s) has room for f0's 2 s copy in:
+    // hidden. Stall: 3 + 1 = 4 s over 1+1+1+1 + 2+2+2 = 10 s of compute.
+    let dev = slow_link("duplex");
+    let out = solve_checked(&g, "offload-all", Bytes(1000), &opts(&dev, 5)).unwrap();
+    let t = out.timing().unwrap();
+    assert_eq!(t.compute, Seconds(10.0));
+    assert_eq!(t.stall, Seconds(4.0));
+    assert_eq!(t.step, Seconds(14.0));
+    assert_eq!((t.bytes_to_slow, t.bytes_to_fast), (Bytes(6), Bytes(6)));
+}
+
+#[test]
+fn mc_dla_recomputes_cheap_layers_and_offloads_the_rest() {
+    // f1 costs 0.5 s for 4 B: 0.125 s per byte, cheap at a nominal 10
+    // Tflop/s only if at most 4e-13 s/B: not cheap. Give it cost 0 instead
+    // (a reshape): recomputed in grad/f1's stage from f0, which then comes
+    // back one stage earlier.
+    let g = graph(
+        "name: chain3\ngraph: forward\nnodes:\n\
+         - {name: f0, cost: 1, memory: 4, saves: [self]}\n\
+         - {name: f1, cost: 0, memory: 2, deps: [f0], saves: [self]}\n\
+         - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+         - {name: loss, cost: 1, memory: 1, deps: [f2]}\n",
+    );
+    let dev = slow_link("duplex");
+    let o = opts(&dev, 5);
+    let out = solve_checked(&g, "mc-dla", Bytes(1000), &o).unwrap();
+    let plan = out.plan.as_ref().unwrap();
+    let sim = out.sim.as_ref().unwrap();
+    // f1 is computed twice, f0 copied out and in once, f1 never copied.
+    assert_eq!(sim.computations, g.len() + 1);
+    let t = sim.timing.as_ref().unwrap();
+    assert_eq!((t.bytes_to_slow, t.bytes_to_fast), (Bytes(4), Bytes(4)));
+    // copy_out, wait, copy_in, wait, drop: f0's only.
+    assert_eq!(plan.statements.iter().filter(|s| s.is_transfer()).count(), 5);
+    // offload-all on the same graph moves f1 as well.
+    let all = solve_checked(&g, "offload-all", Bytes(1000), &o).unwrap();
+    assert_eq!(all.timing().unwrap().bytes_to_slow, Bytes(6));
+}
+
+#[test]
+fn a_budget_below_the_policy_is_infeasible_not_an_error() {
+    // chain3 with grad/f1 of 8 B and grad/f0 of 1 B. No node needs more
+    // than 13 B with its inputs (grad/f0: grad/f1 8 + f0 4 + 1), but
+    // offload-all brings f0 back in stage 5 at the latest, beside grad/f1's
+    // computation: f0 4 + f1 2 + grad/f2 2 + grad/f1 8 = 16 B.
+    let g = graph(
+        "name: chain3\ngraph: forward\nnodes:\n\
+         - {name: f0, cost: 1, memory: 4, saves: [self], grad_memory: 1}\n\
+         - {name: f1, cost: 1, memory: 2, deps: [f0], saves: [self], grad_memory: 8}\n\
+         - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+         - {name: loss, cost: 1, memory: 1, deps: [f2]}\n",
+    );
+    assert_eq!(remat::graph::analysis::min_feasible_budget(&g), Bytes(13));
+    let dev = slow_link("duplex");
+    let o = opts(&dev, 5);
+    let out = run(&g, policy("offload-all").as_ref(), Bytes(15), &o).unwrap();
+    assert_eq!(out.status, Status::Infeasible);
+    assert!(out.plan.is_none());
+    assert!(solve_checked(&g, "offload-all", Bytes(16), &o).is_some());
+}
+
+#[test]
+fn plans_regenerate_identically() {
+    let g = chain3();
+    let dev = slow_link("shared");
+    for name in ["offload-all", "mc-dla"] {
+        let s = policy(name);
+        let sol = s.solve(&g, Bytes(1000), &opts(&dev, 5)).unwrap();
+        let sch = sol.schedule.unwrap();
+        assert_eq!(generate_plan(&g, &sch).unwrap(), generate_plan(&g, &sch).unwrap());
+    }
+}
