@@ -126,11 +126,15 @@ fn tiered_policies_need_a_device() {
 }
 
 /// A device whose costs are seconds: copies out at 1 B/s, in at 2 B/s,
-/// no latency, one engine per direction.
+/// no latency.
 fn slow_link(engines: &str) -> Device {
+    link(engines, 1, 2)
+}
+
+fn link(engines: &str, to_slow: u32, to_fast: u32) -> Device {
     Device::parse(&format!(
         "name: slow-link\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
-         slow: {{capacity: 1000, to_slow: 1, to_fast: 2, latency: 0, engines: {engines}, direct_read: none}}\n"
+         slow: {{capacity: 1000, to_slow: {to_slow}, to_fast: {to_fast}, latency: 0, engines: {engines}, direct_read: none}}\n"
     ))
     .unwrap()
 }
@@ -231,4 +235,29 @@ fn plans_regenerate_identically() {
         let sch = sol.schedule.unwrap();
         assert_eq!(generate_plan(&g, &sch).unwrap(), generate_plan(&g, &sch).unwrap());
     }
+}
+
+#[test]
+fn tiertrain_evicts_by_idle_time_on_one_prefetch_channel() {
+    let g = chain3();
+    // All-fast stage times 1,1,1,1,2,2,2: ts = 0,1,2,3,4,6,8.
+    // Copies out at 2 B/s, in at 1 B/s.
+    // f1 (2 B): IT = ts(5) - te(2) = 6 - 3 = 3 >= 2/2 + 2/1 = 3: evicted;
+    //   prefetch trigger 6 - 2 = 4: stage 4 (ts 4), t_busy = 6.
+    // f0 (4 B): IT = ts(6) - te(1) = 8 - 2 = 6 >= 4/2 + 4/1 = 6, but its
+    //   trigger 8 - 4 = 4 is before t_busy = 6: dropped, f0 stays.
+    // f1's copy out (1 s) runs beside f2 (1 s), its copy in (2 s) beside
+    // grad/f2 (2 s): no stall at all.
+    let dev = link("duplex", 2, 1);
+    let o = opts(&dev, 5);
+    let out = solve_checked(&g, "tiertrain", Bytes(1000), &o).unwrap();
+    let t = out.timing().unwrap();
+    assert_eq!((t.bytes_to_slow, t.bytes_to_fast), (Bytes(2), Bytes(2)));
+    assert_eq!(t.stall, Seconds(0.0));
+    assert_eq!(t.step, Seconds(10.0));
+    // With a 4x faster link both fit: f1's trigger 6 - 0.5, f0's 8 - 1 =
+    // 7 >= t_busy 6.
+    let fast = link("duplex", 8, 4);
+    let out = solve_checked(&g, "tiertrain", Bytes(1000), &opts(&fast, 5)).unwrap();
+    assert_eq!(out.timing().unwrap().bytes_to_fast, Bytes(6));
 }

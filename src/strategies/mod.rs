@@ -18,6 +18,7 @@ pub mod portfolio;
 pub mod remat_exact;
 pub mod segments;
 pub(crate) mod tiered;
+pub mod tiertrain;
 
 use crate::graph::Graph;
 use crate::schedule::Schedule;
@@ -212,6 +213,7 @@ pub fn tiered_policies() -> Vec<Box<dyn Strategy>> {
     vec![
         Box::new(offload_all::OffloadAll),
         Box::new(mc_dla::McDla),
+        Box::new(tiertrain::TierTrain),
     ]
 }
 
