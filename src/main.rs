@@ -304,7 +304,11 @@ fn run(cli: Cli) -> Result<()> {
             let g = load_graph(&model)?;
             let budget = parse_budget(&g, &budget)?;
             let mut opts = solver.options();
-            opts.device = device.as_deref().map(load_device).transpose()?.map(Into::into);
+            opts.device = device
+                .as_deref()
+                .map(load_device)
+                .transpose()?
+                .map(Into::into);
             let strat = strategies::by_name(&strategy).ok_or_else(|| {
                 input_err(format!(
                     "unknown strategy '{strategy}'; available: {}",
@@ -397,7 +401,12 @@ fn run(cli: Cli) -> Result<()> {
                 .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?;
             let h = remat::hints::hints(&file).map_err(|e| input_err(format!("{name}: {e}")))?;
             write_atomic(&output, &serde_json::to_vec_pretty(&h)?)?;
-            eprintln!("wrote {} ({} steps, {} objects)", output.display(), h.steps.len(), h.objects.len());
+            eprintln!(
+                "wrote {} ({} steps, {} objects)",
+                output.display(),
+                h.steps.len(),
+                h.objects.len()
+            );
         }
         Command::Zoo(args) => remat::zoo::command::run(&args)?,
         Command::Baselines { model, output, all } => {

@@ -290,9 +290,8 @@ impl Bandwidth {
             reason: reason.to_string(),
         };
         match BudgetSpec::parse(size) {
-            Ok(BudgetSpec::Absolute(b)) => {
-                Bandwidth::bytes_per_sec(b.as_f64()).ok_or_else(|| err("a bandwidth must be positive"))
-            }
+            Ok(BudgetSpec::Absolute(b)) => Bandwidth::bytes_per_sec(b.as_f64())
+                .ok_or_else(|| err("a bandwidth must be positive")),
             Ok(BudgetSpec::Percent { .. }) => Err(err("a bandwidth cannot be a percentage")),
             Err(e) => Err(err(&e.reason)),
         }
@@ -313,7 +312,9 @@ pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
         reason: reason.to_string(),
     };
     let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')
+        })
         .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
     let v: f64 = number

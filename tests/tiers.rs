@@ -66,27 +66,33 @@ use Statement::{CopyIn, CopyOut, Deallocate as Free, Drop, Wait};
 fn offload_plan(g: &Graph) -> Plan {
     Plan {
         statements: vec![
-            alloc(g, 0, "a"),                 // 0  fast 4
-            compute(g, "a", 0, &[]),          // 1  c 0 → 1
-            CopyOut { register: 1, src: 0 },  // 2  out 1 → 3.5; slow 4
-            alloc(g, 2, "b"),                 // 3  fast 6
-            compute(g, "b", 2, &[0]),         // 4  c 1 → 3
-            Wait { register: 1 },             // 5  c 3 → 3.5 (stall 0.5)
-            Free { register: 0 },             // 6  fast 2
-            alloc(g, 3, "c"),                 // 7  fast 4
-            compute(g, "c", 3, &[2]),         // 8  c 3.5 → 6.5
-            Free { register: 2 },             // 9  fast 2
-            CopyIn { register: 4, src: 1 },   // 10 fast 6; in 6.5 → 8
-            alloc(g, 5, "d"),                 // 11 fast 7 (peak)
-            compute(g, "d", 5, &[3]),         // 12 c 6.5 → 8.5
-            Free { register: 3 },             // 13 fast 5
-            Wait { register: 4 },             // 14 done at 8: no stall
-            Drop { register: 1 },             // 15 slow 0
-            alloc(g, 6, "e"),                 // 16 fast 6
-            compute(g, "e", 6, &[5, 4]),      // 17 c 8.5 → 9.5
-            Free { register: 5 },             // 18
-            Free { register: 4 },             // 19
-            Free { register: 6 },             // 20
+            alloc(g, 0, "a"),        // 0  fast 4
+            compute(g, "a", 0, &[]), // 1  c 0 → 1
+            CopyOut {
+                register: 1,
+                src: 0,
+            }, // 2  out 1 → 3.5; slow 4
+            alloc(g, 2, "b"),        // 3  fast 6
+            compute(g, "b", 2, &[0]), // 4  c 1 → 3
+            Wait { register: 1 },    // 5  c 3 → 3.5 (stall 0.5)
+            Free { register: 0 },    // 6  fast 2
+            alloc(g, 3, "c"),        // 7  fast 4
+            compute(g, "c", 3, &[2]), // 8  c 3.5 → 6.5
+            Free { register: 2 },    // 9  fast 2
+            CopyIn {
+                register: 4,
+                src: 1,
+            }, // 10 fast 6; in 6.5 → 8
+            alloc(g, 5, "d"),        // 11 fast 7 (peak)
+            compute(g, "d", 5, &[3]), // 12 c 6.5 → 8.5
+            Free { register: 3 },    // 13 fast 5
+            Wait { register: 4 },    // 14 done at 8: no stall
+            Drop { register: 1 },    // 15 slow 0
+            alloc(g, 6, "e"),        // 16 fast 6
+            compute(g, "e", 6, &[5, 4]), // 17 c 8.5 → 9.5
+            Free { register: 5 },    // 18
+            Free { register: 4 },    // 19
+            Free { register: 6 },    // 20
         ],
     }
 }
@@ -121,7 +127,10 @@ fn one_offload_one_prefetch_duplex_and_shared() {
         .unwrap()
         .timing
         .unwrap();
-    assert_eq!((t.step, t.compute, t.stall), (Seconds(13.0), Seconds(9.0), Seconds(4.0)));
+    assert_eq!(
+        (t.step, t.compute, t.stall),
+        (Seconds(13.0), Seconds(9.0), Seconds(4.0))
+    );
 }
 
 #[test]
@@ -139,7 +148,10 @@ fn the_plan_generator_makes_the_hand_plan_from_the_schedule() {
     assert!(text.contains("%1 = copy_out %0\n") && text.contains("%4 = copy_in %1\n"));
     assert!(text.contains("wait %4\n") && text.contains("drop %1\n"));
     let json = serde_json::to_string(&plan.to_file_statements(&g)).unwrap();
-    assert!(json.contains(r#"{"op":"copy_out","register":1,"src":0}"#), "{json}");
+    assert!(
+        json.contains(r#"{"op":"copy_out","register":1,"src":0}"#),
+        "{json}"
+    );
 }
 
 #[test]
@@ -215,9 +227,19 @@ fn prefetching_what_was_never_copied_out_is_rejected() {
     let g = five();
     let d = device("duplex", 100, "none");
     // From a fast register (d's), and from a register that never existed.
-    let plan = edited(&g, |st| st[10] = CopyIn { register: 4, src: 3 });
+    let plan = edited(&g, |st| {
+        st[10] = CopyIn {
+            register: 4,
+            src: 3,
+        }
+    });
     rejects(&g, &plan, Some(&d), 10, "never copied out");
-    let plan = edited(&g, |st| st[10] = CopyIn { register: 4, src: 42 });
+    let plan = edited(&g, |st| {
+        st[10] = CopyIn {
+            register: 4,
+            src: 42,
+        }
+    });
     rejects(&g, &plan, Some(&d), 10, "never copied out");
 }
 
@@ -225,7 +247,13 @@ fn prefetching_what_was_never_copied_out_is_rejected() {
 fn exceeding_the_slow_tier_is_rejected() {
     let g = five();
     // a needs 4 bytes; the slow tier holds 3.
-    rejects(&g, &offload_plan(&g), Some(&device("duplex", 3, "none")), 2, "exceeds the slow tier");
+    rejects(
+        &g,
+        &offload_plan(&g),
+        Some(&device("duplex", 3, "none")),
+        2,
+        "exceeds the slow tier",
+    );
 }
 
 #[test]
@@ -279,10 +307,24 @@ fn other_misuses_are_rejected_with_their_index() {
     let plan = edited(&g, |st| st.insert(6, Wait { register: 1 }));
     rejects(&g, &plan, Some(&d), 6, "a second time");
     // Copying in from a slow copy whose copy out is still running.
-    let plan = edited(&g, |st| st.insert(3, CopyIn { register: 9, src: 1 }));
+    let plan = edited(&g, |st| {
+        st.insert(
+            3,
+            CopyIn {
+                register: 9,
+                src: 1,
+            },
+        )
+    });
     rejects(&g, &plan, Some(&d), 3, "mid-copy");
     // Reading the slow copy directly on a device that forbids it.
-    rejects(&g, &direct_plan(&g), Some(&d), 14, "does not let kernels read the slow tier");
+    rejects(
+        &g,
+        &direct_plan(&g),
+        Some(&d),
+        14,
+        "does not let kernels read the slow tier",
+    );
 }
 
 /// a is offloaded and never copied back: e reads it from the slow tier.
@@ -300,14 +342,14 @@ fn direct_plan(g: &Graph) -> Plan {
     let mut st = offload_plan(g).statements;
     st.truncate(10); // up to freeing b
     st.extend([
-        alloc(g, 4, "d"),             // 10
-        compute(g, "d", 4, &[3]),     // 11 c 6.5 → 8.5
-        Free { register: 3 },         // 12
-        alloc(g, 5, "e"),             // 13
-        compute(g, "e", 5, &[4, 1]),  // 14 c 8.5 → 8.5 + 1 + 4 B / 2 B/s
-        Free { register: 4 },         // 15
-        Free { register: 5 },         // 16
-        Drop { register: 1 },         // 17
+        alloc(g, 4, "d"),            // 10
+        compute(g, "d", 4, &[3]),    // 11 c 6.5 → 8.5
+        Free { register: 3 },        // 12
+        alloc(g, 5, "e"),            // 13
+        compute(g, "e", 5, &[4, 1]), // 14 c 8.5 → 8.5 + 1 + 4 B / 2 B/s
+        Free { register: 4 },        // 15
+        Free { register: 5 },        // 16
+        Drop { register: 1 },        // 17
     ]);
     Plan { statements: st }
 }
@@ -324,7 +366,10 @@ fn a_direct_read_costs_its_bytes_over_the_read_bandwidth() {
         .unwrap()
         .timing
         .unwrap();
-    assert_eq!((t.step, t.compute, t.stall), (Seconds(11.5), Seconds(11.0), Seconds(0.5)));
+    assert_eq!(
+        (t.step, t.compute, t.stall),
+        (Seconds(11.5), Seconds(11.0), Seconds(0.5))
+    );
     assert_eq!((t.bytes_to_fast, t.copies), (Bytes(0), 1));
 }
 
@@ -341,8 +386,13 @@ fn shipped() -> Vec<std::path::PathBuf> {
 #[test]
 fn recompute_only_plans_take_cost_over_throughput_without_stalls() {
     let g = synthetic::linear(8);
-    let a100 = Device::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/a100-40gb-pcie4.yaml")).unwrap();
-    for sch in [Schedule::checkpoint_all(&g), common::recompute_all_schedule(&g)] {
+    let a100 =
+        Device::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/a100-40gb-pcie4.yaml"))
+            .unwrap();
+    for sch in [
+        Schedule::checkpoint_all(&g),
+        common::recompute_all_schedule(&g),
+    ] {
         let plan = generate_plan(&g, &sch).unwrap();
         let plain = simulate(&g, &plan).unwrap();
         for path in shipped() {
@@ -359,7 +409,10 @@ fn recompute_only_plans_take_cost_over_throughput_without_stalls() {
             assert_eq!(t.stall, Seconds::ZERO);
             assert_eq!((t.bytes_to_slow, t.copies), (Bytes::ZERO, 0));
             // Everything else is as without a device.
-            assert_eq!((r.cost, r.peak, r.computations), (plain.cost, plain.peak, plain.computations));
+            assert_eq!(
+                (r.cost, r.peak, r.computations),
+                (plain.cost, plain.peak, plain.computations)
+            );
         }
     }
     // Through the pipeline, with a strategy: the outcome's step time is the
@@ -380,14 +433,20 @@ fn every_shipped_device_file_parses() {
         .iter()
         .map(|p| Device::load(p).unwrap().name)
         .collect();
-    assert_eq!(names, ["a100-40gb-pcie4", "gh200", "h100-80gb-pcie5", "optane-pmm"]);
+    assert_eq!(
+        names,
+        ["a100-40gb-pcie4", "gh200", "h100-80gb-pcie5", "optane-pmm"]
+    );
     let a100 = Device::load(&shipped()[0]).unwrap();
     assert_eq!(a100.fast_capacity, Bytes(40_000_000_000));
     assert_eq!(a100.slow.to_fast.get(), 25e9);
     assert_eq!(a100.slow.engines, Engines::Duplex);
     assert!(a100.slow.direct_read.is_none());
     let optane = Device::load(&shipped()[3]).unwrap();
-    assert_eq!((optane.slow.to_slow.get(), optane.slow.to_fast.get()), (12e9, 29e9));
+    assert_eq!(
+        (optane.slow.to_slow.get(), optane.slow.to_fast.get()),
+        (12e9, 29e9)
+    );
     assert_eq!(optane.slow.engines, Engines::Synchronous);
     assert_eq!(optane.slow.direct_read.unwrap().get(), 39.4e9);
     // A 1 GB copy on the A100: 10 us + 1e9 / 25e9 s.
@@ -400,15 +459,45 @@ fn bad_device_files_get_one_line_errors_naming_the_file() {
     let good = std::fs::read_to_string(&shipped()[0]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        (good.replace("engines: duplex", "engines: duplex\n  enginez: 2"), "enginez"),
-        (good.replace("  latency: 10us              # per copy\n", ""), "latency"),
-        (good.replace("to_fast: 25GB/s", "to_fast: 0GB/s"), "slow.to_fast"),
-        (good.replace("to_fast: 25GB/s", "to_fast: fast"), "slow.to_fast"),
-        (good.replace("capacity: 512GB", "capacity: 50%"), "percentage"),
-        (good.replace("engines: duplex", "engines: triplex"), "triplex"),
-        (good.replace("throughput: 6.05e13", "throughput: 6.05e13\n  cost_is_seconds: true"), "not both"),
-        (good.replace("throughput: 6.05e13", "throughput: -1"), "positive"),
-        (good.replace("latency: 10us", "latency: 10 fortnights"), "slow.latency"),
+        (
+            good.replace("engines: duplex", "engines: duplex\n  enginez: 2"),
+            "enginez",
+        ),
+        (
+            good.replace("  latency: 10us              # per copy\n", ""),
+            "latency",
+        ),
+        (
+            good.replace("to_fast: 25GB/s", "to_fast: 0GB/s"),
+            "slow.to_fast",
+        ),
+        (
+            good.replace("to_fast: 25GB/s", "to_fast: fast"),
+            "slow.to_fast",
+        ),
+        (
+            good.replace("capacity: 512GB", "capacity: 50%"),
+            "percentage",
+        ),
+        (
+            good.replace("engines: duplex", "engines: triplex"),
+            "triplex",
+        ),
+        (
+            good.replace(
+                "throughput: 6.05e13",
+                "throughput: 6.05e13\n  cost_is_seconds: true",
+            ),
+            "not both",
+        ),
+        (
+            good.replace("throughput: 6.05e13", "throughput: -1"),
+            "positive",
+        ),
+        (
+            good.replace("latency: 10us", "latency: 10 fortnights"),
+            "slow.latency",
+        ),
         ("name: x\n: : :\n".to_string(), ""),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
@@ -421,18 +510,31 @@ fn bad_device_files_get_one_line_errors_naming_the_file() {
     }
     // The command line: exit code 2 and one line on stderr.
     let g = dir.path().join("g.yaml");
-    std::fs::write(&g, "name: g\ngraph: training\nnodes:\n- {name: a, cost: 1, memory: 1}\n").unwrap();
+    std::fs::write(
+        &g,
+        "name: g\ngraph: training\nnodes:\n- {name: a, cost: 1, memory: 1}\n",
+    )
+    .unwrap();
     let plan = dir.path().join("p.json");
     std::fs::write(&plan, r#"{"model":"g","strategy":"x","budget":null,"fixed_memory":0,"cost":1,"peak_memory":1,"statements":[{"op":"allocate","register":0,"node":"a","bytes":1},{"op":"compute","node":"a","register":0,"args":[]}]}"#).unwrap();
     let bad = dir.path().join("bad0.yaml");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args(["simulate", g.to_str().unwrap(), plan.to_str().unwrap(), "--device", bad.to_str().unwrap()])
+        .args([
+            "simulate",
+            g.to_str().unwrap(),
+            plan.to_str().unwrap(),
+            "--device",
+            bad.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("bad0.yaml") && err.contains("enginez"), "{err}");
+    assert!(
+        err.contains("bad0.yaml") && err.contains("enginez"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -454,9 +556,15 @@ fn hints_follow_the_plan() {
     assert_eq!(nodes, ["a", "b", "c", "d", "e"]);
     assert_eq!(h.steps.len(), 6);
     let s = |k: usize| &h.steps[k];
-    assert_eq!((s(0).will_write.as_slice(), s(0).node.as_deref()), (&[0][..], Some("a")));
+    assert_eq!(
+        (s(0).will_write.as_slice(), s(0).node.as_deref()),
+        (&[0][..], Some("a"))
+    );
     // Before b: a is archived (its copy out), and b reads it.
-    assert_eq!((s(1).archive.as_slice(), s(1).will_read.as_slice()), (&[0][..], &[0][..]));
+    assert_eq!(
+        (s(1).archive.as_slice(), s(1).will_read.as_slice()),
+        (&[0][..], &[0][..])
+    );
     // Before c: a's fast copy is freed, but its slow copy lives: no retire.
     assert!(s(2).retire.is_empty());
     assert_eq!(s(2).will_read, [1]);
@@ -472,7 +580,8 @@ fn hints_follow_the_plan() {
     // Unknown registers are an error naming the statement.
     let mut bad = file.clone();
     bad.statements.truncate(3);
-    bad.statements.push(remat::schedule::plan::FileStatement::Wait { register: 77 });
+    bad.statements
+        .push(remat::schedule::plan::FileStatement::Wait { register: 77 });
     assert_eq!(remat::hints::hints(&bad).unwrap_err().index, 3);
 }
 
@@ -495,7 +604,9 @@ fn replay(g: &Graph, plan: &Plan, d: &Device) -> (f64, f64, f64, u64, u64, u64, 
     let (mut out_b, mut in_b) = (0u64, 0u64);
     for st in &plan.statements {
         match st {
-            Statement::Allocate { register, bytes: b, .. } => {
+            Statement::Allocate {
+                register, bytes: b, ..
+            } => {
                 bytes.insert(*register, b.get());
                 fast += b.get();
                 fast_peak = fast_peak.max(fast);
@@ -511,7 +622,11 @@ fn replay(g: &Graph, plan: &Plan, d: &Device) -> (f64, f64, f64, u64, u64, u64, 
                 let out = matches!(st, Statement::CopyOut { .. });
                 let b = bytes[src];
                 bytes.insert(*register, b);
-                let bw = if out { d.slow.to_slow.get() } else { d.slow.to_fast.get() };
+                let bw = if out {
+                    d.slow.to_slow.get()
+                } else {
+                    d.slow.to_fast.get()
+                };
                 let dur = d.slow.latency.get() + b as f64 / bw;
                 let e = match d.slow.engines {
                     Engines::Duplex => usize::from(!out),
@@ -545,7 +660,15 @@ fn replay(g: &Graph, plan: &Plan, d: &Device) -> (f64, f64, f64, u64, u64, u64, 
             }
         }
     }
-    (c.max(last), compute, stall, fast_peak, slow_peak, out_b, in_b)
+    (
+        c.max(last),
+        compute,
+        stall,
+        fast_peak,
+        slow_peak,
+        out_b,
+        in_b,
+    )
 }
 
 /// A random graph and, on its checkpoint-all schedule, random offloads:
@@ -572,8 +695,12 @@ fn tiered_case(seed: u64, nodes: usize, picks: &[(usize, usize)]) -> (Graph, Sch
         }
         // Stages that read i, in order; i itself computes it.
         let mut at: Vec<usize> = vec![i];
-        at.extend((i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)));
-        let gaps: Vec<usize> = (0..at.len().saturating_sub(1)).filter(|&j| at[j + 1] > at[j] + 1).collect();
+        at.extend(
+            (i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
+        );
+        let gaps: Vec<usize> = (0..at.len().saturating_sub(1))
+            .filter(|&j| at[j + 1] > at[j] + 1)
+            .collect();
         if gaps.is_empty() {
             continue;
         }

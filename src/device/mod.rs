@@ -216,26 +216,23 @@ impl RawDevice {
         if self.name.trim().is_empty() {
             return Err("name: must not be empty".into());
         }
-        let throughput = match (self.compute.throughput, self.compute.cost_is_seconds) {
-            (Some(_), true) => {
-                return Err(
-                    "compute: give either throughput or cost_is_seconds: true, not both".into(),
-                )
-            }
-            (None, false) => {
-                return Err(
+        let throughput =
+            match (self.compute.throughput, self.compute.cost_is_seconds) {
+                (Some(_), true) => {
+                    return Err(
+                        "compute: give either throughput or cost_is_seconds: true, not both".into(),
+                    )
+                }
+                (None, false) => return Err(
                     "compute: missing throughput (cost units per second) or cost_is_seconds: true"
                         .into(),
-                )
-            }
-            (None, true) => Throughput::CostIsSeconds,
-            (Some(v), false) if v.is_finite() && v > 0.0 => Throughput::PerSecond(v),
-            (Some(v), false) => {
-                return Err(format!(
-                    "compute.throughput: {v} is not a positive number"
-                ))
-            }
-        };
+                ),
+                (None, true) => Throughput::CostIsSeconds,
+                (Some(v), false) if v.is_finite() && v > 0.0 => Throughput::PerSecond(v),
+                (Some(v), false) => {
+                    return Err(format!("compute.throughput: {v} is not a positive number"))
+                }
+            };
         let direct_read = match &self.slow.direct_read {
             Quantity::Text(s) if s.trim() == "none" => None,
             q => Some(q.bandwidth("slow.direct_read")?),

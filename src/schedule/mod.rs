@@ -97,7 +97,9 @@ pub enum ScheduleError {
     OutWithoutValue { t: usize, i: usize },
     #[error("stage {t} copies node {i} out, but a slow copy of it already exists")]
     OutTwice { t: usize, i: usize },
-    #[error("stage {t} copies node {i} in, but no slow copy of it exists at the start of the stage")]
+    #[error(
+        "stage {t} copies node {i} in, but no slow copy of it exists at the start of the stage"
+    )]
     FetchWithoutCopy { t: usize, i: usize },
     #[error("stage {t} copies node {i} in, but the stage already keeps or computes it")]
     FetchPresent { t: usize, i: usize },
@@ -294,9 +296,7 @@ impl Schedule {
             }
             if t > 0 {
                 for i in self.s[t].ones() {
-                    if !self.s[t - 1].contains(i)
-                        && !self.r[t - 1].contains(i)
-                        && !self.p(t - 1, i)
+                    if !self.s[t - 1].contains(i) && !self.r[t - 1].contains(i) && !self.p(t - 1, i)
                     {
                         return Err(ScheduleError::KeptFromNothing { t, i });
                     }
@@ -305,8 +305,7 @@ impl Schedule {
             for k in self.r[t].ones() {
                 for &i in g.deps(NodeId::from(k)) {
                     let i = i.idx();
-                    if !self.r[t].contains(i) && !self.s[t].contains(i) && !self.h(t, i)
-                    {
+                    if !self.r[t].contains(i) && !self.s[t].contains(i) && !self.h(t, i) {
                         return Err(ScheduleError::MissingDep { t, i, k });
                     }
                 }

@@ -203,16 +203,17 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
 
         for (p, &k) in order.iter().enumerate() {
             let node = NodeId::from(k);
-            // Each argument's register, and whether it is a direct read of
-            // the slow copy (no fast copy in the stage).
-            let (args, direct): (Vec<Register>, Vec<bool>) = g
+            // An argument without a fast copy is a direct read of the slow
+            // copy (validated: H).
+            let args: Vec<Register> = g
                 .deps(node)
                 .iter()
-                .map(|d| match cur[d.idx()] {
-                    Some(r) => (r, false),
-                    None => (slow[d.idx()].expect("validated: R, S, P or H"), true),
+                .map(|d| {
+                    cur[d.idx()]
+                        .or_else(|| slow[d.idx()])
+                        .expect("validated: R, S or H")
                 })
-                .unzip();
+                .collect();
             // A recomputation of a value still held supersedes the old copy;
             // the old one has been read for the last time if `reads` says so.
             let reg = next_reg;
@@ -250,20 +251,20 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             }
             // Free inputs whose last read in this stage was this computation
             // and which are not carried on.
-            for ((&d, &r), _) in g.deps(node).iter().zip(&args).zip(&direct).filter(|x| !*x.1) {
+            for (&d, &r) in g.deps(node).iter().zip(&args) {
+                if cur[d.idx()] != Some(r) {
+                    continue; // a direct read: the slow copy goes by H
+                }
                 if reads.get(r) == Some(p)
                     && !survives(r, d.idx(), &shadow)
                     && !copying.contains(&r)
                 {
                     out.push(Statement::Deallocate { register: r });
-                    if cur[d.idx()] == Some(r) {
-                        cur[d.idx()] = None;
-                    }
+                    cur[d.idx()] = None;
                 }
             }
             // The new value itself, if nothing reads it and nobody keeps it.
-            if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg)
-            {
+            if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg) {
                 out.push(Statement::Deallocate { register: reg });
                 cur[k] = None;
             }

@@ -110,11 +110,7 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
 }
 
 /// Replays a plan, timed on `device` when one is given.
-pub fn simulate_on(
-    g: &Graph,
-    plan: &Plan,
-    device: Option<&Device>,
-) -> Result<SimReport, SimError> {
+pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<SimReport, SimError> {
     let mut regs: HashMap<Register, Reg> = HashMap::new();
     let mut computed_once = vec![false; g.len()];
     let mut live = Bytes::ZERO;
@@ -140,15 +136,13 @@ pub fn simulate_on(
 
     for (index, st) in plan.statements.iter().enumerate() {
         let fail = |msg: String| SimError { index, msg };
-        let dev = match (st.is_transfer(), device) {
-            (true, None) => {
-                return Err(fail(format!(
-                    "{} is a transfer statement, which needs a device with a slow tier (pass --device)",
-                    op_name(st)
-                )))
-            }
-            (_, d) => d,
-        };
+        if st.is_transfer() && device.is_none() {
+            let op = op_name(st);
+            let msg =
+                "is a transfer statement, which needs a device with a slow tier (pass --device)";
+            return Err(fail(format!("{op} {msg}")));
+        }
+        let dev = device;
         match st {
             Statement::Allocate {
                 register,
