@@ -261,3 +261,130 @@ fn tiertrain_evicts_by_idle_time_on_one_prefetch_channel() {
     let out = solve_checked(&g, "tiertrain", Bytes(1000), &opts(&fast, 5)).unwrap();
     assert_eq!(out.timing().unwrap().bytes_to_fast, Bytes(6));
 }
+
+/// A synchronous device (the processor copies) whose kernels read the
+/// slow tier directly: out at 2 B/s, in at 4 B/s, direct reads at 1 B/s.
+fn optane_like(engines: &str) -> Device {
+    Device::parse(&format!(
+        "name: pmm\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+         slow: {{capacity: 1000, to_slow: 2, to_fast: 4, latency: 0, engines: {engines}, direct_read: 1}}\n"
+    ))
+    .unwrap()
+}
+
+/// a (4 B) → b (2 B) → c (1 B), c also reading a; 1 s each.
+fn three() -> Graph {
+    graph(
+        "name: three\ngraph: training\nnodes:\n\
+         - {name: a, cost: 1, memory: 4}\n\
+         - {name: b, cost: 1, memory: 2, deps: [a]}\n\
+         - {name: c, cost: 1, memory: 1, deps: [a, b]}\n",
+    )
+}
+
+/// Runs a strategy straight (budgets below the largest node-with-inputs
+/// are the point of direct reads, and the pipeline refuses those) and
+/// simulates its plan on the device.
+fn direct_solve(g: &Graph, name: &str, budget: u64, dev: &Device) -> Option<remat::schedule::SimReport> {
+    let sol = policy(name).solve(g, Bytes(budget), &opts(dev, 10)).unwrap();
+    let sch = sol.schedule?;
+    let sim = simulate_on(g, &generate_plan(g, &sch).unwrap(), Some(dev)).unwrap();
+    assert!(sim.peak <= Bytes(budget), "{name} at {budget}: peak {}", sim.peak);
+    Some(sim)
+}
+
+#[test]
+fn autotm_sync_reproduces_the_hand_solved_optimum() {
+    // Stages: a 0, b 1, c 2. Fast memory held: stage 0 a = 4; stage 1
+    // a + b = 6; stage 2 a + b + c = 7. Moves (sync: right after a use;
+    // no copy in fits between uses one stage apart, so a slow value is
+    // read directly):
+    //  - b slow after stage 1: copy out 2/2 = 1 s, c reads it 2/1 = 2 s:
+    //    +3 s, stage 2 holds a + c = 5;
+    //  - a slow after stage 1: 4/2 = 2 s out, c reads it 4 s: +6 s,
+    //    stage 2 holds b + c = 3;
+    //  - a slow after stage 0: 2 s out, b and c read it 4 s each: +10 s,
+    //    stage 1 holds b = 2, stage 2 b + c = 3.
+    // Budget 7: nothing moves, 3 s. Budget 6: stage 2 must shed 1 B: b is
+    // cheapest, 6 s. Budget 5: stage 1 must shed a: 13 s (b stays).
+    let g = three();
+    let dev = optane_like("synchronous");
+    for (budget, step, to_slow) in [(7, 3.0, 0), (6, 6.0, 2), (5, 13.0, 4)] {
+        let sim = direct_solve(&g, "autotm-sync", budget, &dev).unwrap();
+        let t = sim.timing.unwrap();
+        assert_eq!(t.step, Seconds(step), "budget {budget}");
+        assert_eq!(t.bytes_to_slow, Bytes(to_slow), "budget {budget}");
+    }
+    let sol = policy("autotm-sync")
+        .solve(&g, Bytes(6), &opts(&dev, 10))
+        .unwrap();
+    assert_eq!(sol.status, Status::Optimal);
+    // Stage 0 needs a's 4 B in any plan.
+    assert!(direct_solve(&g, "autotm-sync", 3, &dev).is_none());
+}
+
+#[test]
+fn autotm_static_keeps_each_value_in_one_tier() {
+    // Static: a slow value is copied out right after its computation and
+    // read directly ever after. At 6 B: b slow, as in the sync case (+3 s).
+    // At 5 B: a slow from the start (+10 s): the same as sync, which has
+    // no better move here either.
+    let g = three();
+    let dev = optane_like("synchronous");
+    for (budget, step) in [(7, 3.0), (6, 6.0), (5, 13.0)] {
+        let t = direct_solve(&g, "autotm-static", budget, &dev)
+            .unwrap()
+            .timing
+            .unwrap();
+        assert_eq!(t.step, Seconds(step), "budget {budget}");
+        assert_eq!(t.bytes_to_fast, Bytes(0), "static never copies back");
+    }
+    // No direct reads: not applicable.
+    let a100 = load_device("a100-40gb-pcie4.yaml");
+    assert!(matches!(
+        policy("autotm-static").solve(&g, Bytes(6), &opts(&a100, 5)),
+        Err(StrategyError::NotApplicable { .. })
+    ));
+}
+
+/// The AutoTM model's objective is the simulator's step time wherever the
+/// strategy calls its optimum optimal: sync on a synchronous device, async
+/// on copy engines.
+#[test]
+fn autotm_objectives_are_the_simulated_step_times() {
+    use remat::solver::autotm::{build, Moves};
+    use remat::solver::{solve_mip, Backend, Params};
+    let g = chain3();
+    let cases = [
+        (optane_like("synchronous"), Moves::Sync),
+        (optane_like("synchronous"), Moves::Static),
+        (slow_link("duplex"), Moves::Async { window: 3 }),
+        (slow_link("shared"), Moves::Async { window: 3 }),
+        (optane_like("duplex"), Moves::Async { window: 8 }),
+    ];
+    let mut moved = 0;
+    for (dev, moves) in cases {
+        for budget in [13u64, 11, 10] {
+            let am = build(&g, &dev, Bytes(budget), moves);
+            let params = Params {
+                time_limit: Duration::from_secs(10),
+                ..Params::default()
+            };
+            let res = solve_mip(&am.model, Backend::Highs, &params, None).unwrap();
+            let Some(x) = res.x else { continue };
+            let sch = am.schedule(&x);
+            let sim = simulate_on(&g, &generate_plan(&g, &sch).unwrap(), Some(&dev)).unwrap();
+            assert!(sim.peak <= Bytes(budget), "{moves:?} at {budget}");
+            let t = sim.timing.unwrap();
+            moved += usize::from(t.bytes_to_slow > Bytes(0));
+            let step = t.step.get();
+            assert!(
+                (step - am.step_secs(&x)).abs() < 1e-6,
+                "{} {moves:?} at {budget}: simulated {step}, model {}",
+                dev.slow.engines.as_str(),
+                am.step_secs(&x)
+            );
+        }
+    }
+    assert!(moved >= 5, "only {moved} solutions moved anything");
+}

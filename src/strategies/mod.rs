@@ -2,6 +2,9 @@
 //! plan generator and one simulator (see [`crate::solve`]), so a strategy
 //! cannot report a figure that the simulator did not confirm.
 
+pub mod autotm_async;
+pub mod autotm_static;
+pub mod autotm_sync;
 pub mod candidates;
 pub mod checkmate_approx;
 pub mod checkmate_ilp;
@@ -214,6 +217,9 @@ pub fn tiered_policies() -> Vec<Box<dyn Strategy>> {
         Box::new(offload_all::OffloadAll),
         Box::new(mc_dla::McDla),
         Box::new(tiertrain::TierTrain),
+        Box::new(autotm_static::AutotmStatic),
+        Box::new(autotm_sync::AutotmSync),
+        Box::new(autotm_async::AutotmAsync),
     ]
 }
 

@@ -175,3 +175,84 @@ pub(crate) fn finish(
         ))),
     }
 }
+
+/// The AutoTM strategies' common run: build the model, start from the
+/// least-memory placement when it fits, solve, and hand the schedule to
+/// the simulator. `exact` says whether the model's objective is the
+/// simulated step time on this device; only then is an optimum reported
+/// as optimal (otherwise it is optimal for AutoTM's model, not for the
+/// device, and reported as feasible).
+pub(crate) fn solve_autotm(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    opts: &SolveOptions,
+    moves: crate::solver::autotm::Moves,
+    exact: bool,
+    name: &'static str,
+) -> Result<Solution, StrategyError> {
+    use crate::solver::{autotm, solve_mip, MipStatus, Params};
+    let am = autotm::build(g, dev, budget, moves);
+    let direct = dev.slow.direct_read.is_some();
+    let warm = [direct, false]
+        .into_iter()
+        .map(|d| am.least_memory(d))
+        .find(|x| am.model.max_violation(x) <= 1e-9);
+    let params = Params {
+        time_limit: opts.time_limit,
+        gap: opts.gap,
+        threads: opts.threads,
+        ..Params::default()
+    };
+    let res = solve_mip(&am.model, opts.backend, &params, warm.as_deref())
+        .map_err(|e| StrategyError::Solver(e.to_string()))?;
+    let size = format!(
+        "{} columns, {} rows",
+        am.model.num_cols(),
+        am.model.num_rows()
+    );
+    let no_plan = |status: super::Status, why: &str| {
+        let mut s = Solution::infeasible(format!("{name}: {why} ({size})"));
+        s.status = status;
+        s
+    };
+    let x = match (res.status, res.x) {
+        (MipStatus::Infeasible, _) => {
+            return Ok(no_plan(super::Status::Infeasible, "no placement fits the budget"))
+        }
+        (_, None) => {
+            return Ok(no_plan(
+                super::Status::NoSolution,
+                "the time limit ran out before a placement was found",
+            ))
+        }
+        (_, Some(x)) => x,
+    };
+    let sch = am.schedule(&x);
+    let proven = res.status == MipStatus::Optimal;
+    let how = match (proven, exact) {
+        (true, true) => "MILP optimal".to_string(),
+        (true, false) => {
+            "optimal for AutoTM's model, which prices copies as blocking; the device overlaps them"
+                .to_string()
+        }
+        (false, _) => {
+            let gap = match (res.objective, res.bound) {
+                (Some(o), Some(b)) if o > 0.0 => format!(", solver gap {:.2}%", 100.0 * (o - b) / o),
+                _ => String::new(),
+            };
+            format!("MILP stopped by its time limit{gap}")
+        }
+    };
+    let mut sol = finish(g, budget, dev, sch, name, format!("{how}; {size}"))?;
+    if !sol.status.has_plan() {
+        return Err(StrategyError::Other(format!(
+            "{name}: the MILP's placement does not fit in the simulator: {}",
+            sol.detail.unwrap_or_default()
+        )));
+    }
+    if proven && exact {
+        sol.status = super::Status::Optimal;
+    }
+    Ok(sol)
+}
