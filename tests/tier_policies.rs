@@ -35,7 +35,12 @@ fn opts(dev: &Device, secs: u64) -> SolveOptions {
 }
 
 fn load_device(name: &str) -> Device {
-    Device::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("devices").join(name)).unwrap()
+    Device::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("devices")
+            .join(name),
+    )
+    .unwrap()
 }
 
 fn graph(text: &str) -> Graph {
@@ -59,7 +64,11 @@ fn solve_checked(g: &Graph, name: &str, budget: Bytes, o: &SolveOptions) -> Opti
     let plan = out.plan.as_ref().unwrap();
     let again = simulate_on(g, plan, o.device.as_deref()).unwrap();
     let sim = out.sim.as_ref().unwrap();
-    assert_eq!(&again, sim, "{name} on {}: figures not the simulator's", g.name);
+    assert_eq!(
+        &again, sim,
+        "{name} on {}: figures not the simulator's",
+        g.name
+    );
     assert!(sim.peak <= budget, "{name} on {} over budget", g.name);
     assert!(sim.timing.is_some(), "{name}: no timed replay");
     Some(out)
@@ -197,7 +206,10 @@ fn mc_dla_recomputes_cheap_layers_and_offloads_the_rest() {
     let t = sim.timing.as_ref().unwrap();
     assert_eq!((t.bytes_to_slow, t.bytes_to_fast), (Bytes(4), Bytes(4)));
     // copy_out, wait, copy_in, wait, drop: f0's only.
-    assert_eq!(plan.statements.iter().filter(|s| s.is_transfer()).count(), 5);
+    assert_eq!(
+        plan.statements.iter().filter(|s| s.is_transfer()).count(),
+        5
+    );
     // offload-all on the same graph moves f1 as well.
     let all = solve_checked(&g, "offload-all", Bytes(1000), &o).unwrap();
     assert_eq!(all.timing().unwrap().bytes_to_slow, Bytes(6));
@@ -233,7 +245,10 @@ fn plans_regenerate_identically() {
         let s = policy(name);
         let sol = s.solve(&g, Bytes(1000), &opts(&dev, 5)).unwrap();
         let sch = sol.schedule.unwrap();
-        assert_eq!(generate_plan(&g, &sch).unwrap(), generate_plan(&g, &sch).unwrap());
+        assert_eq!(
+            generate_plan(&g, &sch).unwrap(),
+            generate_plan(&g, &sch).unwrap()
+        );
     }
 }
 
@@ -285,11 +300,22 @@ fn three() -> Graph {
 /// Runs a strategy straight (budgets below the largest node-with-inputs
 /// are the point of direct reads, and the pipeline refuses those) and
 /// simulates its plan on the device.
-fn direct_solve(g: &Graph, name: &str, budget: u64, dev: &Device) -> Option<remat::schedule::SimReport> {
-    let sol = policy(name).solve(g, Bytes(budget), &opts(dev, 10)).unwrap();
+fn direct_solve(
+    g: &Graph,
+    name: &str,
+    budget: u64,
+    dev: &Device,
+) -> Option<remat::schedule::SimReport> {
+    let sol = policy(name)
+        .solve(g, Bytes(budget), &opts(dev, 10))
+        .unwrap();
     let sch = sol.schedule?;
     let sim = simulate_on(g, &generate_plan(g, &sch).unwrap(), Some(dev)).unwrap();
-    assert!(sim.peak <= Bytes(budget), "{name} at {budget}: peak {}", sim.peak);
+    assert!(
+        sim.peak <= Bytes(budget),
+        "{name} at {budget}: peak {}",
+        sim.peak
+    );
     Some(sim)
 }
 

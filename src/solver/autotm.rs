@@ -131,7 +131,11 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
         uses.dedup();
         let mut from = i;
         for (j, &to) in uses.iter().enumerate() {
-            let reads = g.deps(NodeId::from(to)).iter().filter(|&&d| d == id).count();
+            let reads = g
+                .deps(NodeId::from(to))
+                .iter()
+                .filter(|&&d| d == id)
+                .count();
             let a = bin(&mut m, 0.0);
             let leave_stages: Vec<usize> = match moves {
                 Moves::Static if j == 0 => vec![from],
@@ -142,9 +146,7 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
             let fetch_stages: Vec<usize> = match moves {
                 Moves::Static => vec![],
                 Moves::Sync => (to >= from + 2).then_some(to - 1).into_iter().collect(),
-                Moves::Async { window } => {
-                    (from + 1..to).rev().take(window.max(1)).rev().collect()
-                }
+                Moves::Async { window } => (from + 1..to).rev().take(window.max(1)).rev().collect(),
             };
             let leave = leave_stages
                 .into_iter()
@@ -258,8 +260,12 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
         if w == 0.0 {
             continue;
         }
-        for t in seg.from + 1..=seg.to {
-            let row = &mut mem_rows[t];
+        for (t, row) in mem_rows
+            .iter_mut()
+            .enumerate()
+            .take(seg.to + 1)
+            .skip(seg.from + 1)
+        {
             row.push((seg.a, w));
             row.extend(
                 seg.leave
@@ -279,7 +285,8 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
         // A margin of 1e-7 of the budget in whole bytes (a kilobyte in
         // 10 GB; none for tiny budgets, where byte sums are exact) keeps the
         // solver's feasibility tolerance from rounding a plan over it.
-        let room = (budget.as_f64() - (budget.as_f64() * 1e-7).floor()
+        let room = (budget.as_f64()
+            - (budget.as_f64() * 1e-7).floor()
             - g.fixed_memory.as_f64()
             - g.memory(NodeId::from(t)).as_f64())
             / b;

@@ -99,8 +99,8 @@ pub(crate) fn fates(
                 changed = true;
             }
         }
-        for c in 0..n {
-            if let Fate::Recompute { at, .. } = fate[c] {
+        for (c, f) in fate.iter().enumerate() {
+            if let Fate::Recompute { at, .. } = *f {
                 for &d in g.deps(NodeId::from(c)) {
                     if !extra[d.idx()].contains(&at) {
                         extra[d.idx()].push(at);
@@ -114,7 +114,13 @@ pub(crate) fn fates(
         }
     }
     let last = (0..n)
-        .map(|i| rd[i].last().into_iter().chain(extra[i].iter().copied()).max())
+        .map(|i| {
+            rd[i]
+                .last()
+                .into_iter()
+                .chain(extra[i].iter().copied())
+                .max()
+        })
         .collect();
     (fate, last)
 }

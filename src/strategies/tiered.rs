@@ -218,7 +218,10 @@ pub(crate) fn solve_autotm(
     };
     let x = match (res.status, res.x) {
         (MipStatus::Infeasible, _) => {
-            return Ok(no_plan(super::Status::Infeasible, "no placement fits the budget"))
+            return Ok(no_plan(
+                super::Status::Infeasible,
+                "no placement fits the budget",
+            ))
         }
         (_, None) => {
             return Ok(no_plan(
@@ -238,7 +241,9 @@ pub(crate) fn solve_autotm(
         }
         (false, _) => {
             let gap = match (res.objective, res.bound) {
-                (Some(o), Some(b)) if o > 0.0 => format!(", solver gap {:.2}%", 100.0 * (o - b) / o),
+                (Some(o), Some(b)) if o > 0.0 => {
+                    format!(", solver gap {:.2}%", 100.0 * (o - b) / o)
+                }
                 _ => String::new(),
             };
             format!("MILP stopped by its time limit{gap}")
