@@ -187,6 +187,34 @@ pub fn render(reports: &[ModelReport]) -> String {
     s
 }
 
+/// The summary lines of a timed plan, shared by `solve` and `simulate`:
+/// step time with its overhead against computing every node once from fast
+/// memory, and what the copies cost.
+pub fn timing_lines(t: &crate::schedule::Timing, all_fast: crate::units::Seconds) -> String {
+    let overhead = if all_fast.get() > 0.0 {
+        format!("{:+.2}%", (t.step.get() / all_fast.get() - 1.0) * 100.0)
+    } else {
+        "n/a".into()
+    };
+    format!(
+        "device           {}\n\
+         step time        {} ({overhead} vs all-fast {})\n\
+         compute / stall  {} / {}\n\
+         bytes moved      {} to slow, {} to fast ({} copies)\n\
+         slow-tier peak   {} ({} bytes)\n",
+        t.device,
+        t.step,
+        all_fast,
+        t.compute,
+        t.stall,
+        t.bytes_to_slow.human(),
+        t.bytes_to_fast.human(),
+        t.copies,
+        t.slow_peak.human(),
+        t.slow_peak
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,32 +314,4 @@ mod tests {
         rows.push(row(ILP, 100, Some(10.0)));
         assert_eq!(summarize(&rows)[0].reference, ILP);
     }
-}
-
-/// The summary lines of a timed plan, shared by `solve` and `simulate`:
-/// step time with its overhead against computing every node once from fast
-/// memory, and what the copies cost.
-pub fn timing_lines(t: &crate::schedule::Timing, all_fast: crate::units::Seconds) -> String {
-    let overhead = if all_fast.get() > 0.0 {
-        format!("{:+.2}%", (t.step.get() / all_fast.get() - 1.0) * 100.0)
-    } else {
-        "n/a".into()
-    };
-    format!(
-        "device           {}\n\
-         step time        {} ({overhead} vs all-fast {})\n\
-         compute / stall  {} / {}\n\
-         bytes moved      {} to slow, {} to fast ({} copies)\n\
-         slow-tier peak   {} ({} bytes)\n",
-        t.device,
-        t.step,
-        all_fast,
-        t.compute,
-        t.stall,
-        t.bytes_to_slow.human(),
-        t.bytes_to_fast.human(),
-        t.copies,
-        t.slow_peak.human(),
-        t.slow_peak
-    )
 }

@@ -265,6 +265,43 @@ impl Schedule {
             .sum()
     }
 
+    /// Each stage's time on `device` as the tiered model counts it: the
+    /// larger of the stage's compute time and each copy engine's load (both
+    /// directions on a shared engine; everything in sequence on a
+    /// synchronous device). Their sum is the simulated step time whenever
+    /// every copy out is of a kept value and nothing is read directly from
+    /// the slow tier (tested); otherwise a lower bound. For strategies to
+    /// rank candidates, as [`Schedule::cost`]; reported figures always come
+    /// from the simulator.
+    pub fn stage_times(
+        &self,
+        g: &Graph,
+        device: &crate::device::Device,
+    ) -> Vec<crate::units::Seconds> {
+        use crate::device::Engines;
+        let load = |row: &[u32], to_slow: bool| {
+            row.iter()
+                .map(|&i| {
+                    device
+                        .copy_time(g.memory(NodeId::from(i as usize)), to_slow)
+                        .get()
+                })
+                .sum::<f64>()
+        };
+        (0..self.stages())
+            .map(|t| {
+                let cost: f64 = self.computed(t).map(|k| g.cost(k)).sum();
+                let compute = device.compute_time(cost).get();
+                let (out, inn) = (load(self.o_row(t), true), load(self.p_row(t), false));
+                crate::units::Seconds(match device.slow.engines {
+                    Engines::Duplex => compute.max(out).max(inn),
+                    Engines::Shared => compute.max(out + inn),
+                    Engines::Synchronous => compute + out + inn,
+                })
+            })
+            .collect()
+    }
+
     /// How many computations beyond one per node.
     pub fn recomputations(&self) -> usize {
         self.r.iter().map(|row| row.count_ones(..)).sum::<usize>() - self.r.len()

@@ -144,18 +144,16 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
                     live.swap_remove(k);
                 }
             }
-            Statement::Compute { node, .. } => {
-                if node.idx() == stage {
-                    if stage_peak > cap {
-                        excess += stage_peak - cap;
-                        stage_excess[stage] = stage_peak - cap;
-                        over.push((stage_peak - cap, stage));
-                    }
-                    stage_peak = bytes;
-                    stage += 1;
+            Statement::Compute { node, .. } if node.idx() == stage => {
+                if stage_peak > cap {
+                    excess += stage_peak - cap;
+                    stage_excess[stage] = stage_peak - cap;
+                    over.push((stage_peak - cap, stage));
                 }
+                stage_peak = bytes;
+                stage += 1;
             }
-            // Recompute-only schedules have no transfers.
+            // Recomputations; recompute-only schedules have no transfers.
             _ => {}
         }
     }

@@ -1,6 +1,13 @@
 //! Strategies: each turns (graph, budget) into a schedule. They share one
 //! plan generator and one simulator (see [`crate::solve`]), so a strategy
 //! cannot report a figure that the simulator did not confirm.
+//!
+//! A strategy that moves values to a slow tier reads the machine from
+//! [`SolveOptions::device`] and returns the same `Schedule`, with its
+//! transfer decisions set (`Schedule::offload`, or `set_o` / `set_p` /
+//! `set_h` directly; the rules are on [`crate::schedule::Transfers`]). It
+//! never builds statements or times anything itself: the pipeline generates
+//! the plan and the simulator reports its step time.
 
 pub mod autotm_async;
 pub mod autotm_static;
