@@ -1,5 +1,5 @@
 //! `autotm-static`: AutoTM's static formulation (Hildebrand et al., ASPLOS
-//! 2020, section 4): each value lives in one tier for its whole life, and
+//! 2020, section 3): each value lives in one tier for its whole life, and
 //! kernels read slow-tier operands directly, only slower. An ILP on HiGHS
 //! chooses the tier of every value ([`crate::solver::autotm`] with
 //! [`Moves::Static`]).

@@ -1,5 +1,5 @@
 //! `autotm-sync`: AutoTM's synchronous formulation (Hildebrand et al.,
-//! ASPLOS 2020, section 4): an ILP on HiGHS places every value in fast or
+//! ASPLOS 2020, section 3): an ILP on HiGHS places every value in fast or
 //! slow memory between its uses and moves it, right after a use or right
 //! before the next, with moves that block execution. The model is
 //! [`crate::solver::autotm`] with [`Moves::Sync`]; its objective (compute

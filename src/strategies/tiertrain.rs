@@ -1,4 +1,4 @@
-//! `tiertrain`: TierTrain's queuing rule (Sethi et al.). Timings come from
+//! `tiertrain`: TierTrain's queuing rule (Swaminathan and Prasad, Intel Labs). Timings come from
 //! an all-fast-memory run, as TierTrain profiles its first epoch: `ts(t)`
 //! and `te(t)` are the start and end of stage `t` when every node computes
 //! once with nothing moved.
