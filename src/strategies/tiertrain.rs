@@ -1,7 +1,7 @@
-//! `tiertrain`: TierTrain's queuing rule (Swaminathan and Prasad, Intel Labs). Timings come from
-//! an all-fast-memory run, as TierTrain profiles its first epoch: `ts(t)`
-//! and `te(t)` are the start and end of stage `t` when every node computes
-//! once with nothing moved.
+//! `tiertrain`: TierTrain's queuing rule (Swaminathan and Prasad, Intel
+//! Labs). Timings come from an all-fast-memory run, as TierTrain profiles
+//! its first epoch: `ts(t)` and `te(t)` are the start and end of stage `t`
+//! when every node computes once with nothing moved.
 //!
 //! - *Eviction*: an activation (a forward value a gradient reads, see
 //!   [`super::offload_all`]) is evicted right after its last forward read
