@@ -261,3 +261,40 @@ pub(crate) fn solve_autotm(
     }
     Ok(sol)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategies::Strategy;
+    use std::path::Path;
+
+    /// The per-stage peaks the heuristics price their moves with agree with
+    /// the simulator's peak, on plans with copies and recomputations.
+    #[test]
+    fn stage_peaks_reach_the_simulated_peak() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dev = Device::load(&root.join("devices/optane-pmm.yaml")).unwrap();
+        let opts = SolveOptions {
+            device: Some(std::sync::Arc::new(dev.clone())),
+            ..SolveOptions::default()
+        };
+        for model in ["resnet50", "unet"] {
+            let g = Graph::load(&root.join(format!("models/{model}.yaml"))).unwrap();
+            let policies: [&dyn Strategy; 2] = [
+                &super::super::offload_all::OffloadAll,
+                &super::super::mc_dla::McDla,
+            ];
+            let mut schedules = vec![Schedule::checkpoint_all(&g)];
+            for p in policies {
+                let sol = p.solve(&g, Bytes(u64::MAX / 2), &opts).unwrap();
+                schedules.push(sol.schedule.unwrap());
+            }
+            for sch in schedules {
+                let plan = generate_plan(&g, &sch).unwrap();
+                let peaks = stage_peaks(&g, &plan);
+                let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+                assert_eq!(peaks.iter().max().copied().unwrap(), sim.peak, "{model}");
+            }
+        }
+    }
+}
