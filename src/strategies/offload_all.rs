@@ -184,18 +184,15 @@ pub(crate) fn offload_policy(
         .iter()
         .filter(|f| matches!(f, Fate::Recompute { .. }))
         .count();
-    let moved: Bytes = offloaded.iter().map(|&i| g.memory(NodeId::from(i))).sum();
     let what = format!(
-        "{} activations offloaded ({}), {recomputed} recomputed",
-        offloaded.len(),
-        moved.human()
+        "{} activations offloaded, {recomputed} recomputed",
+        offloaded.len()
     );
-    if let Some(t) = (0..n).find(|&t| peaks[t] > budget) {
-        return Ok(Solution::infeasible(format!(
-            "{name} needs {} in stage {t} even with every prefetch as late as possible ({what}); the budget is {}",
-            peaks[t].human(),
-            budget.human()
-        )));
+    if peaks.iter().any(|&p| p > budget) {
+        // No placement fits: the simulator says by how much, on the plan
+        // that needs the least memory.
+        let detail = format!("{what}, every prefetch as late as possible");
+        return tiered::finish(g, budget, dev, base, name, detail);
     }
     let compute = tiered::stage_compute(g, &base, dev);
     let (mut load_in, mut load_out) = (vec![0.0; n], vec![0.0; n]);

@@ -29,7 +29,7 @@
 use super::offload_all::{build, fates, Fate};
 use super::tiered;
 use super::{Solution, SolveOptions, Strategy, StrategyError};
-use crate::graph::{Graph, NodeId};
+use crate::graph::Graph;
 use crate::units::Bytes;
 
 pub struct TierTrain;
@@ -96,14 +96,9 @@ impl Strategy for TierTrain {
             fetch[i] = p;
             evicted += 1;
         }
-        let moved: Bytes = (0..n)
-            .filter(|&i| matches!(fate[i], Fate::Offload { .. }))
-            .map(|i| g.memory(NodeId::from(i)))
-            .sum();
         let sch = build(g, &fate, &last, &fetch);
         let detail = format!(
-            "{evicted} activations evicted ({}); {too_short} kept for a short idle time, {busy} for a busy prefetch channel",
-            moved.human()
+            "{evicted} activations evicted; {too_short} kept for a short idle time, {busy} for a busy prefetch channel"
         );
         tiered::finish(g, budget, dev, sch, self.name(), detail)
     }
