@@ -375,7 +375,7 @@ fn autotm_static_keeps_each_value_in_one_tier() {
 
 /// The AutoTM model's objective is the simulator's step time wherever the
 /// strategy calls its optimum optimal: sync on a synchronous device, async
-/// on copy engines.
+/// on copy engines, static anywhere.
 #[test]
 fn autotm_objectives_are_the_simulated_step_times() {
     use remat::solver::autotm::{build, Moves};
@@ -387,6 +387,8 @@ fn autotm_objectives_are_the_simulated_step_times() {
         (slow_link("duplex"), Moves::Async { window: 3 }),
         (slow_link("shared"), Moves::Async { window: 3 }),
         (optane_like("duplex"), Moves::Async { window: 8 }),
+        (optane_like("duplex"), Moves::Static),
+        (optane_like("shared"), Moves::Static),
     ];
     let mut moved = 0;
     for (dev, moves) in cases {
