@@ -5,7 +5,7 @@
 
 use super::input_err;
 use crate::graph::{Fingerprint, Graph};
-use crate::schedule::plan::FileStatement;
+use crate::schedule::plan::{statements_text, FileStatement};
 use crate::schedule::{Plan, PlanFile};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,40 +28,7 @@ pub fn plan_text(pf: &PlanFile) -> String {
     field("fixed_memory", &pf.fixed_memory);
     field("cost", &pf.cost);
     field("peak_memory", &pf.peak_memory);
-    for st in &pf.statements {
-        match st {
-            FileStatement::Allocate { register, node, .. } => {
-                let _ = writeln!(s, "%{register} = allocate {node}");
-            }
-            FileStatement::Compute {
-                node,
-                register,
-                args,
-            } => {
-                let _ = write!(s, "compute {node}, %{register}");
-                if !args.is_empty() {
-                    let a: Vec<String> = args.iter().map(|r| format!("%{r}")).collect();
-                    let _ = write!(s, " <- {}", a.join(", "));
-                }
-                s.push('\n');
-            }
-            FileStatement::Deallocate { register } => {
-                let _ = writeln!(s, "deallocate %{register}");
-            }
-            FileStatement::CopyOut { register, src } => {
-                let _ = writeln!(s, "%{register} = copy_out %{src}");
-            }
-            FileStatement::CopyIn { register, src } => {
-                let _ = writeln!(s, "%{register} = copy_in %{src}");
-            }
-            FileStatement::Wait { register } => {
-                let _ = writeln!(s, "wait %{register}");
-            }
-            FileStatement::Drop { register } => {
-                let _ = writeln!(s, "drop %{register}");
-            }
-        }
-    }
+    s.push_str(&statements_text(&pf.statements));
     s
 }
 

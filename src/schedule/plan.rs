@@ -495,39 +495,45 @@ impl Plan {
         Ok(Plan { statements })
     }
 
-    /// The text form: `%3 = allocate conv1_1`, `compute conv1_1, %3`, ...
+    /// The text form's statements (without the header a plan file adds).
     pub fn to_text(&self, g: &Graph) -> String {
-        let mut s = String::new();
-        for st in &self.statements {
-            match st {
-                Statement::Allocate { register, node, .. } => {
-                    s.push_str(&format!("%{register} = allocate {}\n", g.node(*node).name))
-                }
-                Statement::Compute {
-                    node,
-                    register,
-                    args,
-                } => {
-                    s.push_str(&format!("compute {}, %{register}", g.node(*node).name));
-                    if !args.is_empty() {
-                        let a: Vec<String> = args.iter().map(|r| format!("%{r}")).collect();
-                        s.push_str(&format!(" <- {}", a.join(", ")));
-                    }
-                    s.push('\n');
-                }
-                Statement::Deallocate { register } => {
-                    s.push_str(&format!("deallocate %{register}\n"))
-                }
-                Statement::CopyOut { register, src } => {
-                    s.push_str(&format!("%{register} = copy_out %{src}\n"))
-                }
-                Statement::CopyIn { register, src } => {
-                    s.push_str(&format!("%{register} = copy_in %{src}\n"))
-                }
-                Statement::Wait { register } => s.push_str(&format!("wait %{register}\n")),
-                Statement::Drop { register } => s.push_str(&format!("drop %{register}\n")),
-            }
-        }
-        s
+        statements_text(&self.to_file_statements(g))
     }
+}
+
+/// One statement per line, the text form's body: `%3 = allocate conv1_1`,
+/// `compute conv1_1, %3 <- %1`, `deallocate %3`, `%9 = copy_out %3`,
+/// `%10 = copy_in %9`, `wait %10`, `drop %9`. Allocation sizes are left
+/// out: a reader takes them from the graph.
+pub fn statements_text(statements: &[FileStatement]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for st in statements {
+        let _ = match st {
+            FileStatement::Allocate { register, node, .. } => {
+                writeln!(s, "%{register} = allocate {node}")
+            }
+            FileStatement::Compute {
+                node,
+                register,
+                args,
+            } if args.is_empty() => writeln!(s, "compute {node}, %{register}"),
+            FileStatement::Compute {
+                node,
+                register,
+                args,
+            } => {
+                let a: Vec<String> = args.iter().map(|r| format!("%{r}")).collect();
+                writeln!(s, "compute {node}, %{register} <- {}", a.join(", "))
+            }
+            FileStatement::Deallocate { register } => writeln!(s, "deallocate %{register}"),
+            FileStatement::CopyOut { register, src } => {
+                writeln!(s, "%{register} = copy_out %{src}")
+            }
+            FileStatement::CopyIn { register, src } => writeln!(s, "%{register} = copy_in %{src}"),
+            FileStatement::Wait { register } => writeln!(s, "wait %{register}"),
+            FileStatement::Drop { register } => writeln!(s, "drop %{register}"),
+        };
+    }
+    s
 }
