@@ -79,3 +79,151 @@ fn solve_with_a_device_defaults_the_budget_to_its_fast_tier() {
     let help = text(&remat(&["solve", "--help"]));
     assert!(help.contains("fast-tier capacity"), "{help}");
 }
+
+/// The CSV's cells by column name, one map per row.
+fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(l.split(',').map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn sweep_with_a_device_fills_the_time_columns_and_resumes_only_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, d) = setup(dir.path());
+    let csv = dir.path().join("five.csv");
+    let sweep = |extra: &[&str]| {
+        let mut a = vec![
+            "sweep",
+            s(&g),
+            "-b",
+            "8,7",
+            "-s",
+            "checkpoint-all,remat-fast",
+            "-o",
+            s(&csv),
+            "--no-lp-bound",
+            "--jobs",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        remat(&a)
+    };
+    let o = sweep(&["--device", s(&d)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = csv_rows(&csv);
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r["device"], "test");
+        assert_eq!(r["device_fingerprint"].len(), 16);
+        if r["cost"].is_empty() {
+            // checkpoint-all does not fit 7 bytes: no plan, no time.
+            assert!(r["step_seconds"].is_empty(), "{r:?}");
+            continue;
+        }
+        // Costs are seconds on this device, and these plans recompute or
+        // stay put: step time = cost, no stall, nothing moved.
+        let step: f64 = r["step_seconds"].parse().unwrap();
+        let cost: f64 = r["cost"].parse().unwrap();
+        assert_eq!(step, cost, "{r:?}");
+        let over: f64 = r["step_overhead"].parse().unwrap();
+        assert!((over - cost / 9.0).abs() < 1e-6, "{r:?}");
+        assert_eq!(r["stall_seconds"], "0", "{r:?}");
+        assert_eq!(r["bytes_to_slow"], "0");
+        assert_eq!(r["bytes_to_fast"], "0");
+        assert_eq!(r["slow_peak_bytes"], "0");
+    }
+    // Same device: everything resumes.
+    let o = sweep(&["--device", s(&d)]);
+    assert!(
+        text(&o).contains("0 new rows, 4 already there"),
+        "{}",
+        text(&o)
+    );
+    // No device, or another device: refused like a graph change.
+    let o = sweep(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("timed on device 'test'") && err.contains("--fresh"),
+        "{err}"
+    );
+    let d2 = dir.path().join("dev2.yaml");
+    std::fs::write(
+        &d2,
+        std::fs::read_to_string(&d)
+            .unwrap()
+            .replace("to_fast: 4", "to_fast: 8"),
+    )
+    .unwrap();
+    let o = sweep(&["--device", s(&d2)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--fresh"));
+    // --fresh starts over on the new device; without a device the time
+    // columns are empty.
+    let o = sweep(&["--fresh"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for r in csv_rows(&csv) {
+        assert!(
+            r["device"].is_empty() && r["step_seconds"].is_empty(),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn csvs_from_before_the_time_columns_are_read_and_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, _) = setup(dir.path());
+    let csv = dir.path().join("five.csv");
+    let args = [
+        "sweep",
+        s(&g),
+        "-b",
+        "8,7",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        s(&csv),
+        "--no-lp-bound",
+    ];
+    assert!(remat(&args).status.success());
+    // Cut the CSV back to the eleven columns it had before --device.
+    let old: String = std::fs::read_to_string(&csv)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').take(11).collect::<Vec<_>>().join(",") + "\n")
+        .collect();
+    assert!(
+        old.starts_with("model,") && old.lines().next().unwrap().ends_with(",graph_fingerprint")
+    );
+    std::fs::write(&csv, &old).unwrap();
+    let o = remat(&["report", s(&csv)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = remat(&["plot", s(&csv), "-o", s(&dir.path().join("f.svg"))]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap(),
+        old,
+        "reading rewrote it"
+    );
+    // A sweep without a device resumes its rows and upgrades the header.
+    let o = remat(&args);
+    assert!(
+        text(&o).contains("0 new rows, 2 already there"),
+        "{}",
+        text(&o)
+    );
+    assert!(std::fs::read_to_string(&csv)
+        .unwrap()
+        .starts_with("model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint,device,device_fingerprint,step_seconds,step_overhead,stall_seconds,bytes_to_slow,bytes_to_fast,slow_peak_bytes\n"));
+}
