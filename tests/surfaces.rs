@@ -227,3 +227,180 @@ fn csvs_from_before_the_time_columns_are_read_and_resumed() {
         .unwrap()
         .starts_with("model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint,device,device_fingerprint,step_seconds,step_overhead,stall_seconds,bytes_to_slow,bytes_to_fast,slow_peak_bytes\n"));
 }
+
+/// A tiered strategy for the test (the real ones live on another branch):
+/// from checkpoint-all, offload values across their longest idle window,
+/// largest first, until the plan fits; then answer with whichever of that
+/// and remat-fast's plan is faster on the device. So its max batch can only
+/// be at least remat-fast's, and is larger wherever offloading is cheap.
+struct TestOffload;
+
+impl remat::strategies::Strategy for TestOffload {
+    fn name(&self) -> &'static str {
+        "test-offload"
+    }
+    fn describe(&self) -> &'static str {
+        "test: offload across idle windows, else remat-fast"
+    }
+    fn solve(
+        &self,
+        g: &remat::Graph,
+        budget: remat::Bytes,
+        o: &remat::strategies::SolveOptions,
+    ) -> Result<remat::strategies::Solution, remat::strategies::StrategyError> {
+        use remat::schedule::{generate_plan, simulate_on, Schedule};
+        use remat::NodeId;
+        let d = o.device.as_deref().expect("test-offload needs a device");
+        let timed = |sch: &Schedule| {
+            let r = simulate_on(g, &generate_plan(g, sch).unwrap(), Some(d)).unwrap();
+            (r.peak, r.timing.unwrap().step.get())
+        };
+        let fast = remat::strategies::by_name("remat-fast")
+            .unwrap()
+            .solve(g, budget, o)?;
+        let mut sch = Schedule::checkpoint_all(g);
+        let mut windows: Vec<(u64, usize, usize, usize)> = (0..g.len())
+            .filter_map(|i| {
+                let mut at = vec![i];
+                at.extend(
+                    (i + 1..g.len())
+                        .filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
+                );
+                let j = (0..at.len() - 1).max_by_key(|&j| at[j + 1] - at[j])?;
+                (at[j + 1] > at[j] + 1)
+                    .then(|| (g.memory(NodeId::from(i)).get(), i, at[j], at[j + 1] - 1))
+            })
+            .collect();
+        windows.sort_by(|a, b| b.cmp(a));
+        let mut tiered = None;
+        for (_, i, out, fetch) in windows {
+            sch.offload(i, out, fetch);
+            let (peak, step) = timed(&sch);
+            if peak <= budget {
+                tiered = Some((sch.clone(), step));
+                break;
+            }
+        }
+        let fast_step = fast.schedule.as_ref().map(|s| timed(s).1);
+        match (tiered, fast_step) {
+            (Some((sch, step)), f) if f.is_none_or(|f| step < f) => {
+                Ok(remat::strategies::Solution {
+                    status: remat::strategies::Status::Feasible,
+                    schedule: Some(sch),
+                    lower_bound: None,
+                    detail: None,
+                    solver_peak: None,
+                    trace: Vec::new(),
+                })
+            }
+            _ => Ok(fast),
+        }
+    }
+}
+
+#[test]
+fn max_batch_with_a_slow_tier_is_at_least_the_recompute_only_answer() {
+    use remat::graph::{analysis, GraphFile};
+    use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig};
+    use remat::zoo::synthetic::linear_file;
+    // A 12-layer chain and its gradients: every activation idles from its
+    // forward use to its gradient, the pattern offloading is made for.
+    let mut f: GraphFile = linear_file(12);
+    for n in &mut f.nodes {
+        n.memory *= 1000.0;
+    }
+    let g = remat::Graph::from_file(&f, "<test>").unwrap();
+    // The fast tier holds checkpoint-all at batch 4; the link is fast
+    // enough that an offload hides behind a few nodes' compute.
+    let memory = analysis::checkpoint_all_peak(&g.at_batch(4));
+    let d = remat::device::Device::parse(&format!(
+        "name: t\ncompute: {{throughput: 1000}}\nfast: {{capacity: {}}}\n\
+         slow: {{capacity: 1TB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 0, engines: duplex, direct_read: none}}\n",
+        memory.get()
+    ))
+    .unwrap();
+    let d = std::sync::Arc::new(d);
+    let run = |strats: Vec<Box<dyn remat::strategies::Strategy>>| {
+        let mut c = MaxBatchConfig::new(memory);
+        c.strategies = strats;
+        c.quiet = true;
+        c.jobs = 1;
+        c.max_batch = 256;
+        c.rule = CostRule::MaxSlowdown(1.25);
+        c.opts.device = Some(d.clone());
+        c.opts.time_limit = std::time::Duration::from_secs(5);
+        maxbatch::run(&g, &c).unwrap()
+    };
+    let rows = run(vec![
+        remat::strategies::by_name("remat-fast").unwrap(),
+        Box::new(TestOffload),
+    ]);
+    let get = |name: &str| rows.iter().find(|r| r.strategy == name).unwrap();
+    let (recompute, tiered) = (get("remat-fast"), get("test-offload"));
+    assert!(recompute.max_batch >= 4, "{rows:?}");
+    assert!(tiered.max_batch >= recompute.max_batch, "{rows:?}");
+    // Here offloading hides behind compute, so the slow tier buys batch.
+    assert!(tiered.max_batch > recompute.max_batch, "{rows:?}");
+    // Every row's plan passes the simulator on the device, within the
+    // memory and the slowdown bound, at the batch it reports.
+    for r in &rows {
+        assert_eq!(r.device.as_deref(), Some("t"));
+        let s: Box<dyn remat::strategies::Strategy> = match r.strategy.as_str() {
+            "test-offload" => Box::new(TestOffload),
+            n => remat::strategies::by_name(n).unwrap(),
+        };
+        let gb = g.at_batch(r.max_batch);
+        let o = remat::strategies::SolveOptions {
+            device: Some(d.clone()),
+            ..Default::default()
+        };
+        let out = remat::solve::run(&gb, s.as_ref(), memory, &o).unwrap();
+        let t = out.timing().expect("timed by the simulator");
+        assert!(out.peak().unwrap() <= memory, "{r:?}");
+        let slowdown = t.step.get() / d.all_fast_step(&gb).get();
+        assert!(slowdown <= 1.25 + 1e-9, "{r:?}: {slowdown}");
+        assert!(
+            (slowdown - r.slowdown.unwrap()).abs() < 1e-6,
+            "{r:?}: {slowdown}"
+        );
+    }
+    eprintln!("{}", maxbatch::render(&rows));
+}
+
+#[test]
+fn max_batch_on_the_command_line_takes_a_device_and_a_slowdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, d) = setup(dir.path());
+    let o = remat(&[
+        "max-batch",
+        s(&g),
+        "--device",
+        s(&d),
+        "--max-slowdown",
+        "25%",
+        "-s",
+        "remat-fast",
+        "--max-batch",
+        "4",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("cost rule slowdown<=1.25, on device 'test' (step time against all-fast; memory is its fast-tier capacity)"),
+        "{out}"
+    );
+    assert!(out.contains("slowdown"), "{out}");
+    // Without a device: --memory is required, and --max-slowdown refused.
+    let o = remat(&["max-batch", s(&g)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--memory is required without --device"));
+    let o = remat(&[
+        "max-batch",
+        s(&g),
+        "--memory",
+        "8",
+        "--max-slowdown",
+        "1.25",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
