@@ -404,3 +404,85 @@ fn max_batch_on_the_command_line_takes_a_device_and_a_slowdown() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// A 12-layer chain with every activation offloaded across its idle window
+/// (checkpoint-all otherwise): the plan file, its graph and a device on
+/// which copies take about as long as a layer's compute.
+fn tiered_chain(dir: &Path, engines: &str) -> (PathBuf, PathBuf, PathBuf) {
+    use remat::schedule::{generate_plan, simulate_on, PlanFile, Schedule};
+    use remat::NodeId;
+    let mut f = remat::zoo::synthetic::linear_file(12);
+    for n in &mut f.nodes {
+        n.memory *= 1000.0;
+    }
+    let g = remat::Graph::from_file(&f, "<test>").unwrap();
+    let mut sch = Schedule::checkpoint_all(&g);
+    for i in 0..g.len() {
+        let mut at = vec![i];
+        at.extend(
+            (i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
+        );
+        if let Some(j) = (0..at.len() - 1).max_by_key(|&j| at[j + 1] - at[j]) {
+            if at[j + 1] > at[j] + 2 {
+                sch.offload(i, at[j], at[j + 1] - 1);
+            }
+        }
+    }
+    let plan = generate_plan(&g, &sch).unwrap();
+    let dev = dir.join(format!("chain-{engines}.yaml"));
+    std::fs::write(
+        &dev,
+        format!(
+            "name: chain-{engines}\ncompute: {{throughput: 1000}}\nfast: {{capacity: 10KB}}\n\
+             slow: {{capacity: 1MB, to_slow: 1MB/s, to_fast: 2MB/s, latency: 0.1ms, engines: {engines}, direct_read: none}}\n"
+        ),
+    )
+    .unwrap();
+    let d = remat::device::Device::load(&dev).unwrap();
+    let sim = simulate_on(&g, &plan, Some(&d)).unwrap();
+    assert!(sim.timing.unwrap().copies > 10);
+    let pf = PlanFile {
+        model: g.name.clone(),
+        graph_fingerprint: Some(g.fingerprint().to_string()),
+        strategy: "hand-offload".into(),
+        budget: Some(sim.peak.get()),
+        fixed_memory: 0,
+        cost: sim.cost,
+        peak_memory: sim.peak.get(),
+        statements: plan.to_file_statements(&g),
+    };
+    let gp = dir.join("chain.yaml");
+    std::fs::write(&gp, g.to_file().to_yaml(None)).unwrap();
+    let pp = dir.join("chain-plan.json");
+    std::fs::write(&pp, serde_json::to_vec(&pf).unwrap()).unwrap();
+    (gp, pp, dev)
+}
+
+#[test]
+fn plot_plan_draws_a_transfer_plan_on_a_device_and_refuses_it_without() {
+    let dir = tempfile::tempdir().unwrap();
+    for engines in ["duplex", "shared", "synchronous"] {
+        let (g, p, d) = tiered_chain(dir.path(), engines);
+        let png = dir.path().join(format!("chain-{engines}.png"));
+        let o = remat(&["plot-plan", s(&g), s(&p), "--device", s(&d), "-o", s(&png)]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("copies on chain-"), "{}", text(&o));
+        assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+        if let Ok(keep) = std::env::var("REMAT_KEEP_PLOTS") {
+            std::fs::copy(&png, Path::new(&keep).join(png.file_name().unwrap())).unwrap();
+        }
+        let svg = dir.path().join("chain.svg");
+        let o = remat(&["plot-plan", s(&g), s(&p), "--device", s(&d), "-o", s(&svg)]);
+        assert!(o.status.success(), "{}", text(&o));
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        for want in ["fast tier", "slow tier", "budget", "compute", "copy to slow", "copy to fast"] {
+            assert!(svg.contains(want), "{engines}: no '{want}'");
+        }
+        // Without the device: one line, exit 2, saying what to pass.
+        let o = remat(&["plot-plan", s(&g), s(&p), "-o", s(&png)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("chain-plan.json") && err.contains("pass --device"), "{err}");
+    }
+}
