@@ -475,7 +475,14 @@ fn plot_plan_draws_a_transfer_plan_on_a_device_and_refuses_it_without() {
         let o = remat(&["plot-plan", s(&g), s(&p), "--device", s(&d), "-o", s(&svg)]);
         assert!(o.status.success(), "{}", text(&o));
         let svg = std::fs::read_to_string(&svg).unwrap();
-        for want in ["fast tier", "slow tier", "budget", "compute", "copy to slow", "copy to fast"] {
+        for want in [
+            "fast tier",
+            "slow tier",
+            "budget",
+            "compute",
+            "copy to slow",
+            "copy to fast",
+        ] {
             assert!(svg.contains(want), "{engines}: no '{want}'");
         }
         // Without the device: one line, exit 2, saying what to pass.
@@ -483,6 +490,53 @@ fn plot_plan_draws_a_transfer_plan_on_a_device_and_refuses_it_without() {
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("chain-plan.json") && err.contains("pass --device"), "{err}");
+        assert!(
+            err.contains("chain-plan.json") && err.contains("pass --device"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn the_timeline_is_the_simulators_own_replay() {
+    use remat::cli::load_plan;
+    let dir = tempfile::tempdir().unwrap();
+    for engines in ["duplex", "shared", "synchronous"] {
+        let (gp, pp, dp) = tiered_chain(dir.path(), engines);
+        let g = remat::Graph::load(&gp).unwrap();
+        let (_, plan) = load_plan(&g, &gp, &pp).unwrap();
+        let d = remat::device::Device::load(&dp).unwrap();
+        let plain = remat::schedule::simulate_on(&g, &plan, Some(&d)).unwrap();
+        let (report, tl) = remat::schedule::simulate_timeline(&g, &plan, &d).unwrap();
+        // Recording changes no figure.
+        assert_eq!(report, plain);
+        let t = report.timing.unwrap();
+        assert_eq!(tl.memory.len(), plan.statements.len());
+        assert_eq!(tl.memory.iter().map(|m| m.fast).max().unwrap(), report.peak);
+        assert_eq!(tl.memory.iter().map(|m| m.slow).max().unwrap(), t.slow_peak);
+        assert_eq!(tl.computes.len(), report.computations);
+        assert_eq!(tl.copies.len(), t.copies);
+        let last = tl
+            .computes
+            .iter()
+            .map(|c| c.end)
+            .chain(tl.copies.iter().map(|c| c.end))
+            .fold(remat::units::Seconds::ZERO, remat::units::Seconds::max);
+        assert_eq!(last, t.step, "{engines}");
+        // Compute spans never overlap, nor do copies on one lane.
+        for w in tl.computes.windows(2) {
+            assert!(w[0].end <= w[1].start, "{engines}");
+        }
+        let busy: f64 = tl.computes.iter().map(|c| (c.end - c.start).get()).sum();
+        assert!((busy - t.compute.get()).abs() < 1e-9, "{engines}");
+        for a in &tl.copies {
+            for b in tl
+                .copies
+                .iter()
+                .filter(|b| b.lane == a.lane && b.start > a.start)
+            {
+                assert!(a.end <= b.start, "{engines}: {a:?} {b:?}");
+            }
+        }
     }
 }

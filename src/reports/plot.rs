@@ -907,9 +907,16 @@ fn draw_timed<DB: DrawingBackend>(
         .map_err(e)?;
     }
     let lanes = 1 + d.engines.len();
-    let (mem_area, lane_area) = body.split_vertically(body.dim_in_pixel().1 as i32 - 60 - 34 * lanes as i32);
+    // At least three lane heights, so that the lanes' legend fits below a
+    // lone compute lane (a synchronous device) too.
+    let slots = lanes.max(3);
+    let (mem_area, lane_area) =
+        body.split_vertically(body.dim_in_pixel().1 as i32 - 60 - 34 * slots as i32);
     let (tdiv, tunit) = time_unit(d.step);
     let end = (d.step / tdiv).max(1e-12);
+    // Room right of the step's end for the lanes' legend, on both charts
+    // so that their time axes line up.
+    let right = end * 1.16;
     let top_bytes = d
         .fast_peak
         .max(d.slow_peak)
@@ -923,8 +930,8 @@ fn draw_timed<DB: DrawingBackend>(
         .margin(16)
         .margin_bottom(4)
         .x_label_area_size(24)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..end, 0f64..top)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..right, 0f64..top)
         .map_err(e)?;
     chart
         .configure_mesh()
@@ -952,7 +959,11 @@ fn draw_timed<DB: DrawingBackend>(
     let fast = steps(&|m| m.fast, g.fixed_memory);
     let slow = steps(&|m| m.slow, Bytes::ZERO);
     chart
-        .draw_series(AreaSeries::new(fast.iter().copied(), 0.0, FORWARD.mix(0.15)))
+        .draw_series(AreaSeries::new(
+            fast.iter().copied(),
+            0.0,
+            FORWARD.mix(0.15),
+        ))
         .map_err(e)?;
     chart
         .draw_series(LineSeries::new(fast, FORWARD.stroke_width(2)))
@@ -989,11 +1000,11 @@ fn draw_timed<DB: DrawingBackend>(
         .margin(16)
         .margin_top(0)
         .x_label_area_size(46)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..end, 0f64..lanes as f64)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..right, 0f64..slots as f64)
         .map_err(e)?;
     let lane_label = |y: &f64| {
-        let k = (lanes as f64 - y - 0.5).round();
+        let k = (slots as f64 - y - 0.5).round();
         if (y.fract() - 0.5).abs() < 1e-6 && k >= 0.0 && (k as usize) < names.len() {
             names[k as usize].to_string()
         } else {
@@ -1005,7 +1016,7 @@ fn draw_timed<DB: DrawingBackend>(
         .disable_y_mesh()
         .x_desc(format!("time ({tunit})"))
         .x_label_formatter(&tick)
-        .y_labels(2 * lanes + 1)
+        .y_labels(2 * slots + 1)
         .y_label_formatter(&lane_label)
         .axis_desc_style(("sans-serif", 17))
         .label_style(("sans-serif", 13))
@@ -1015,19 +1026,37 @@ fn draw_timed<DB: DrawingBackend>(
     // Lane k's band, top to bottom; bars narrower than a pixel are
     // widened to one so that short copies still show.
     let min_w = end / 900.0;
+    // A white outline keeps back-to-back bars (copies queued on one
+    // engine, computations without a stall between them) apart.
     let bar = |lane: usize, start: f64, stop: f64, color: RGBColor| {
-        let y0 = lanes as f64 - lane as f64 - 0.85;
+        let y0 = slots as f64 - lane as f64 - 0.85;
         let x0 = start / tdiv;
         let x1 = (stop / tdiv).max(x0 + min_w);
-        Rectangle::new([(x0, y0), (x1, y0 + 0.7)], color.filled())
+        let corners = [(x0, y0), (x1, y0 + 0.7)];
+        [
+            Rectangle::new(corners, color.filled()),
+            Rectangle::new(corners, WHITE.stroke_width(1)),
+        ]
     };
     let lane_of = |l: Lane| match l {
         Lane::Compute => 0,
         Lane::Engine(k) => (1 + k).min(lanes - 1),
     };
-    let kinds: [(&str, RGBColor, Box<dyn Fn(&crate::schedule::ComputeSpan) -> bool>); 3] = [
-        ("forward", FORWARD, Box::new(|c| !c.recompute && !g.node(c.node).backward)),
-        ("backward", BACKWARD, Box::new(|c| !c.recompute && g.node(c.node).backward)),
+    let kinds: [(
+        &str,
+        RGBColor,
+        Box<dyn Fn(&crate::schedule::ComputeSpan) -> bool>,
+    ); 3] = [
+        (
+            "forward",
+            FORWARD,
+            Box::new(|c| !c.recompute && !g.node(c.node).backward),
+        ),
+        (
+            "backward",
+            BACKWARD,
+            Box::new(|c| !c.recompute && g.node(c.node).backward),
+        ),
         ("recomputation", RECOMPUTE, Box::new(|c| c.recompute)),
     ];
     for (label, color, keep) in kinds {
@@ -1036,13 +1065,25 @@ fn draw_timed<DB: DrawingBackend>(
             continue;
         }
         lanes_chart
-            .draw_series(spans.iter().map(|c| bar(0, c.start.get(), c.end.get(), color)))
+            .draw_series(
+                spans
+                    .iter()
+                    .flat_map(|c| bar(0, c.start.get(), c.end.get(), color)),
+            )
             .map_err(e)?
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
     }
-    for (label, color, out) in [("copy to slow", TO_SLOW, true), ("copy to fast", TO_FAST, false)] {
-        let spans: Vec<_> = d.timeline.copies.iter().filter(|c| c.to_slow == out).collect();
+    for (label, color, out) in [
+        ("copy to slow", TO_SLOW, true),
+        ("copy to fast", TO_FAST, false),
+    ] {
+        let spans: Vec<_> = d
+            .timeline
+            .copies
+            .iter()
+            .filter(|c| c.to_slow == out)
+            .collect();
         if spans.is_empty() {
             continue;
         }
@@ -1050,7 +1091,7 @@ fn draw_timed<DB: DrawingBackend>(
             .draw_series(
                 spans
                     .iter()
-                    .map(|c| bar(lane_of(c.lane), c.start.get(), c.end.get(), color)),
+                    .flat_map(|c| bar(lane_of(c.lane), c.start.get(), c.end.get(), color)),
             )
             .map_err(e)?
             .label(label)
@@ -1103,7 +1144,11 @@ pub fn plot_plan_timed(
         t.bytes_to_slow.human(),
         t.bytes_to_fast.human(),
         crate::cli::plural(t.copies, "copy", "copies"),
-        crate::cli::plural(sim.computations - g.len(), "recomputation", "recomputations"),
+        crate::cli::plural(
+            sim.computations - g.len(),
+            "recomputation",
+            "recomputations"
+        ),
     ));
     let engines = match device.slow.engines {
         Engines::Duplex => vec!["engine → slow", "engine → fast"],

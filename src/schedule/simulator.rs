@@ -443,17 +443,18 @@ fn replay(
                 };
                 let dur = d.copy_time(bytes, outward);
                 let now = clock.now();
-                let (done, lane) = match d.slow.engines {
+                let (start, done, lane) = match d.slow.engines {
                     Engines::Synchronous => {
                         stall += dur;
                         clock.set(now + dur);
-                        (now + dur, Lane::Compute)
+                        (now, now + dur, Lane::Compute)
                     }
                     engines => {
                         let e = usize::from(engines == Engines::Duplex && !outward);
-                        let done = now.max(engine_free[e]) + dur;
+                        let start = now.max(engine_free[e]);
+                        let done = start + dur;
                         engine_free[e] = done;
-                        (done, Lane::Engine(e))
+                        (start, done, Lane::Engine(e))
                     }
                 };
                 if let Some(tl) = timeline.as_deref_mut() {
@@ -461,7 +462,7 @@ fn replay(
                         node,
                         to_slow: outward,
                         lane,
-                        start: done - dur,
+                        start,
                         end: done,
                     });
                 }
