@@ -1042,25 +1042,24 @@ fn draw_timed<DB: DrawingBackend>(
         Lane::Compute => 0,
         Lane::Engine(k) => (1 + k).min(lanes - 1),
     };
-    let kinds: [(
-        &str,
-        RGBColor,
-        Box<dyn Fn(&crate::schedule::ComputeSpan) -> bool>,
-    ); 3] = [
-        (
-            "forward",
-            FORWARD,
-            Box::new(|c| !c.recompute && !g.node(c.node).backward),
-        ),
-        (
-            "backward",
-            BACKWARD,
-            Box::new(|c| !c.recompute && g.node(c.node).backward),
-        ),
-        ("recomputation", RECOMPUTE, Box::new(|c| c.recompute)),
+    // 0: forward, 1: backward, 2: a recomputation of either.
+    let kind = |c: &crate::schedule::ComputeSpan| match (c.recompute, g.node(c.node).backward) {
+        (true, _) => 2,
+        (false, false) => 0,
+        (false, true) => 1,
+    };
+    let kinds = [
+        ("forward", FORWARD),
+        ("backward", BACKWARD),
+        ("recomputation", RECOMPUTE),
     ];
-    for (label, color, keep) in kinds {
-        let spans: Vec<_> = d.timeline.computes.iter().filter(|c| keep(c)).collect();
+    for (k, (label, color)) in kinds.into_iter().enumerate() {
+        let spans: Vec<_> = d
+            .timeline
+            .computes
+            .iter()
+            .filter(|c| kind(c) == k)
+            .collect();
         if spans.is_empty() {
             continue;
         }
