@@ -119,6 +119,10 @@ impl Budget {
     /// What the user probably meant when a budget is far too small to be
     /// meant: `-b 90` (90 bytes) or `-b 0.9` (one byte) for 90%.
     pub fn did_you_mean(&self) -> Option<String> {
+        // A device's capacity is no typo of the user's.
+        if self.from_device.is_some() {
+            return None;
+        }
         let t = self.input.trim();
         if !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return None;

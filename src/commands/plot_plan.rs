@@ -16,7 +16,8 @@ pub struct Args {
     /// Output image (.svg or .png).
     #[arg(short, long)]
     output: PathBuf,
-    /// Budget line (default: the budget recorded in the plan file).
+    /// Budget line (default: the budget recorded in the plan file, else
+    /// the device's fast-tier capacity).
     #[arg(short, long, allow_hyphen_values = true)]
     budget: Option<String>,
     /// Device file (devices/*.yaml): draw the plan against time on it, both
@@ -41,6 +42,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         Some(b) => Some(parse_budget(&g, &b)?.bytes),
         None => file.budget.map(Bytes),
     };
+    // A plan file without a budget is still drawn against the memory it
+    // would have on the device.
+    let budget = budget.or(device.as_ref().map(|d| d.fast_capacity));
     let plot_err = |e: PlotError| match e {
         PlotError::Plan(_) | PlotError::Format { .. } => {
             input_err(format!("{}: {e}", plan.display()))
