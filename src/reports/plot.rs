@@ -1025,17 +1025,24 @@ fn draw_timed<DB: DrawingBackend>(
         .map_err(e)?;
     // Lane k's band, top to bottom; bars narrower than a pixel are
     // widened to one so that short copies still show.
-    let min_w = end / 900.0;
+    let min_w = end / 700.0;
     // A white outline keeps back-to-back bars (copies queued on one
-    // engine, computations without a stall between them) apart.
+    // engine, computations without a stall between them) apart, where
+    // bars are wide enough to spare it: on a plan of a thousand
+    // statements it would leave nothing but white.
     let bar = |lane: usize, start: f64, stop: f64, color: RGBColor| {
         let y0 = slots as f64 - lane as f64 - 0.85;
         let x0 = start / tdiv;
         let x1 = (stop / tdiv).max(x0 + min_w);
         let corners = [(x0, y0), (x1, y0 + 0.7)];
+        let edge = if x1 - x0 > 5.0 * min_w {
+            WHITE.stroke_width(1)
+        } else {
+            color.stroke_width(1)
+        };
         [
             Rectangle::new(corners, color.filled()),
-            Rectangle::new(corners, WHITE.stroke_width(1)),
+            Rectangle::new(corners, edge),
         ]
     };
     let lane_of = |l: Lane| match l {
