@@ -81,6 +81,15 @@ fn inspect_reports_peak_and_minimum() {
         s.contains("smallest budget  3 B (3 bytes, 30.0% of the checkpoint-all peak)"),
         "{s}"
     );
+    // The same figures for scripts (the PyTorch bridge reads these).
+    let o = remat(&["inspect", "--json", m.to_str().unwrap()]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["nodes"], 17);
+    assert_eq!(v["edges"], 24);
+    assert_eq!(v["checkpoint_all_peak"], 10);
+    assert_eq!(v["smallest_budget"], 3);
+    assert_eq!(v["total_cost"], 17.0);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m remat_torch export|verify|train|from-onnx``.
+"""Command line: ``python -m remat_torch export|verify|train|compare-pytorch|from-onnx``.
 
 Bad input (a missing factory, a plan for another model, an unknown node) is
 one line naming the file and the node, with exit code 2 and no traceback.
@@ -64,6 +64,12 @@ def _train(a) -> int:
     return 0 if rep.ok else 1
 
 
+def _compare_pytorch(a) -> int:
+    from .compare import run_compare
+
+    return run_compare(a)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m remat_torch",
                                 description="PyTorch bridge of remat (docs/pytorch.md)")
@@ -96,6 +102,33 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument("--steps", type=int, default=3)
             v.add_argument("--lr", type=float, default=0.01)
         v.set_defaults(fn=fn)
+
+    c = sub.add_parser("compare-pytorch", help="PyTorch's memory-budget partitioner vs remat "
+                       "on the same joint graph (docs/compare-pytorch.md)")
+    c.add_argument("factory", help="MODULE.py:FACTORY")
+    c.add_argument("--batch", "-b", type=int, default=8, help="batch size (default 8)")
+    c.add_argument("--name", help="model label in file names (default: the factory's name)")
+    c.add_argument("--out-dir", "-o", default="results",
+                   help="where pytorch_compare_NAME.{csv,png,yaml} go (default results/)")
+    c.add_argument("--fractions", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1",
+                   help="activation_memory_budget values, comma-separated")
+    c.add_argument("--time-limit", type=float, default=60.0,
+                   help="remat solve --time-limit per budget, seconds (default 60)")
+    c.add_argument("--below", type=int, default=4,
+                   help="remat budgets below PyTorch's smallest peak, down to the smallest "
+                        "feasible one (default 4; 0: none)")
+    c.add_argument("--strategy", default="remat-exact", help="remat strategy (default remat-exact)")
+    c.add_argument("--cost", choices=["roofline", "flops", "measured"], default="roofline")
+    c.add_argument("--device", default="a100", help="roofline device figures (as for export)")
+    c.add_argument("--plans", help="keep every plan (PyTorch's and remat's) in this directory")
+    c.add_argument("--no-plot", action="store_true", help="write the CSV only")
+    c.add_argument("--verify", action="store_true",
+                   help="also run every plan (PyTorch's and remat's) with the executor, as "
+                        "'verify' does (column 'verified')")
+    c.add_argument("--plot-only", action="store_true",
+                   help="redraw the plot and table from a previous run's CSV and graph file")
+    c.add_argument("--cpu", action="store_true", help="capture on CPU even if CUDA is present")
+    c.set_defaults(fn=_compare_pytorch)
 
     o = sub.add_parser("from-onnx", help="write a graph: forward file from an ONNX model",
                        add_help=False)

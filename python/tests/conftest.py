@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,12 +69,11 @@ def run_main(*args: str) -> Result:
 
 
 def inspect_bounds(remat: str, graph: str) -> tuple[int, int]:
-    """(smallest budget, checkpoint-all peak) in bytes, from ``remat inspect``."""
-    out = subprocess.run([remat, "inspect", graph], capture_output=True, text=True,
+    """(smallest budget, checkpoint-all peak) in bytes, from ``remat inspect --json``."""
+    out = subprocess.run([remat, "inspect", "--json", graph], capture_output=True, text=True,
                          check=True).stdout
-    lo = int(re.search(r"^smallest budget.*\((\d+) bytes\)", out, re.M).group(1))
-    hi = int(re.search(r"^checkpoint-all\s+peak.*\((\d+) bytes\)", out, re.M).group(1))
-    return lo, hi
+    info = json.loads(out)
+    return int(info["smallest_budget"]), int(info["checkpoint_all_peak"])
 
 
 _EXPORTED: dict = {}

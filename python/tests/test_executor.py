@@ -111,7 +111,7 @@ def test_measured_peak_equals_simulated_on_hand_made_plans(remat_bin, workdir):
     for i, statements in enumerate([base, recompute(base, {largest.name})]):
         _, ex = run(copy.deepcopy(model), data, loss_fn, statements)
         plan = workdir / f"hand-made-{i}.json"
-        plan.write_text(json.dumps({"model": name, "strategy": "hand-made", "budget": 0,
+        plan.write_text(json.dumps({"model": name, "strategy": "hand-made",
                                     "fixed_memory": 0, "cost": 0, "peak_memory": 0,
                                     "statements": statements}))
         assert ex.last_peak == binary.simulate_peak(graph, str(plan))

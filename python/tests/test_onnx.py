@@ -7,6 +7,7 @@ remat binary when it is present.
 """
 
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -635,11 +636,11 @@ def _remat(*args):
 @pytest.mark.skipif(_remat_bin() is None, reason="remat binary not built")
 def test_resnet18_remat_inspect_and_solve(resnet18_graph):
     path, _ = resnet18_graph
-    res = _remat("inspect", path)
+    res = _remat("inspect", "--json", path)
     assert res.returncode == 0, res.stderr
-    assert "batch size       2" in res.stdout
-    peak = int(re.search(r"checkpoint-all\s+peak .*\((\d+) bytes\)", res.stdout).group(1))
-    low = int(re.search(r"smallest budget .*\((\d+) bytes\)", res.stdout).group(1))
+    info = json.loads(res.stdout)
+    assert info["batch_size"] == 2
+    peak, low = info["checkpoint_all_peak"], info["smallest_budget"]
     assert low < peak
     # the weights dominate a small-resolution resnet18, so a budget between
     # the smallest feasible one and the checkpoint-all peak, in bytes

@@ -10,11 +10,34 @@ use std::path::PathBuf;
 pub struct Args {
     /// Graph file (YAML or JSON).
     model: PathBuf,
+    /// Print the figures as one JSON object (bytes and cost units), for
+    /// scripts: the text layout is for people and may change.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
     let g = load_graph(&args.model)?;
     let s = analysis::summarize(&g);
+    if args.json {
+        let v = serde_json::json!({
+            "model": g.name,
+            "fingerprint": g.fingerprint().to_string(),
+            "nodes": s.nodes,
+            "forward_nodes": s.forward,
+            "backward_nodes": s.backward,
+            "edges": s.edges,
+            "batch_size": g.batch_size,
+            "cost_unit": g.cost_unit,
+            "total_cost": s.total_cost,
+            "forward_cost": s.forward_cost,
+            "fixed_memory": s.fixed_memory.get(),
+            "checkpoint_all_peak": s.checkpoint_all_peak.get(),
+            "smallest_budget": s.min_budget.get(),
+        });
+        println!("{v}");
+        return Ok(());
+    }
     println!("model            {}", g.name);
     println!("fingerprint      {}", g.fingerprint());
     println!(

@@ -10,6 +10,7 @@
 //! [`highs`]) and the vendored CBC through `coin_cbc`'s raw bindings (see
 //! [`cbc`]). LPs always run on HiGHS.
 
+pub mod autotm;
 pub mod cbc;
 pub mod checkmate;
 pub mod cover;

@@ -9,6 +9,9 @@
 //! never builds statements or times anything itself: the pipeline generates
 //! the plan and the simulator reports its step time.
 
+pub mod autotm_async;
+pub mod autotm_static;
+pub mod autotm_sync;
 pub mod candidates;
 pub mod checkmate_approx;
 pub mod checkmate_ilp;
@@ -19,9 +22,13 @@ pub mod griewank;
 pub mod knobs;
 pub mod local_search;
 pub mod lp_bound;
+pub mod mc_dla;
+pub mod offload_all;
 pub mod portfolio;
 pub mod remat_exact;
 pub mod segments;
+pub(crate) mod tiered;
+pub mod tiertrain;
 pub mod watch;
 
 use crate::graph::Graph;
@@ -227,6 +234,21 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
     v
 }
 
+/// The seed systems' tiered policies (docs/tiers.md), in the order reports
+/// list them. Each needs a device; without one it does not apply. Kept out
+/// of [`all`] until `solve` and `sweep` print time columns, so default
+/// sweeps keep their rows; [`by_name`] finds them.
+pub fn tiered_policies() -> Vec<Box<dyn Strategy>> {
+    vec![
+        Box::new(offload_all::OffloadAll),
+        Box::new(mc_dla::McDla),
+        Box::new(tiertrain::TierTrain),
+        Box::new(autotm_static::AutotmStatic),
+        Box::new(autotm_sync::AutotmSync),
+        Box::new(autotm_async::AutotmAsync),
+    ]
+}
+
 /// The prior-work heuristics with a knob, in the order reports list them
 /// (Checkmate Table 1). Each traces a trade-off curve (`remat baselines`).
 pub fn baselines() -> Vec<Box<dyn knobs::TradeOff>> {
@@ -239,7 +261,10 @@ pub fn baselines() -> Vec<Box<dyn knobs::TradeOff>> {
 }
 
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
-    all().into_iter().find(|s| s.name() == name)
+    all()
+        .into_iter()
+        .chain(tiered_policies())
+        .find(|s| s.name() == name)
 }
 
 pub fn names() -> Vec<&'static str> {

@@ -1,0 +1,302 @@
+//! Ground shared by the seed systems' tiered policies (docs/tiers.md):
+//! the device they need, each value's reads, the per-stage memory and
+//! compute profile of a schedule, and the one way they hand a schedule
+//! back. They use the same plan generator and simulator as every other
+//! strategy; the simulator's verdict on the peak decides whether a plan
+//! fits, so no policy can claim a budget its plan does not meet.
+
+use super::{Solution, SolveOptions, StrategyError};
+use crate::device::{Device, Engines};
+use crate::graph::{Graph, NodeId};
+use crate::schedule::{generate_plan, simulate_on, Plan, Schedule, Statement};
+use crate::units::Bytes;
+
+/// The device a tiered policy needs. Without one there is no slow tier to
+/// move anything to, so the policy does not apply (a row a sweep keeps),
+/// rather than silently degenerating to checkpoint-all.
+pub(crate) fn device<'a>(
+    opts: &'a SolveOptions,
+    strategy: &'static str,
+) -> Result<&'a Device, StrategyError> {
+    opts.device
+        .as_deref()
+        .ok_or_else(|| StrategyError::NotApplicable {
+            strategy,
+            reason: "it moves values to a slow tier, and no device (--device) gives one".into(),
+        })
+}
+
+/// When each value is read: the stages of its readers, sorted and
+/// distinct, with the last forward read and the first backward read that
+/// the activation-offloading rules (vDNN, MC-DLA, TierTrain) key on.
+#[derive(Debug, Clone)]
+pub(crate) struct Reads {
+    pub stages: Vec<usize>,
+    /// The last stage that reads the value in the forward pass, or the
+    /// value's own stage when no forward node reads it.
+    pub last_forward: usize,
+    /// The first gradient node that reads it, if any.
+    pub first_backward: Option<usize>,
+}
+
+impl Reads {
+    pub fn last(&self) -> Option<usize> {
+        self.stages.last().copied()
+    }
+}
+
+pub(crate) fn reads(g: &Graph) -> Vec<Reads> {
+    g.ids()
+        .map(|i| {
+            let mut stages: Vec<usize> = g.users(i).iter().map(|u| u.idx()).collect();
+            stages.sort_unstable();
+            stages.dedup();
+            let fwd = |u: &usize| !g.node(NodeId::from(*u)).backward;
+            let last_forward = stages.iter().filter(|u| fwd(u)).max().copied();
+            let first_backward = stages.iter().find(|u| !fwd(u)).copied();
+            Reads {
+                last_forward: last_forward.unwrap_or(i.idx()),
+                first_backward,
+                stages,
+            }
+        })
+        .collect()
+}
+
+/// Seconds each stage computes for (recomputations included), with every
+/// operand in fast memory.
+pub(crate) fn stage_compute(g: &Graph, sch: &Schedule, dev: &Device) -> Vec<f64> {
+    (0..sch.stages())
+        .map(|t| {
+            let cost: f64 = sch.computed(t).map(|k| g.cost(k)).sum();
+            dev.compute_time(cost).get()
+        })
+        .collect()
+}
+
+/// Duration of one copy of node `i` in the given direction.
+pub(crate) fn copy_secs(g: &Graph, dev: &Device, i: usize, to_slow: bool) -> f64 {
+    dev.copy_time(g.memory(NodeId::from(i)), to_slow).get()
+}
+
+/// The most fast-tier bytes (fixed memory included) held at once during
+/// each stage of a plan, measured on the plan's own statements. Stage `t`
+/// starts after the first computation of node `t - 1`: every allocation,
+/// copy-in buffer included, belongs to the stage after the last node
+/// computed for the first time, and a stage's peak is always reached at
+/// one of them. Policies price "keep one more value through these stages"
+/// with it, exactly, instead of re-deriving the plan generator's rules.
+pub(crate) fn stage_peaks(g: &Graph, plan: &Plan) -> Vec<Bytes> {
+    let n = g.len();
+    let mut peaks = vec![g.fixed_memory; n];
+    let mut size = std::collections::HashMap::new();
+    let mut done = vec![false; n];
+    let mut stage = 0usize;
+    let mut live = Bytes::ZERO;
+    let note = |peaks: &mut Vec<Bytes>, stage: usize, live: Bytes| {
+        if stage < n {
+            peaks[stage] = peaks[stage].max(g.fixed_memory + live);
+        }
+    };
+    for st in &plan.statements {
+        match st {
+            Statement::Allocate {
+                register, bytes, ..
+            } => {
+                size.insert(*register, *bytes);
+                live += *bytes;
+                note(&mut peaks, stage, live);
+            }
+            Statement::CopyIn { register, src } => {
+                let b = size.get(src).copied().unwrap_or(Bytes::ZERO);
+                size.insert(*register, b);
+                live += b;
+                note(&mut peaks, stage, live);
+            }
+            Statement::CopyOut { register, src } => {
+                // A slow register: its bytes count in the slow tier, but a
+                // later copy in of it needs them.
+                let b = size.get(src).copied().unwrap_or(Bytes::ZERO);
+                size.insert(*register, b);
+            }
+            Statement::Deallocate { register } => {
+                live = live - size.get(register).copied().unwrap_or(Bytes::ZERO);
+            }
+            Statement::Compute { node, .. } => {
+                if !done[node.idx()] {
+                    done[node.idx()] = true;
+                    stage = node.idx() + 1;
+                }
+            }
+            Statement::Wait { .. } | Statement::Drop { .. } => {}
+        }
+    }
+    peaks
+}
+
+/// The time a stage's copy engine(s) can absorb before a copy in of this
+/// stage delays it: the stage's computation, less what the engine that
+/// takes copies in already carries. Used by the prefetch placement of
+/// offload-all and mc-dla to spread copies over stages.
+pub(crate) fn in_engine_room(dev: &Device, compute: f64, load_in: f64, load_out: f64) -> f64 {
+    match dev.slow.engines {
+        Engines::Duplex => compute - load_in,
+        Engines::Shared => compute - load_in - load_out,
+        // The compute stream moves the bytes itself: nothing hides.
+        Engines::Synchronous => 0.0,
+    }
+}
+
+/// Turns a policy's schedule into its answer: generated, simulated on the
+/// device, and accepted only if the simulated fast-tier peak fits. A
+/// policy that misses the budget says so with the simulator's figures, as
+/// the recompute strategies do when they find no fitting plan.
+pub(crate) fn finish(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    sch: Schedule,
+    strategy: &'static str,
+    detail: String,
+) -> Result<Solution, StrategyError> {
+    let plan = generate_plan(g, &sch)
+        .map_err(|e| StrategyError::Other(format!("{strategy} built an invalid schedule: {e}")))?;
+    match simulate_on(g, &plan, Some(dev)) {
+        Ok(sim) if sim.peak <= budget => Ok(Solution::feasible(sch, Some(detail))),
+        Ok(sim) => Ok(Solution::no_fit(format!(
+            "{strategy}'s plan needs {} of fast memory ({detail}); the budget is {}",
+            sim.peak.human(),
+            budget.human()
+        ))),
+        // Only the slow tier's capacity can make a policy's plan invalid.
+        Err(e) => Ok(Solution::no_fit(format!(
+            "{strategy}'s plan does not run on {}: {e}",
+            dev.name
+        ))),
+    }
+}
+
+/// The AutoTM strategies' common run: build the model, start from the
+/// least-memory placement when it fits, solve, and hand the schedule to
+/// the simulator. `exact` says whether the model's objective is the
+/// simulated step time on this device; only then is an optimum reported
+/// as optimal (otherwise it is optimal for AutoTM's model, not for the
+/// device, and reported as feasible).
+pub(crate) fn solve_autotm(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    opts: &SolveOptions,
+    moves: crate::solver::autotm::Moves,
+    exact: bool,
+    name: &'static str,
+) -> Result<Solution, StrategyError> {
+    use crate::solver::{autotm, solve_mip, MipStatus, Params};
+    let am = autotm::build(g, dev, budget, moves);
+    let direct = dev.slow.direct_read.is_some();
+    let warm = [direct, false]
+        .into_iter()
+        .map(|d| am.least_memory(d))
+        .find(|x| am.model.max_violation(x) <= 1e-9);
+    let params = Params {
+        time_limit: opts.time_limit,
+        gap: opts.gap,
+        threads: opts.threads,
+        ..Params::default()
+    };
+    let res = solve_mip(&am.model, opts.backend, &params, warm.as_deref())
+        .map_err(|e| StrategyError::Solver(e.to_string()))?;
+    let size = format!(
+        "{} columns, {} rows",
+        am.model.num_cols(),
+        am.model.num_rows()
+    );
+    let no_plan = |status: super::Status, why: &str| {
+        let mut s = Solution::infeasible(format!("{name}: {why} ({size})"));
+        s.status = status;
+        s
+    };
+    let x = match (res.status, res.x) {
+        // AutoTM's model has no recomputation, so its infeasibility
+        // proves only that this policy cannot fit, not that no plan can.
+        (MipStatus::Infeasible, _) => {
+            return Ok(no_plan(
+                super::Status::NoFit,
+                "no placement fits the budget",
+            ))
+        }
+        (_, None) => {
+            return Ok(no_plan(
+                super::Status::NoSolution,
+                "the time limit ran out before a placement was found",
+            ))
+        }
+        (_, Some(x)) => x,
+    };
+    let sch = am.schedule(&x);
+    let proven = res.status == MipStatus::Optimal;
+    let how = match (proven, exact) {
+        (true, true) => "MILP optimal".to_string(),
+        (true, false) => {
+            "optimal for AutoTM's model, which prices copies as blocking; the device overlaps them"
+                .to_string()
+        }
+        (false, _) => {
+            let gap = match (res.objective, res.bound) {
+                (Some(o), Some(b)) if o > 0.0 => {
+                    format!(", solver gap {:.2}%", 100.0 * (o - b) / o)
+                }
+                _ => String::new(),
+            };
+            format!("MILP stopped by its time limit{gap}")
+        }
+    };
+    let mut sol = finish(g, budget, dev, sch, name, format!("{how}; {size}"))?;
+    if !sol.status.has_plan() {
+        return Err(StrategyError::Other(format!(
+            "{name}: the MILP's placement does not fit in the simulator: {}",
+            sol.detail.unwrap_or_default()
+        )));
+    }
+    if proven && exact {
+        sol.status = super::Status::Optimal;
+    }
+    Ok(sol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategies::Strategy;
+    use std::path::Path;
+
+    /// The per-stage peaks the heuristics price their moves with agree with
+    /// the simulator's peak, on plans with copies and recomputations.
+    #[test]
+    fn stage_peaks_reach_the_simulated_peak() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dev = Device::load(&root.join("devices/optane-pmm.yaml")).unwrap();
+        let opts = SolveOptions {
+            device: Some(std::sync::Arc::new(dev.clone())),
+            ..SolveOptions::default()
+        };
+        for model in ["resnet50", "unet"] {
+            let g = Graph::load(&root.join(format!("models/{model}.yaml"))).unwrap();
+            let policies: [&dyn Strategy; 2] = [
+                &super::super::offload_all::OffloadAll,
+                &super::super::mc_dla::McDla,
+            ];
+            let mut schedules = vec![Schedule::checkpoint_all(&g)];
+            for p in policies {
+                let sol = p.solve(&g, Bytes(u64::MAX / 2), &opts).unwrap();
+                schedules.push(sol.schedule.unwrap());
+            }
+            for sch in schedules {
+                let plan = generate_plan(&g, &sch).unwrap();
+                let peaks = stage_peaks(&g, &plan);
+                let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+                assert_eq!(peaks.iter().max().copied().unwrap(), sim.peak, "{model}");
+            }
+        }
+    }
+}
