@@ -334,17 +334,28 @@ fn max_batch_with_a_slow_tier_is_at_least_the_recompute_only_answer() {
     let rows = run(vec![
         remat::strategies::by_name("remat-fast").unwrap(),
         Box::new(TestOffload),
+        remat::strategies::by_name("offload-all").unwrap(),
+        remat::strategies::by_name("mc-dla").unwrap(),
+        remat::strategies::by_name("tiertrain").unwrap(),
     ]);
     let get = |name: &str| rows.iter().find(|r| r.strategy == name).unwrap();
     let (recompute, tiered) = (get("remat-fast"), get("test-offload"));
     assert!(recompute.max_batch >= 4, "{rows:?}");
     assert!(tiered.max_batch >= recompute.max_batch, "{rows:?}");
-    // Here offloading hides behind compute, so the slow tier buys batch.
+    // Here offloading hides behind compute, so the slow tier buys batch,
+    // with the seed systems' policies too.
     assert!(tiered.max_batch > recompute.max_batch, "{rows:?}");
+    for policy in ["offload-all", "tiertrain"] {
+        assert!(get(policy).max_batch > recompute.max_batch, "{rows:?}");
+    }
     // Every row's plan passes the simulator on the device, within the
     // memory and the slowdown bound, at the batch it reports.
     for r in &rows {
         assert_eq!(r.device.as_deref(), Some("t"));
+        if r.max_batch == 0 {
+            assert!(r.slowdown.is_none() && r.peak.is_none(), "{r:?}");
+            continue;
+        }
         let s: Box<dyn remat::strategies::Strategy> = match r.strategy.as_str() {
             "test-offload" => Box::new(TestOffload),
             n => remat::strategies::by_name(n).unwrap(),
