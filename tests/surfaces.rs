@@ -551,3 +551,34 @@ fn the_timeline_is_the_simulators_own_replay() {
         }
     }
 }
+
+#[test]
+fn a_sweep_row_that_offloads_carries_bytes_moved_and_no_recompute_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, _, d) = tiered_chain(dir.path(), "duplex");
+    let csv = dir.path().join("chain.csv");
+    let o = remat(&[
+        "sweep",
+        s(&g),
+        "-b",
+        "100%",
+        "-s",
+        "offload-all",
+        "-o",
+        s(&csv),
+        "--device",
+        s(&d),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = csv_rows(&csv);
+    let r = &rows[0];
+    assert!(!r["cost"].is_empty(), "{r:?}");
+    let moved: u64 = r["bytes_to_slow"].parse().unwrap();
+    assert!(moved > 0, "{r:?}");
+    assert_eq!(r["bytes_to_fast"], r["bytes_to_slow"], "{r:?}");
+    assert!(r["slow_peak_bytes"].parse::<u64>().unwrap() > 0, "{r:?}");
+    // The bound is on recompute-only plans: no gap against it.
+    assert!(r["gap"].is_empty(), "{r:?}");
+    let over: f64 = r["step_overhead"].parse().unwrap();
+    assert!(over >= 1.0, "{r:?}");
+}

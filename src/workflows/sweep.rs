@@ -671,7 +671,11 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         row.lp_bound = Some(row.lp_bound.map_or(floor, |b| b.max(floor)));
                     }
                 }
-                if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
+                // The bounds are on recompute-only plans: a plan that moves
+                // values to the slow tier may cost less than them, and its
+                // "gap" would only look like a proof of optimality.
+                let moves = out.timing().is_some_and(|t| t.copies > 0);
+                if let (Some(c), Some(lb), false) = (row.cost, row.lp_bound, moves) {
                     row.gap = Some(if c > 0.0 {
                         ((c - lb) / c).max(0.0)
                     } else {
