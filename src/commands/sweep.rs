@@ -117,11 +117,16 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     if !quiet {
         eprintln!(
-            "sweep {}: {} ({}) x {}",
+            "sweep {}: {} ({}) x {}{}",
             g.name,
             plural(cfg.budgets.len(), "budget", "budgets"),
             source,
-            plural(cfg.strategies.len(), "strategy", "strategies")
+            plural(cfg.strategies.len(), "strategy", "strategies"),
+            cfg.opts
+                .device
+                .as_ref()
+                .map(|d| format!(", timed on device '{}'", d.name))
+                .unwrap_or_default()
         );
     }
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
