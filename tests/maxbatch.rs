@@ -142,7 +142,7 @@ fn csv_rows_are_kept_and_reused() {
     // rejected without a solve, so at most 10 solves.
     assert!((6..=10).contains(&probes), "{probes} probes");
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds\n"));
+    assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds,device,slowdown\n"));
     assert!(
         text.contains(&format!(
             ",checkpoint-all,{},one-extra-forward,found,20,1.0000,1.000000,{},",

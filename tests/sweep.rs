@@ -109,9 +109,10 @@ fn rows_have_simulated_numbers() {
     // Every row carries the fingerprint of the graph it was solved on.
     let fp = g.fingerprint();
     assert!(text.starts_with(&format!(
-        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint\n\
-         fan3,checkpoint-all,301,optimal,7,1.000000,301,7,0.000000,0.000,{fp}\n\
-         fan3,checkpoint-all,251,no-fit,,,,8,,0.000,{fp}\n"
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint,\
+         device,device_fingerprint,step_seconds,step_overhead,stall_seconds,bytes_to_slow,bytes_to_fast,slow_peak_bytes\n\
+         fan3,checkpoint-all,301,optimal,7,1.000000,301,7,0.000000,0.000,{fp},,,,,,,,\n\
+         fan3,checkpoint-all,251,no-fit,,,,8,,0.000,{fp},,,,,,,,\n"
     )), "{text}");
     // Below the smallest feasible budget, no strategy is asked.
     for st in [

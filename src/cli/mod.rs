@@ -65,6 +65,10 @@ pub struct Budget {
     pub bytes: Bytes,
     pub spec: BudgetSpec,
     input: String,
+    /// The device whose fast-tier capacity this budget is, when the user
+    /// gave a device and no budget: said in every summary, so that a
+    /// budget the user never typed is never a surprise.
+    pub from_device: Option<String>,
 }
 
 impl Budget {
@@ -76,12 +80,49 @@ impl Budget {
         } else {
             self.bytes.human()
         };
-        format!("{human} ({} bytes)", self.bytes)
+        match &self.from_device {
+            Some(d) => format!(
+                "{human} ({} bytes), the fast-tier capacity of device '{d}'",
+                self.bytes
+            ),
+            None => format!("{human} ({} bytes)", self.bytes),
+        }
+    }
+
+    /// The default budget with a device: its whole fast tier, since that is
+    /// the memory a step on that device actually has.
+    pub fn of_device(d: &crate::device::Device) -> Budget {
+        Budget {
+            bytes: d.fast_capacity,
+            spec: BudgetSpec::Absolute(d.fast_capacity),
+            input: d.fast_capacity.0.to_string(),
+            from_device: Some(d.name.clone()),
+        }
+    }
+
+    /// `--budget` when given, else the device's fast capacity; neither is
+    /// an input error naming both flags.
+    pub fn given_or_device(
+        g: &Graph,
+        budget: Option<&str>,
+        device: Option<&crate::device::Device>,
+    ) -> anyhow::Result<Budget> {
+        match (budget, device) {
+            (Some(b), _) => parse_budget(g, b),
+            (None, Some(d)) => Ok(Budget::of_device(d)),
+            (None, None) => Err(input_err(
+                "--budget is required without --device (with a device it defaults to the fast-tier capacity)",
+            )),
+        }
     }
 
     /// What the user probably meant when a budget is far too small to be
     /// meant: `-b 90` (90 bytes) or `-b 0.9` (one byte) for 90%.
     pub fn did_you_mean(&self) -> Option<String> {
+        // A device's capacity is no typo of the user's.
+        if self.from_device.is_some() {
+            return None;
+        }
         let t = self.input.trim();
         if !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
             return None;
@@ -118,6 +159,7 @@ pub fn parse_budget(g: &Graph, s: &str) -> anyhow::Result<Budget> {
         bytes: spec.resolve(analysis::checkpoint_all_peak(g)),
         spec,
         input: s.to_string(),
+        from_device: None,
     })
 }
 

@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{input_err, load_graph};
+use remat::cli::{input_err, load_device, load_graph};
 use remat::units::BudgetSpec;
 use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig, MaxBatchError};
 use remat::workflows::resultlog::LogError;
@@ -13,15 +13,25 @@ use std::path::PathBuf;
 pub struct Args {
     /// Graph file (YAML or JSON); costs and activation memory scale from its batch_size.
     model: PathBuf,
-    /// Device memory, e.g. 16GB or 16GiB.
+    /// Device memory, e.g. 16GB or 16GiB. Required without --device; with
+    /// one it defaults to the device's fast-tier capacity.
     #[arg(long)]
-    memory: String,
+    memory: Option<String>,
     /// Comma-separated strategy names, or `all` (checkpoint-all is always included).
     #[arg(short, long, visible_alias = "strategy", default_value = "all")]
     strategies: String,
     /// Allow cost up to F x checkpoint-all cost, instead of one extra forward pass.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "device")]
     max_overhead: Option<f64>,
+    /// Device file (devices/*.yaml): plans may use its slow tier, and a
+    /// batch is allowed by its simulated step time instead of its cost.
+    #[arg(long)]
+    device: Option<PathBuf>,
+    /// With --device: allow a step time up to this many times the all-fast
+    /// step at the same batch (`1.25` or `25%`), instead of one extra
+    /// forward pass's time.
+    #[arg(long, requires = "device", value_parser = parse_slowdown)]
+    max_slowdown: Option<f64>,
     /// Largest batch tried.
     #[arg(long, default_value_t = 1 << 24)]
     max_batch: u32,
@@ -41,20 +51,29 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         memory,
         strategies,
         max_overhead,
+        device,
+        max_slowdown,
         max_batch,
         output,
         jobs,
         solver,
     } = args;
     let g = load_graph(&model)?;
-    let memory = match BudgetSpec::parse(&memory) {
-        Ok(BudgetSpec::Absolute(b)) => b,
-        Ok(_) => {
+    let device = device.as_deref().map(load_device).transpose()?;
+    let memory = match (memory.as_deref().map(BudgetSpec::parse), &device) {
+        (Some(Ok(BudgetSpec::Absolute(b))), _) => b,
+        (Some(Ok(_)), _) => {
             return Err(input_err(
                 "--memory must be a size such as 16GB, not a percentage",
             ))
         }
-        Err(e) => return Err(input_err(format!("--memory: {e}"))),
+        (Some(Err(e)), _) => return Err(input_err(format!("--memory: {e}"))),
+        (None, Some(d)) => d.fast_capacity,
+        (None, None) => {
+            return Err(input_err(
+                "--memory is required without --device (with a device it defaults to the fast-tier capacity)",
+            ))
+        }
     };
     // Parameters, gradients and optimizer state do not shrink with the
     // batch: if they alone overflow the device, no batch fits, and a table
@@ -77,8 +96,23 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         }
         cfg.rule = CostRule::MaxOverhead(f);
     }
+    if let Some(f) = max_slowdown {
+        cfg.rule = CostRule::MaxSlowdown(f);
+    }
     cfg.max_batch = max_batch.max(1);
     cfg.opts = solver.options(super::MAX_BATCH_SECONDS);
+    let device_note = device.as_ref().map(|d| {
+        format!(
+            ", on device '{}' (step time against all-fast{})",
+            d.name,
+            if d.fast_capacity == memory {
+                "; memory is its fast-tier capacity"
+            } else {
+                ""
+            }
+        )
+    });
+    cfg.opts.device = device.map(std::sync::Arc::new);
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.quiet = ctx.quiet;
     cfg.output = output.clone();
@@ -89,15 +123,52 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         e => e.into(),
     })?;
     println!(
-        "{} at {} ({} bytes), cost rule {}",
+        "{} at {} ({} bytes), cost rule {}{}",
         g.name,
         memory.human(),
         memory,
-        cfg.rule.label()
+        cfg.rule.label(),
+        device_note.unwrap_or_default()
     );
     print!("{}", maxbatch::render(&rows));
     if let Some(o) = output.filter(|_| !ctx.quiet) {
         eprintln!("wrote {}", o.display());
     }
     Ok(())
+}
+
+/// `1.25` or `25%` (a quarter slower than all-fast). A bare number below 1
+/// would mean faster than all fast memory, which no plan is: refused, with
+/// the percentage it probably meant.
+fn parse_slowdown(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok().map(|p| 1.0 + p / 100.0),
+        None => t.parse::<f64>().ok(),
+    }
+    .filter(|v| v.is_finite())
+    .ok_or("expected a slowdown such as 1.25 or 25%")?;
+    if v < 1.0 {
+        return Err(match t.strip_suffix('%') {
+            Some(_) => "a slowdown below 0% means faster than all-fast memory".into(),
+            None => format!(
+                "a slowdown below 1 means faster than all-fast memory; for {t} as a fraction extra write {}%",
+                remat::units::short_float(v * 100.0)
+            ),
+        });
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slowdowns_as_factor_or_percent() {
+        assert_eq!(super::parse_slowdown("1.25"), Ok(1.25));
+        assert_eq!(super::parse_slowdown("25%"), Ok(1.25));
+        assert!(super::parse_slowdown("0.25").unwrap_err().contains("25%"));
+        for bad in ["-5%", "x", "inf", "nan"] {
+            assert!(super::parse_slowdown(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -3,9 +3,7 @@
 use super::{Ctx, SolverArgs};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use remat::cli::{
-    input_err, interrupt, load_device, load_graph, parse_budget, plan_text, write_output,
-};
+use remat::cli::{input_err, interrupt, load_device, load_graph, plan_text, write_output};
 use remat::cli::{plural, Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
@@ -21,9 +19,11 @@ use std::time::{Duration, Instant};
 pub struct Args {
     /// Graph file (YAML or JSON).
     model: PathBuf,
-    /// Memory budget: bytes, KB/MB/GB, KiB/MiB/GiB, or NN% of the checkpoint-all peak.
+    /// Memory budget: bytes, KB/MB/GB, KiB/MiB/GiB, or NN% of the
+    /// checkpoint-all peak. Required without --device; with one it defaults
+    /// to the device's fast-tier capacity.
     #[arg(short, long, allow_hyphen_values = true)]
-    budget: String,
+    budget: Option<String>,
     /// Strategy name (see `remat strategies`). The default proves its
     /// answer optimal when it can; `remat-fast` answers within a minute.
     #[arg(
@@ -58,7 +58,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         .map(load_device)
         .transpose()?
         .map(Arc::new);
-    let budget = parse_budget(&g, &budget)?;
+    let budget = Budget::given_or_device(&g, budget.as_deref(), device.as_deref())?;
     if let Some(w) = budget.warning(&g) {
         eprintln!("note: {w}");
     }

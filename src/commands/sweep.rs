@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{input_err, load_graph, plural};
+use remat::cli::{input_err, load_device, load_graph, plural};
 use remat::reports::plot;
 use remat::strategies;
 use remat::workflows::budgets::{self, BudgetList};
@@ -46,6 +46,12 @@ pub struct Args {
     /// LP relaxation once per budget (it is slow on very large graphs).
     #[arg(long)]
     no_lp_bound: bool,
+    /// Device file (devices/*.yaml): time every plan on it and fill the
+    /// time columns (step time, overhead against all-fast, stalls, bytes
+    /// moved, slow-tier peak). A CSV's rows are resumed only on the same
+    /// device (or on none, for rows swept without one).
+    #[arg(long)]
+    device: Option<PathBuf>,
     #[command(flatten)]
     solver: SolverArgs,
 }
@@ -62,9 +68,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         fresh,
         zero_timings,
         no_lp_bound,
+        device,
         solver,
     } = args;
     let g = load_graph(&model)?;
+    let device = device
+        .as_deref()
+        .map(load_device)
+        .transpose()?
+        .map(std::sync::Arc::new);
     let quiet = ctx.quiet;
     let (list, source) = match budgets {
         Some(b) => BudgetList::from_arg(&b),
@@ -95,6 +107,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.opts = solver.options(super::SOLVE_SECONDS);
+    cfg.opts.device = device;
     cfg.quiet = quiet;
     cfg.plans_dir = plans;
     cfg.zero_timings = zero_timings;
@@ -104,16 +117,22 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     if !quiet {
         eprintln!(
-            "sweep {}: {} ({}) x {}",
+            "sweep {}: {} ({}) x {}{}",
             g.name,
             plural(cfg.budgets.len(), "budget", "budgets"),
             source,
-            plural(cfg.strategies.len(), "strategy", "strategies")
+            plural(cfg.strategies.len(), "strategy", "strategies"),
+            cfg.opts
+                .device
+                .as_ref()
+                .map(|d| format!(", timed on device '{}'", d.name))
+                .unwrap_or_default()
         );
     }
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
         SweepError::Log(LogError::Format { .. } | LogError::OtherKind { .. })
-        | SweepError::GraphChanged { .. } => input_err(e.to_string()),
+        | SweepError::GraphChanged { .. }
+        | SweepError::DeviceChanged { .. } => input_err(e.to_string()),
         e => e.into(),
     })?;
     if let Some(p) = &plot {

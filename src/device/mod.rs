@@ -100,6 +100,14 @@ impl Device {
         self.compute_time(g.total_cost())
     }
 
+    /// A content hash of the parsed figures (not the file's text, so that
+    /// comments and `40GB` against `40000000000` change nothing): sweep
+    /// rows carry it, so that rows timed on one device are never resumed
+    /// under another.
+    pub fn fingerprint(&self) -> crate::graph::Fingerprint {
+        crate::graph::Fingerprint::of_text(&format!("{self:?}"))
+    }
+
     pub fn load(path: &Path) -> Result<Device, DeviceError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| DeviceError {

@@ -61,6 +61,14 @@ impl Fingerprint {
         h.u64(g.fixed_memory.get());
         Fingerprint(h.0)
     }
+
+    /// The same hash over a text: for inputs other than graphs whose
+    /// canonical form is already a string (a device's parsed figures).
+    pub fn of_text(text: &str) -> Fingerprint {
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        h.str(text);
+        Fingerprint(h.0)
+    }
 }
 
 impl fmt::Display for Fingerprint {

@@ -851,3 +851,325 @@ pub fn plot_plan(
     render(path, |r| draw_plan(r, &d), |r| draw_plan(r, &d))?;
     Ok(d.trace)
 }
+
+/// What a timed plan figure draws: the simulator's timeline and report.
+struct TimedData {
+    title: String,
+    timeline: crate::schedule::Timeline,
+    step: f64,
+    budget: Option<Bytes>,
+    fast_peak: Bytes,
+    slow_peak: Bytes,
+    /// Names of the copy lanes, engine 0 first (none on a synchronous
+    /// device, whose copies run on the compute lane).
+    engines: Vec<&'static str>,
+}
+
+/// A time scale for axis labels: divisor and unit name.
+fn time_unit(max: f64) -> (f64, &'static str) {
+    if max >= 1.0 {
+        (1.0, "s")
+    } else if max >= 1e-3 {
+        (1e-3, "ms")
+    } else {
+        (1e-6, "µs")
+    }
+}
+
+const FORWARD: RGBColor = RGBColor(31, 119, 180);
+const BACKWARD: RGBColor = RGBColor(44, 160, 44);
+const RECOMPUTE: RGBColor = RGBColor(255, 127, 14);
+const TO_SLOW: RGBColor = RGBColor(148, 103, 189);
+const TO_FAST: RGBColor = RGBColor(23, 190, 207);
+
+fn draw_timed<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    d: &TimedData,
+    g: &Graph,
+) -> Result<(), String> {
+    use crate::schedule::Lane;
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (head, body) = root.split_vertically(64);
+    for (k, line) in d.title.lines().enumerate() {
+        let color = if line.contains("EXCEEDS") {
+            COLORS[3]
+        } else {
+            BLACK
+        };
+        head.draw(&Text::new(
+            line.to_string(),
+            (16, 12 + 26 * k as i32),
+            ("sans-serif", if k == 0 { 20 } else { 14 })
+                .into_font()
+                .color(&color),
+        ))
+        .map_err(e)?;
+    }
+    let lanes = 1 + d.engines.len();
+    // At least three lane heights, so that the lanes' legend fits below a
+    // lone compute lane (a synchronous device) too.
+    let slots = lanes.max(3);
+    let (mem_area, lane_area) =
+        body.split_vertically(body.dim_in_pixel().1 as i32 - 60 - 34 * slots as i32);
+    let (tdiv, tunit) = time_unit(d.step);
+    let end = (d.step / tdiv).max(1e-12);
+    // Room right of the step's end for the lanes' legend, on both charts
+    // so that their time axes line up.
+    let right = end * 1.16;
+    let top_bytes = d
+        .fast_peak
+        .max(d.slow_peak)
+        .max(d.budget.unwrap_or_default());
+    let (div, unit) = byte_unit(top_bytes.as_f64());
+    let top = (top_bytes.as_f64() / div * 1.3).max(1e-9);
+
+    // Both tiers' occupancy against time: step functions, each point the
+    // level from that time on.
+    let mut chart = ChartBuilder::on(&mem_area)
+        .margin(16)
+        .margin_bottom(4)
+        .x_label_area_size(24)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..right, 0f64..top)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
+        .y_desc(format!("memory ({unit})"))
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    let steps = |level: &dyn Fn(&crate::schedule::MemoryPoint) -> Bytes, start: Bytes| {
+        let mut pts = Vec::with_capacity(2 * d.timeline.memory.len() + 2);
+        let mut prev = start.as_f64() / div;
+        pts.push((0.0, prev));
+        for m in &d.timeline.memory {
+            let (x, y) = (m.time.get() / tdiv, level(m).as_f64() / div);
+            pts.push((x, prev));
+            pts.push((x, y));
+            prev = y;
+        }
+        pts.push((end, prev));
+        pts
+    };
+    let fast = steps(&|m| m.fast, g.fixed_memory);
+    let slow = steps(&|m| m.slow, Bytes::ZERO);
+    chart
+        .draw_series(AreaSeries::new(
+            fast.iter().copied(),
+            0.0,
+            FORWARD.mix(0.15),
+        ))
+        .map_err(e)?;
+    chart
+        .draw_series(LineSeries::new(fast, FORWARD.stroke_width(2)))
+        .map_err(e)?
+        .label(format!("fast tier (peak {})", d.fast_peak.human()))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], FORWARD.stroke_width(2)));
+    chart
+        .draw_series(LineSeries::new(slow, TO_SLOW.stroke_width(2)))
+        .map_err(e)?
+        .label(format!("slow tier (peak {})", d.slow_peak.human()))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], TO_SLOW.stroke_width(2)));
+    if let Some(b) = d.budget {
+        let red = COLORS[3];
+        let y = b.as_f64() / div;
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, y), (end, y)],
+                10,
+                5,
+                red.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(format!("budget {}", b.human()))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+
+    // The lanes: compute on top, then each copy engine; a bar per
+    // computation or copy, gaps on the compute lane are stalls.
+    let names: Vec<&str> = std::iter::once("compute")
+        .chain(d.engines.iter().copied())
+        .collect();
+    let mut lanes_chart = ChartBuilder::on(&lane_area)
+        .margin(16)
+        .margin_top(0)
+        .x_label_area_size(46)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..right, 0f64..slots as f64)
+        .map_err(e)?;
+    let lane_label = |y: &f64| {
+        let k = (slots as f64 - y - 0.5).round();
+        if (y.fract() - 0.5).abs() < 1e-6 && k >= 0.0 && (k as usize) < names.len() {
+            names[k as usize].to_string()
+        } else {
+            String::new()
+        }
+    };
+    lanes_chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc(format!("time ({tunit})"))
+        .x_label_formatter(&tick)
+        .y_labels(2 * slots + 1)
+        .y_label_formatter(&lane_label)
+        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", 13))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    // Lane k's band, top to bottom; bars narrower than a pixel are
+    // widened to one so that short copies still show.
+    let min_w = end / 700.0;
+    // A white outline keeps back-to-back bars (copies queued on one
+    // engine, computations without a stall between them) apart, where
+    // bars are wide enough to spare it: on a plan of a thousand
+    // statements it would leave nothing but white.
+    let bar = |lane: usize, start: f64, stop: f64, color: RGBColor| {
+        let y0 = slots as f64 - lane as f64 - 0.85;
+        let x0 = start / tdiv;
+        let x1 = (stop / tdiv).max(x0 + min_w);
+        let corners = [(x0, y0), (x1, y0 + 0.7)];
+        let edge = if x1 - x0 > 5.0 * min_w {
+            WHITE.stroke_width(1)
+        } else {
+            color.stroke_width(1)
+        };
+        [
+            Rectangle::new(corners, color.filled()),
+            Rectangle::new(corners, edge),
+        ]
+    };
+    let lane_of = |l: Lane| match l {
+        Lane::Compute => 0,
+        Lane::Engine(k) => (1 + k).min(lanes - 1),
+    };
+    // 0: forward, 1: backward, 2: a recomputation of either.
+    let kind = |c: &crate::schedule::ComputeSpan| match (c.recompute, g.node(c.node).backward) {
+        (true, _) => 2,
+        (false, false) => 0,
+        (false, true) => 1,
+    };
+    let kinds = [
+        ("forward", FORWARD),
+        ("backward", BACKWARD),
+        ("recomputation", RECOMPUTE),
+    ];
+    for (k, (label, color)) in kinds.into_iter().enumerate() {
+        let spans: Vec<_> = d
+            .timeline
+            .computes
+            .iter()
+            .filter(|c| kind(c) == k)
+            .collect();
+        if spans.is_empty() {
+            continue;
+        }
+        lanes_chart
+            .draw_series(
+                spans
+                    .iter()
+                    .flat_map(|c| bar(0, c.start.get(), c.end.get(), color)),
+            )
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+    }
+    for (label, color, out) in [
+        ("copy to slow", TO_SLOW, true),
+        ("copy to fast", TO_FAST, false),
+    ] {
+        let spans: Vec<_> = d
+            .timeline
+            .copies
+            .iter()
+            .filter(|c| c.to_slow == out)
+            .collect();
+        if spans.is_empty() {
+            continue;
+        }
+        lanes_chart
+            .draw_series(
+                spans
+                    .iter()
+                    .flat_map(|c| bar(lane_of(c.lane), c.start.get(), c.end.get(), color)),
+            )
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+    }
+    lanes_chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(e)
+}
+
+/// The timed figure of a plan on a device: both tiers' memory against
+/// time, with the budget line, above the compute stream's and the copy
+/// engines' lanes. Everything drawn comes from one replay by the simulator.
+pub fn plot_plan_timed(
+    g: &Graph,
+    plan: &Plan,
+    device: &crate::device::Device,
+    budget: Option<Bytes>,
+    strategy: &str,
+    path: &Path,
+) -> Result<(crate::schedule::SimReport, crate::schedule::Timeline), PlotError> {
+    use crate::device::Engines;
+    let (sim, timeline) = crate::schedule::simulate_timeline(g, plan, device)?;
+    let t = sim.timing.clone().expect("a timed replay has timing");
+    let fast = device.all_fast_step(g).get();
+    let over = if fast > 0.0 {
+        format!("{:+.1}%", (t.step.get() / fast - 1.0) * 100.0)
+    } else {
+        "n/a".into()
+    };
+    let mut title = format!(
+        "{} ({strategy}) on {}: step {} ({over} vs all-fast)",
+        g.name, device.name, t.step
+    );
+    if let Some(b) = budget.filter(|b| sim.peak > *b) {
+        title.push_str(&format!(
+            ", fast peak {} EXCEEDS the budget {}",
+            sim.peak.human(),
+            b.human()
+        ));
+    }
+    title.push_str(&format!(
+        "\nstalled {}; moved {} to slow and {} to fast in {}; {}",
+        t.stall,
+        t.bytes_to_slow.human(),
+        t.bytes_to_fast.human(),
+        crate::cli::plural(t.copies, "copy", "copies"),
+        crate::cli::plural(
+            sim.computations - g.len(),
+            "recomputation",
+            "recomputations"
+        ),
+    ));
+    let engines = match device.slow.engines {
+        Engines::Duplex => vec!["engine → slow", "engine → fast"],
+        Engines::Shared => vec!["copy engine"],
+        Engines::Synchronous => vec![],
+    };
+    let d = TimedData {
+        title,
+        timeline,
+        step: t.step.get(),
+        budget,
+        fast_peak: sim.peak,
+        slow_peak: t.slow_peak,
+        engines,
+    };
+    render(path, |r| draw_timed(r, &d, g), |r| draw_timed(r, &d, g))?;
+    Ok((sim, d.timeline))
+}

@@ -237,6 +237,9 @@ mod tests {
             gap: None,
             solve_seconds: Some(0.0),
             graph: None,
+            device: None,
+            device_fingerprint: None,
+            timing: None,
         }
     }
 

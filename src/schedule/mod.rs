@@ -15,7 +15,10 @@ use crate::graph::{Graph, NodeId};
 use fixedbitset::FixedBitSet;
 
 pub use plan::{generate_plan, Plan, PlanFile, Register, Statement};
-pub use simulator::{simulate, simulate_on, SimError, SimReport, Timing};
+pub use simulator::{
+    simulate, simulate_on, simulate_timeline, ComputeSpan, CopySpan, Lane, MemoryPoint, SimError,
+    SimReport, Timeline, Timing,
+};
 pub use solve_r::solve_r;
 
 /// Binary matrices R (compute) and S (keep), one bit row per stage. Rows are

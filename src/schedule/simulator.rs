@@ -47,6 +47,56 @@ pub struct Timing {
     pub slow_peak: Bytes,
 }
 
+/// Where a timed replay spent its time, for drawing it (`plot-plan
+/// --device`): recorded only when asked for, by [`simulate_timeline`], so
+/// that the replay every solve runs allocates nothing extra. Every time is
+/// the simulator's own clock, so the figure and the report cannot disagree.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    /// Each computation on the compute stream, in order.
+    pub computes: Vec<ComputeSpan>,
+    /// Each copy, on the lane that ran it.
+    pub copies: Vec<CopySpan>,
+    /// Both tiers' occupancy after each statement, at the compute stream's
+    /// time when it was issued: a step function of time. `fast` includes
+    /// fixed memory, like the peak.
+    pub memory: Vec<MemoryPoint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ComputeSpan {
+    pub node: NodeId,
+    pub start: Seconds,
+    pub end: Seconds,
+    /// A second or later computation of the node.
+    pub recompute: bool,
+}
+
+/// What runs a copy: a copy engine (0: the only one, or the one toward the
+/// slow tier on a duplex device; 1: toward the fast tier), or the compute
+/// stream itself on a synchronous device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Engine(usize),
+    Compute,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CopySpan {
+    pub node: NodeId,
+    pub to_slow: bool,
+    pub lane: Lane,
+    pub start: Seconds,
+    pub end: Seconds,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryPoint {
+    pub time: Seconds,
+    pub fast: Bytes,
+    pub slow: Bytes,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("plan statement {index}: {msg}")]
 pub struct SimError {
@@ -111,6 +161,27 @@ pub fn simulate(g: &Graph, plan: &Plan) -> Result<SimReport, SimError> {
 
 /// Replays a plan, timed on `device` when one is given.
 pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<SimReport, SimError> {
+    replay(g, plan, device, None)
+}
+
+/// [`simulate_on`] with a device, also recording the [`Timeline`]. The
+/// report is the same as `simulate_on`'s, figure for figure.
+pub fn simulate_timeline(
+    g: &Graph,
+    plan: &Plan,
+    device: &Device,
+) -> Result<(SimReport, Timeline), SimError> {
+    let mut tl = Timeline::default();
+    let report = replay(g, plan, Some(device), Some(&mut tl))?;
+    Ok((report, tl))
+}
+
+fn replay(
+    g: &Graph,
+    plan: &Plan,
+    device: Option<&Device>,
+    mut timeline: Option<&mut Timeline>,
+) -> Result<SimReport, SimError> {
     let mut regs: HashMap<Register, Reg> = HashMap::new();
     let mut computed_once = vec![false; g.len()];
     let mut live = Bytes::ZERO;
@@ -276,7 +347,8 @@ pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<Si
                 }
                 cost += g.cost(*node);
                 computations += 1;
-                computed_once[node.idx()] = true;
+                let recompute = std::mem::replace(&mut computed_once[node.idx()], true);
+                let start = clock.now();
                 clock.units += g.cost(*node);
                 if let Some(d) = dev {
                     if slow_bytes > Bytes::ZERO {
@@ -285,6 +357,14 @@ pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<Si
                         let now = clock.now();
                         clock.set(now + extra);
                     }
+                }
+                if let Some(tl) = timeline.as_deref_mut() {
+                    tl.computes.push(ComputeSpan {
+                        node: *node,
+                        start,
+                        end: clock.now(),
+                        recompute,
+                    });
                 }
             }
             Statement::Deallocate { register } => match regs.get_mut(register) {
@@ -363,19 +443,29 @@ pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<Si
                 };
                 let dur = d.copy_time(bytes, outward);
                 let now = clock.now();
-                let done = match d.slow.engines {
+                let (start, done, lane) = match d.slow.engines {
                     Engines::Synchronous => {
                         stall += dur;
                         clock.set(now + dur);
-                        now + dur
+                        (now, now + dur, Lane::Compute)
                     }
                     engines => {
                         let e = usize::from(engines == Engines::Duplex && !outward);
-                        let done = now.max(engine_free[e]) + dur;
+                        let start = now.max(engine_free[e]);
+                        let done = start + dur;
                         engine_free[e] = done;
-                        done
+                        (start, done, Lane::Engine(e))
                     }
                 };
+                if let Some(tl) = timeline.as_deref_mut() {
+                    tl.copies.push(CopySpan {
+                        node,
+                        to_slow: outward,
+                        lane,
+                        start,
+                        end: done,
+                    });
+                }
                 last_done = last_done.max(done);
                 copies += 1;
                 if outward {
@@ -462,6 +552,13 @@ pub fn simulate_on(g: &Graph, plan: &Plan, device: Option<&Device>) -> Result<Si
                     slow_live = slow_live - r.bytes;
                 }
             },
+        }
+        if let Some(tl) = timeline.as_deref_mut() {
+            tl.memory.push(MemoryPoint {
+                time: clock.now(),
+                fast: g.fixed_memory + live,
+                slow: slow_live,
+            });
         }
     }
     if let Some(missing) = computed_once.iter().position(|c| !c) {

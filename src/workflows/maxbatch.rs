@@ -9,6 +9,14 @@
 //! since heuristics ignore it. The search per strategy grows the batch
 //! exponentially until a batch fails, then bisects; it assumes that a
 //! strategy that fits a batch also fits every smaller one.
+//!
+//! With a device (`SolveOptions::device`) the question is about time, not
+//! compute: a batch is allowed when its plan's simulated step time is
+//! within the rule's bound of the all-fast step at that batch (every node
+//! once, from fast memory), so a strategy that offloads to the slow tier
+//! instead of recomputing is judged by what it actually costs, stalls
+//! included. The cost bound is still passed to the strategy: a step never
+//! takes less than its compute, so it only prunes plans that cannot pass.
 
 use crate::graph::{analysis, Graph};
 use crate::solve::{self, SolveError};
@@ -31,6 +39,8 @@ pub enum CostRule {
     OneExtraForward,
     /// cost ≤ F × checkpoint-all cost.
     MaxOverhead(f64),
+    /// With a device: step time ≤ F × the all-fast step time.
+    MaxSlowdown(f64),
 }
 
 impl CostRule {
@@ -38,8 +48,14 @@ impl CostRule {
     pub fn bound(self, g: &Graph) -> f64 {
         match self {
             CostRule::OneExtraForward => 2.0 * g.forward_cost() + g.backward_cost(),
-            CostRule::MaxOverhead(f) => f * g.total_cost(),
+            CostRule::MaxOverhead(f) | CostRule::MaxSlowdown(f) => f * g.total_cost(),
         }
+    }
+
+    /// The step-time bound on a device: the cost bound's compute time, which
+    /// for the overhead rules is F × the all-fast step.
+    pub fn time_bound(self, g: &Graph, d: &crate::device::Device) -> crate::units::Seconds {
+        d.compute_time(self.bound(g))
     }
 
     /// The rule as written in the CSV.
@@ -47,6 +63,7 @@ impl CostRule {
         match self {
             CostRule::OneExtraForward => "one-extra-forward".into(),
             CostRule::MaxOverhead(f) => format!("overhead<={f}"),
+            CostRule::MaxSlowdown(f) => format!("slowdown<={f}"),
         }
     }
 }
@@ -84,8 +101,9 @@ impl MaxBatchConfig {
     }
 }
 
-/// The CSV columns, in order.
-pub const HEADER: [&str; 10] = [
+/// The CSV columns, in order. `device` and `slowdown` (step time over the
+/// all-fast step, from the timed simulator) are empty without `--device`.
+pub const HEADER: [&str; 12] = [
     "model",
     "strategy",
     "memory_bytes",
@@ -96,7 +114,13 @@ pub const HEADER: [&str; 10] = [
     "overhead",
     "peak_bytes",
     "solve_seconds",
+    "device",
+    "slowdown",
 ];
+
+/// Max-batch CSVs from before `--device` had the first ten columns alone;
+/// their rows are untimed, and are read with the last two empty.
+const UNTIMED_COLUMNS: usize = 10;
 
 /// One strategy's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,15 +139,20 @@ pub struct MaxBatch {
     pub overhead: Option<f64>,
     pub peak: Option<Bytes>,
     pub seconds: f64,
+    /// The device the batch was timed on, by name.
+    pub device: Option<String>,
+    /// Step time / all-fast step time of the plan at max_batch.
+    pub slowdown: Option<f64>,
 }
 
 impl MaxBatch {
-    fn key(&self) -> (String, String, Bytes, String) {
+    fn key(&self) -> (String, String, Bytes, String, Option<String>) {
         (
             self.model.clone(),
             self.strategy.clone(),
             self.memory,
             self.rule.clone(),
+            self.device.clone(),
         )
     }
 
@@ -139,6 +168,8 @@ impl MaxBatch {
             self.overhead.map(|o| format!("{o:.6}")).unwrap_or_default(),
             self.peak.map(|p| p.to_string()).unwrap_or_default(),
             format!("{:.3}", self.seconds),
+            self.device.clone().unwrap_or_default(),
+            self.slowdown.map(|o| format!("{o:.6}")).unwrap_or_default(),
         ]
     }
 
@@ -156,6 +187,8 @@ impl MaxBatch {
             overhead: num(&f[7], "overhead")?,
             peak: num(&f[8], "peak_bytes")?.map(Bytes),
             seconds: num(&f[9], "solve_seconds")?.unwrap_or(0.0),
+            device: Some(f[10].clone()).filter(|d| !d.is_empty()),
+            slowdown: num(&f[11], "slowdown")?,
         })
     }
 }
@@ -177,6 +210,7 @@ pub enum MaxBatchError {
 struct Fit {
     overhead: f64,
     peak: Bytes,
+    slowdown: Option<f64>,
 }
 
 /// Is `batch` allowed for `strat`? `Ok(None)`: no.
@@ -204,13 +238,26 @@ fn probe(
         return Ok(None);
     };
     // Tolerate float round-off in the bound, not real excess.
-    if cost > bound * (1.0 + 1e-9) + 1e-12 {
+    let over = |v: f64, bound: f64| v > bound * (1.0 + 1e-9) + 1e-12;
+    if over(cost, bound) {
         return Ok(None);
     }
+    let slowdown = match (cfg.opts.device.as_deref(), out.timing()) {
+        (Some(d), Some(t)) => {
+            if over(t.step.get(), cfg.rule.time_bound(&gb, d).get()) {
+                return Ok(None);
+            }
+            let fast = d.all_fast_step(&gb).get();
+            Some(if fast > 0.0 { t.step.get() / fast } else { 1.0 })
+        }
+        (Some(_), None) => unreachable!("a plan solved with a device is timed"),
+        (None, _) => None,
+    };
     let base = gb.total_cost();
     Ok(Some(Fit {
         overhead: if base > 0.0 { cost / base } else { 1.0 },
         peak,
+        slowdown,
     }))
 }
 
@@ -234,6 +281,8 @@ pub fn search(
         overhead: None,
         peak: None,
         seconds: 0.0,
+        device: cfg.opts.device.as_ref().map(|d| d.name.clone()),
+        slowdown: None,
     };
     let cap = cfg.max_batch.max(1);
     // Not-applicable is a property of the graph's shape, not of the batch:
@@ -294,6 +343,7 @@ pub fn search(
         result.max_batch = b;
         result.overhead = Some(f.overhead);
         result.peak = Some(f.peak);
+        result.slowdown = f.slowdown;
     }
     result.seconds = start.elapsed().as_secs_f64();
     Ok(result)
@@ -312,8 +362,8 @@ fn sort_results(rows: &mut [MaxBatch]) {
                 .copied()
                 .unwrap_or(usize::MAX)
         };
-        (a.model.as_str(), a.memory, a.rule.as_str())
-            .cmp(&(b.model.as_str(), b.memory, b.rule.as_str()))
+        (a.model.as_str(), a.memory, a.rule.as_str(), &a.device)
+            .cmp(&(b.model.as_str(), b.memory, b.rule.as_str(), &b.device))
             .then(rank(a).cmp(&rank(b)))
             .then_with(|| a.strategy.cmp(&b.strategy))
     });
@@ -336,6 +386,14 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
     }
     let (log, existing) = match &cfg.output {
         Some(p) => {
+            // A CSV from before --device: its rows stay valid (untimed), so
+            // the header gains the two columns in place.
+            if let Ok(mut rows) = resultlog::read_rows(p, &HEADER[..UNTIMED_COLUMNS]) {
+                for r in &mut rows {
+                    r.resize(HEADER.len(), String::new());
+                }
+                resultlog::rewrite(p, &HEADER, &rows)?;
+            }
             let (log, rows) = ResultLog::open(p, &HEADER)?;
             (Some(log), parse_all(p, rows)?)
         }
@@ -347,6 +405,7 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
             name.to_string(),
             cfg.memory,
             cfg.rule.label(),
+            cfg.opts.device.as_ref().map(|d| d.name.clone()),
         )
     };
     let mut done: Vec<MaxBatch> = existing
@@ -456,11 +515,18 @@ fn parse_all(path: &Path, rows: Vec<Vec<String>>) -> Result<Vec<MaxBatch>, LogEr
     resultlog::parse_records(path, &rows, MaxBatch::from_fields)
 }
 
-/// A table for the terminal.
+/// A table for the terminal; with a `slowdown` column when the rows were
+/// timed on a device.
 pub fn render(rows: &[MaxBatch]) -> String {
+    let timed = rows.iter().any(|r| r.device.is_some());
     let mut s = format!(
-        "{:<20} {:>10} {:>8} {:>10} {:>12}\n",
-        "strategy", "max batch", "ratio", "overhead", "peak"
+        "{:<20} {:>10} {:>8} {:>10} {:>12}{}\n",
+        "strategy",
+        "max batch",
+        "ratio",
+        "overhead",
+        "peak",
+        if timed { "   slowdown" } else { "" }
     );
     for r in rows {
         let batch = match r.status.as_str() {
@@ -469,7 +535,7 @@ pub fn render(rows: &[MaxBatch]) -> String {
             _ => r.max_batch.to_string(),
         };
         s.push_str(&format!(
-            "{:<20} {:>10} {:>8} {:>10} {:>12}\n",
+            "{:<20} {:>10} {:>8} {:>10} {:>12}{}\n",
             r.strategy,
             batch,
             r.ratio
@@ -479,6 +545,11 @@ pub fn render(rows: &[MaxBatch]) -> String {
                 .map(|x| format!("{x:.3}"))
                 .unwrap_or_else(|| "–".into()),
             r.peak.map(|p| p.human()).unwrap_or_else(|| "–".into()),
+            match (timed, r.slowdown) {
+                (false, _) => String::new(),
+                (true, Some(x)) => format!(" {:>10}", format!("{x:.3}x")),
+                (true, None) => format!(" {:>10}", "–"),
+            },
         ));
     }
     s

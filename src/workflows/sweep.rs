@@ -31,8 +31,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The CSV columns, in order.
-pub const HEADER: [&str; 11] = [
+/// The CSV columns, in order. The last eight are the device's: empty on
+/// rows swept without `--device`, and on rows without a plan (all but the
+/// device's name and fingerprint).
+pub const HEADER: [&str; 19] = [
     "model",
     "strategy",
     "budget_bytes",
@@ -44,6 +46,14 @@ pub const HEADER: [&str; 11] = [
     "gap",
     "solve_seconds",
     "graph_fingerprint",
+    "device",
+    "device_fingerprint",
+    "step_seconds",
+    "step_overhead",
+    "stall_seconds",
+    "bytes_to_slow",
+    "bytes_to_fast",
+    "slow_peak_bytes",
 ];
 
 /// Status written for a strategy that does not apply to the graph.
@@ -76,6 +86,46 @@ pub struct Row {
     /// The graph the row was solved on; a sweep resumes only rows of the
     /// same graph.
     pub graph: Option<Fingerprint>,
+    /// The device the row was timed on (`--device`), by name, and its
+    /// content hash ([`crate::device::Device::fingerprint`]): like the
+    /// graph, a sweep resumes only rows of the same device.
+    pub device: Option<String>,
+    pub device_fingerprint: Option<Fingerprint>,
+    /// The simulator's timing of the plan on that device.
+    pub timing: Option<RowTiming>,
+}
+
+/// The time columns of a row with a plan and a device, all from the timed
+/// simulator ([`crate::schedule::Timing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowTiming {
+    /// Step time (makespan) in seconds.
+    pub step_seconds: f64,
+    /// Step time / the all-fast step (every node once, from fast memory):
+    /// 1.25 is 25% slower than a machine whose fast tier held everything.
+    pub step_overhead: f64,
+    /// Seconds the compute stream stalled on copies.
+    pub stall_seconds: f64,
+    pub bytes_to_slow: Bytes,
+    pub bytes_to_fast: Bytes,
+    pub slow_peak: Bytes,
+}
+
+impl RowTiming {
+    pub fn of(t: &crate::schedule::Timing, all_fast: crate::units::Seconds) -> RowTiming {
+        RowTiming {
+            step_seconds: t.step.get(),
+            step_overhead: if all_fast.get() > 0.0 {
+                t.step.get() / all_fast.get()
+            } else {
+                1.0
+            },
+            stall_seconds: t.stall.get(),
+            bytes_to_slow: t.bytes_to_slow,
+            bytes_to_fast: t.bytes_to_fast,
+            slow_peak: t.slow_peak,
+        }
+    }
 }
 
 impl Row {
@@ -107,6 +157,14 @@ impl Row {
             opt(self.gap, |g| format!("{g:.6}")),
             opt(self.solve_seconds, |s| format!("{s:.3}")),
             opt(self.graph, |g| g.to_string()),
+            self.device.clone().unwrap_or_default(),
+            opt(self.device_fingerprint, |f| f.to_string()),
+            opt(self.timing.as_ref(), |t| format!("{}", t.step_seconds)),
+            opt(self.timing.as_ref(), |t| format!("{:.6}", t.step_overhead)),
+            opt(self.timing.as_ref(), |t| format!("{}", t.stall_seconds)),
+            opt(self.timing.as_ref(), |t| t.bytes_to_slow.to_string()),
+            opt(self.timing.as_ref(), |t| t.bytes_to_fast.to_string()),
+            opt(self.timing.as_ref(), |t| t.slow_peak.to_string()),
         ]
     }
 
@@ -125,39 +183,84 @@ impl Row {
             lp_bound: num(&f[7], "lp_bound")?,
             gap: num(&f[8], "gap")?,
             solve_seconds: num(&f[9], "solve_seconds")?,
-            graph: match f[10].as_str() {
-                "" => None,
-                s => Some(
-                    s.parse()
-                        .map_err(|e| format!("column graph_fingerprint: {e}"))?,
-                ),
+            graph: fingerprint(&f[10], "graph_fingerprint")?,
+            device: Some(f[11].clone()).filter(|d| !d.is_empty()),
+            device_fingerprint: fingerprint(&f[12], "device_fingerprint")?,
+            timing: {
+                let cols = [
+                    num::<f64>(&f[13], "step_seconds")?,
+                    num(&f[14], "step_overhead")?,
+                    num(&f[15], "stall_seconds")?,
+                ];
+                let bytes = [
+                    num::<u64>(&f[16], "bytes_to_slow")?,
+                    num(&f[17], "bytes_to_fast")?,
+                    num(&f[18], "slow_peak_bytes")?,
+                ];
+                match (cols, bytes) {
+                    ([Some(step), Some(over), Some(stall)], [Some(out), Some(inn), Some(slow)]) => {
+                        Some(RowTiming {
+                            step_seconds: step,
+                            step_overhead: over,
+                            stall_seconds: stall,
+                            bytes_to_slow: Bytes(out),
+                            bytes_to_fast: Bytes(inn),
+                            slow_peak: Bytes(slow),
+                        })
+                    }
+                    ([None, None, None], [None, None, None]) => None,
+                    _ => return Err("the time columns must be all filled or all empty".into()),
+                }
             },
         })
     }
 }
 
-/// Reads a sweep CSV.
+fn fingerprint(s: &str, col: &str) -> Result<Option<Fingerprint>, String> {
+    match s {
+        "" => Ok(None),
+        s => s
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("column {col}: {e}")),
+    }
+}
+
+/// Reads a sweep CSV, in the current format or an older one.
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, SweepError> {
     match resultlog::read_rows(path, &HEADER) {
-        Err(LogError::OtherKind { .. }) if is_legacy(path) => {
-            let mut fields = resultlog::read_rows(path, &HEADER[..LEGACY_COLUMNS])?;
-            // Rows from before fingerprints: the graph is unknown.
-            for f in &mut fields {
-                f.push(String::new());
-            }
-            rows_from_fields(path, fields)
-        }
+        Err(e @ LogError::OtherKind { .. }) => match older_format(path) {
+            Some(fields) => rows_from_fields(path, fields),
+            None => Err(e.into()),
+        },
         r => rows_from_fields(path, r?),
     }
 }
 
-/// Sweep CSVs written before the `graph_fingerprint` column had the other
-/// columns alone. They stay readable (reports, plots); a sweep does not
+/// Sweep CSVs written before the `graph_fingerprint` column had the first
+/// ten columns alone. They stay readable (reports, plots); a sweep does not
 /// resume them without `--fresh`, since their graph is unknown.
 const LEGACY_COLUMNS: usize = 10;
 
+/// Sweep CSVs written before `--device` stop after `graph_fingerprint`.
+/// Their rows were solved without a device, so a sweep without one
+/// resumes them (upgrading the header in place).
+const UNTIMED_COLUMNS: usize = 11;
+
 fn is_legacy(path: &Path) -> bool {
     resultlog::read_rows(path, &HEADER[..LEGACY_COLUMNS]).is_ok()
+}
+
+/// The rows of a CSV in one of the older formats, padded with empty cells
+/// to the current columns; `None` if it is in neither.
+fn older_format(path: &Path) -> Option<Vec<Vec<String>>> {
+    [UNTIMED_COLUMNS, LEGACY_COLUMNS].iter().find_map(|&n| {
+        let mut fields = resultlog::read_rows(path, &HEADER[..n]).ok()?;
+        for f in &mut fields {
+            f.resize(HEADER.len(), String::new());
+        }
+        Some(fields)
+    })
 }
 
 fn rows_from_fields(path: &Path, fields: Vec<Vec<String>>) -> Result<Vec<Row>, SweepError> {
@@ -250,6 +353,15 @@ pub enum SweepError {
         model: String,
         theirs: String,
         ours: Fingerprint,
+    },
+    /// Rows of this model were timed on another device, or on none: their
+    /// time columns answer another question.
+    #[error("{csv} holds rows of '{model}' {theirs}, but this sweep {ours}; pass --fresh to start its rows over, or write to another -o")]
+    DeviceChanged {
+        csv: PathBuf,
+        model: String,
+        theirs: String,
+        ours: String,
     },
 }
 
@@ -375,6 +487,13 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             }
         }
     }
+    // A CSV from before the device columns: its rows are untimed and stay
+    // valid, so the header is upgraded in place and resuming goes on.
+    if cfg.output.is_file() && resultlog::read_rows(&cfg.output, &HEADER[..UNTIMED_COLUMNS]).is_ok()
+    {
+        let fields = older_format(&cfg.output).unwrap_or_default();
+        resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
+    }
     let (mut log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
     let mut existing = rows_from_fields(&cfg.output, existing)?;
     let ours = |r: &Row| r.model == g.name;
@@ -396,6 +515,24 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             ours: fingerprint,
         });
     }
+    let device = cfg.opts.device.as_deref();
+    let device_fp = device.map(|d| d.fingerprint());
+    if let Some(r) = existing
+        .iter()
+        .find(|r| ours(r) && r.device_fingerprint != device_fp)
+    {
+        let on = |name: Option<&str>, fp: Option<Fingerprint>| match (name, fp) {
+            (Some(n), Some(f)) => format!("device '{n}' (fingerprint {f})"),
+            _ => "no device".to_string(),
+        };
+        return Err(SweepError::DeviceChanged {
+            csv: cfg.output.clone(),
+            model: g.name.clone(),
+            theirs: format!("timed on {}", on(r.device.as_deref(), r.device_fingerprint)),
+            ours: format!("is on {}", on(device.map(|d| d.name.as_str()), device_fp)),
+        });
+    }
+    let all_fast = device.map(|d| d.all_fast_step(g));
     let done: HashSet<(String, String, Bytes)> = existing.iter().map(Row::key).collect();
 
     let mut budgets = cfg.budgets.clone();
@@ -495,11 +632,17 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             gap: None,
             solve_seconds: None,
             graph: Some(fingerprint),
+            device: device.map(|d| d.name.clone()),
+            device_fingerprint: device_fp,
+            timing: None,
         };
         let mut keep = true;
         match result {
             Ok(Ok(out)) => {
                 fill_row(&mut row, &out, checkpoint_all_cost, cfg.zero_timings);
+                if let (Some(t), Some(base)) = (out.timing(), all_fast) {
+                    row.timing = Some(RowTiming::of(t, base));
+                }
                 if out.status == Status::Bound {
                     row.lp_bound = out.lower_bound;
                 } else if let (Some(f), true) = (&cfg.lp_bound, budget >= min_budget) {
@@ -528,7 +671,11 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         row.lp_bound = Some(row.lp_bound.map_or(floor, |b| b.max(floor)));
                     }
                 }
-                if let (Some(c), Some(lb)) = (row.cost, row.lp_bound) {
+                // The bounds are on recompute-only plans: a plan that moves
+                // values to the slow tier may cost less than them, and its
+                // "gap" would only look like a proof of optimality.
+                let moves = out.timing().is_some_and(|t| t.copies > 0);
+                if let (Some(c), Some(lb), false) = (row.cost, row.lp_bound, moves) {
                     row.gap = Some(if c > 0.0 {
                         ((c - lb) / c).max(0.0)
                     } else {
@@ -656,6 +803,16 @@ mod tests {
             gap: Some(0.1),
             solve_seconds: Some(0.25),
             graph: Some(Fingerprint(0xabc)),
+            device: Some("dev".into()),
+            device_fingerprint: Some(Fingerprint(0xdef)),
+            timing: Some(RowTiming {
+                step_seconds: 0.1 + 0.2,
+                step_overhead: 1.25,
+                stall_seconds: 1e-7,
+                bytes_to_slow: Bytes(5),
+                bytes_to_fast: Bytes(6),
+                slow_peak: Bytes(7),
+            }),
         };
         let f = r.to_fields();
         let back = Row::from_fields(&f).unwrap();
