@@ -236,8 +236,8 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
 
 /// The seed systems' tiered policies (docs/tiers.md), in the order reports
 /// list them. Each needs a device; without one it does not apply. Kept out
-/// of [`all`] until `solve` and `sweep` print time columns, so default
-/// sweeps keep their rows; [`by_name`] finds them.
+/// of [`all`], so that the recompute sweeps already on disk keep their
+/// rows; sweeps name them as the group `tiered`, and [`by_name`] finds them.
 pub fn tiered_policies() -> Vec<Box<dyn Strategy>> {
     vec![
         Box::new(offload_all::OffloadAll),
@@ -268,7 +268,11 @@ pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
 }
 
 pub fn names() -> Vec<&'static str> {
-    all().iter().map(|s| s.name()).collect()
+    all()
+        .iter()
+        .chain(tiered_policies().iter())
+        .map(|s| s.name())
+        .collect()
 }
 
 /// Most of a strategy's time the graph bound may take, and its share.

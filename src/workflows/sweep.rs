@@ -433,21 +433,27 @@ impl Strategy for Recorder<'_> {
     }
 }
 
-/// Strategies by a comma-separated list of names, or `all`.
+/// Strategies by a comma-separated list of names and groups: `all` (every
+/// recompute strategy, as before tiers existed, so that old sweeps keep
+/// their rows) and `tiered` (the seed systems' policies, which need a
+/// device); `all,tiered` is both.
 pub fn select_strategies(list: &str) -> Result<Vec<Box<dyn Strategy>>, String> {
-    if list.trim() == "all" {
-        return Ok(strategies::all());
-    }
     let mut out: Vec<Box<dyn Strategy>> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let s = strategies::by_name(name).ok_or_else(|| {
-            format!(
-                "unknown strategy '{name}'; available: {}",
-                strategies::names().join(", ")
-            )
-        })?;
-        if !out.iter().any(|o| o.name() == s.name()) {
-            out.push(s);
+        let group = match name {
+            "all" => strategies::all(),
+            "tiered" => strategies::tiered_policies(),
+            _ => vec![strategies::by_name(name).ok_or_else(|| {
+                format!(
+                    "unknown strategy '{name}'; available: {} (or the groups all, tiered)",
+                    strategies::names().join(", ")
+                )
+            })?],
+        };
+        for s in group {
+            if !out.iter().any(|o| o.name() == s.name()) {
+                out.push(s);
+            }
         }
     }
     if out.is_empty() {
@@ -838,5 +844,31 @@ mod tests {
         assert_eq!(p.best_within(Bytes(100)).unwrap().0, "9/100");
         assert_eq!(p.best_within(Bytes(99)).unwrap().0, "12/80");
         assert!(p.best_within(Bytes(79)).is_none());
+    }
+
+    #[test]
+    fn strategy_groups_expand_and_deduplicate() {
+        let names = |l: &str| -> Vec<&'static str> {
+            select_strategies(l)
+                .unwrap()
+                .iter()
+                .map(|s| s.name())
+                .collect()
+        };
+        let all = names("all");
+        assert_eq!(all.len(), strategies::all().len());
+        assert!(!all.contains(&"offload-all"));
+        let tiered = names("tiered");
+        assert_eq!(tiered.len(), 6);
+        assert_eq!(names("all,tiered").len(), all.len() + 6);
+        assert_eq!(names("remat-fast,all").len(), all.len());
+        assert_eq!(names("offload-all, tiered"), tiered);
+        let Err(err) = select_strategies("remat-fats") else {
+            panic!("a misspelt name must be refused");
+        };
+        assert!(
+            err.contains("offload-all") && err.contains("groups"),
+            "{err}"
+        );
     }
 }
