@@ -416,3 +416,56 @@ fn autotm_objectives_are_the_simulated_step_times() {
     }
     assert!(moved >= 5, "only {moved} solutions moved anything");
 }
+
+fn random_device(engines: &str, direct: bool) -> Device {
+    let direct = if direct { "3" } else { "none" };
+    Device::parse(&format!(
+        "name: random\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+         slow: {{capacity: 100000, to_slow: 5, to_fast: 7, latency: 0.25, engines: {engines}, direct_read: {direct}}}\n"
+    ))
+    .unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// On random training DAGs, devices and budgets, whatever a policy
+    /// returns as a plan is valid on the device and fits: the simulator
+    /// accepts it and its peak is within the budget.
+    #[test]
+    fn random_graphs_every_plan_runs_and_fits(
+        seed in 0u64..1000,
+        nodes in 6usize..18,
+        engines in proptest::sample::select(vec!["duplex", "shared", "synchronous"]),
+        direct in proptest::bool::ANY,
+        pct in proptest::sample::select(vec![100u128, 80, 60, 45]),
+    ) {
+        use remat::zoo::synthetic::{random_layered, Dist, RandomDag};
+        let g = random_layered(&RandomDag {
+            nodes,
+            width: 3,
+            skip_prob: 0.3,
+            skip_span: 3,
+            cost: Dist::Uniform(1, 20),
+            memory: Dist::Uniform(1, 40),
+            seed,
+            forward: true,
+            ..RandomDag::default()
+        });
+        let dev = random_device(engines, direct);
+        let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+        let o = opts(&dev, 2);
+        for name in POLICIES {
+            let sol = match policy(name).solve(&g, budget, &o) {
+                Ok(sol) => sol,
+                Err(StrategyError::NotApplicable { .. }) => continue,
+                Err(e) => panic!("{name}: {e}"),
+            };
+            let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) else { continue };
+            let plan = generate_plan(&g, &sch).unwrap();
+            let sim = simulate_on(&g, &plan, Some(&dev))
+                .unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
+            proptest::prop_assert!(sim.peak <= budget, "{} over budget", name);
+        }
+    }
+}
