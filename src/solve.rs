@@ -108,7 +108,18 @@ pub fn run(
     budget: Bytes,
     opts: &SolveOptions,
 ) -> Result<Outcome, SolveError> {
-    let need = analysis::min_feasible_budget(g);
+    // Kernels that may read their operands from the slow tier need only
+    // their output in fast memory, so a device with direct reads lowers
+    // the floor below the largest node with all its inputs.
+    let direct = opts
+        .device
+        .as_ref()
+        .is_some_and(|d| d.slow.direct_read.is_some());
+    let need = if direct {
+        g.fixed_memory + g.ids().map(|i| g.memory(i)).max().unwrap_or(Bytes(0))
+    } else {
+        analysis::min_feasible_budget(g)
+    };
     if budget < need {
         return Err(SolveError::BelowMinimum {
             budget,
@@ -117,8 +128,17 @@ pub fn run(
         });
     }
     let start = Instant::now();
-    let sol = strategy.solve(g, budget, opts)?;
+    let mut sol = strategy.solve(g, budget, opts)?;
     let seconds = start.elapsed().as_secs_f64();
+    if direct && sol.status == Status::Infeasible {
+        // A recompute strategy's proof covers plans without the slow tier;
+        // with direct reads, a placement there may still fit.
+        sol.status = Status::NoFit;
+        sol.detail = Some(format!(
+            "no plan without the slow tier fits; tiered strategies may ({})",
+            sol.detail.as_deref().unwrap_or("proof by the strategy")
+        ));
+    }
     let bug = |msg: String| SolveError::Bug {
         strategy: strategy.name().to_string(),
         msg,

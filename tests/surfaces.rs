@@ -582,3 +582,47 @@ fn a_sweep_row_that_offloads_carries_bytes_moved_and_no_recompute_gap() {
     let over: f64 = r["step_overhead"].parse().unwrap();
     assert!(over >= 1.0, "{r:?}");
 }
+
+/// With a device whose kernels read the slow tier directly, the smallest
+/// budget is no longer the largest node with all its inputs: VGG16 at 30%
+/// of its peak has no recompute-only plan (the cover program proves it),
+/// but AutoTM's placement fits, and the recompute strategy says no-fit
+/// (exit 1, pointing at the tiered strategies), not infeasible.
+#[test]
+fn direct_reads_fit_below_the_recompute_floor() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/vgg16.yaml");
+    let dev = concat!(env!("CARGO_MANIFEST_DIR"), "/devices/optane-pmm.yaml");
+    let o = remat(&[
+        "solve",
+        model,
+        "-b",
+        "30%",
+        "-s",
+        "autotm-sync",
+        "--device",
+        dev,
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("status           optimal"), "{out}");
+    assert!(out.contains("step time"), "{out}");
+    let o = remat(&[
+        "solve",
+        model,
+        "-b",
+        "30%",
+        "-s",
+        "remat-fast",
+        "--device",
+        dev,
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("no-fit") && out.contains("tiered strategy"),
+        "{out}"
+    );
+    // Without the device the same budget is provably infeasible.
+    let o = remat(&["solve", model, "-b", "30%", "-s", "remat-fast"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

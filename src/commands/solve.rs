@@ -111,7 +111,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if interrupted {
         return Err(Interrupted.into());
     }
-    status_result(&out, &budget)
+    status_result(&out, &budget, device.is_some())
 }
 
 /// How a watched solve ended.
@@ -189,7 +189,7 @@ fn run_watched(
 }
 
 /// The exit code of an answer, as the README's table gives it.
-fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
+fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
     let hint = budget
         .did_you_mean()
         .map(|h| format!("; {h}"))
@@ -201,9 +201,14 @@ fn status_result(out: &Outcome, budget: &Budget) -> Result<()> {
             budget.show()
         ))),
         Status::NoFit => anyhow::bail!(
-            "{} found no plan that fits {}; that does not mean none exists: try -s remat-fast or remat-exact{hint}",
+            "{} found no plan that fits {}; that does not mean none exists: try {}{hint}",
             out.strategy,
-            budget.show()
+            budget.show(),
+            if tiers {
+                "a tiered strategy (remat strategies lists them), e.g. -s autotm-sync"
+            } else {
+                "-s remat-fast or remat-exact"
+            }
         ),
         Status::NoSolution => anyhow::bail!(
             "no plan found within the time limit; a longer --time-limit may find one{hint}"
