@@ -51,8 +51,15 @@ pub fn best_heuristic_with(
     improved: &mut dyn FnMut(f64),
 ) -> Option<(String, Schedule)> {
     let mut best: Option<(f64, String, Schedule)> = None;
+    // Each heuristic is asked to stop within the limit, but its plan is
+    // then simulated here: with a plan in hand, no further heuristic starts
+    // after the limit.
+    let deadline = std::time::Instant::now() + opts.time_limit;
     for h in heuristics() {
         if best.as_ref().is_some_and(|(c, _, _)| *c <= good_enough) {
+            break;
+        }
+        if best.is_some() && std::time::Instant::now() >= deadline {
             break;
         }
         let Ok(sol) = h.solve(g, budget, opts) else {
