@@ -181,7 +181,12 @@ pub(crate) fn solve_milp(
     let good_enough = super::within_gap(floor, opts.gap);
     // DTR's plan within the gap of the bound needs no seeding and no MILP
     // (long chains: seeding alone took 14 s of a 10 s limit on 20,001 nodes).
-    if let Some((cost, sch, how)) = quick.as_ref().filter(|q| q.0 <= good_enough) {
+    // A caller's warm start goes through seeding as before, which weighs it
+    // against the heuristics (a sweep keeps its plans that way).
+    if let Some((cost, sch, how)) = quick
+        .as_ref()
+        .filter(|q| q.0 <= good_enough && opts.warm_start.is_none())
+    {
         let note = format!(
             "DTR eviction ({how}, cost {cost}) is within the requested gap of the {} ({floor}), no seeding or MILP needed; bound {:.2} s",
             bound.note,
