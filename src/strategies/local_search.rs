@@ -600,7 +600,7 @@ impl Strategy for RematFast {
         let baselines_end = (now + window.mul_f64(BASELINE_TIME_SHARE))
             .min(deadline)
             .max(now + Duration::from_secs(1))
-            .min(start + limit + Duration::from_millis(500));
+            .min(deadline + Duration::from_millis(500));
         // Revolve first: its bisection over snapshot counts needs a few
         // evaluations, and it is the strongest of them at tight budgets
         // (a 1501-node chain at 4× its smallest budget: 2.3× against DTR's
@@ -640,7 +640,9 @@ impl Strategy for RematFast {
             "; DTR {:.2} s, search {:.2} s, bound and baselines {:.2} s, total {:.2} s",
             dtr_secs.as_secs_f64(),
             first_secs.as_secs_f64(),
-            baselines_start.duration_since(ls_start + first_secs).as_secs_f64()
+            baselines_start
+                .duration_since(ls_start + first_secs)
+                .as_secs_f64()
                 + baselines_start.elapsed().as_secs_f64(),
             start.elapsed().as_secs_f64()
         );
@@ -655,10 +657,7 @@ impl Strategy for RematFast {
                 },
                 lower_bound: Some(bound.value),
                 trace,
-                ..Solution::feasible(
-                    sch,
-                    Some(format!("{how}; bound: {}{timing}", bound.note)),
-                )
+                ..Solution::feasible(sch, Some(format!("{how}; bound: {}{timing}", bound.note)))
             },
             None => Solution {
                 status: super::Status::NoSolution,

@@ -62,7 +62,15 @@ pub fn best_heuristic_with(
         if best.is_some() && std::time::Instant::now() >= deadline {
             break;
         }
-        let Ok(sol) = h.solve(g, budget, opts) else {
+        // Each gets what is left, not the whole share: the share is for
+        // all of them together.
+        let left = SolveOptions {
+            time_limit: deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .max(std::time::Duration::from_millis(100)),
+            ..opts.clone()
+        };
+        let Ok(sol) = h.solve(g, budget, &left) else {
             continue;
         };
         let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) else {
