@@ -289,6 +289,7 @@ pub(crate) fn solve_milp(
         floor,
         seed_note: seed_note.clone(),
         abandoned: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        incumbent: std::sync::Arc::new(std::sync::Mutex::new(None)),
     };
     watchdog(g, ctx, seed)
 }
@@ -308,6 +309,9 @@ struct MilpPhase {
     /// Set when the caller stopped waiting: the worker then reports no
     /// more progress to the shared watch.
     abandoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The best plan the worker has so far (the preparation's repaired LP
+    /// rounding or restricted MILP), for the answer if it is abandoned.
+    incumbent: std::sync::Arc<std::sync::Mutex<Option<Seed>>>,
 }
 
 /// Time kept back from the limit for what follows the strategy: the
@@ -334,6 +338,7 @@ fn watchdog(g: &Graph, ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, S
     });
     let wait_until = start + limit.saturating_sub(finish + WATCHDOG_SLACK);
     let abandoned = ctx.abandoned.clone();
+    let incumbent = ctx.incumbent.clone();
     let seed_note = ctx.seed_note.clone();
     let floor = ctx.floor;
     let fallback = seed.clone();
@@ -352,8 +357,21 @@ fn watchdog(g: &Graph, ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, S
         Ok(r) => r,
         Err(_) => {
             abandoned.store(true, std::sync::atomic::Ordering::SeqCst);
+            // A poisoned lock means the worker panicked: its plan is not
+            // trusted, the seed still is.
+            let better = incumbent.lock().ok().and_then(|mut i| i.take());
+            let (fallback, found_note) = match (better, fallback) {
+                (Some(b), f) if f.as_ref().is_none_or(|f| b.cost < f.cost) => {
+                    let n = format!(
+                        "; the preparation's {} (cost {}) is the answer",
+                        b.name, b.cost
+                    );
+                    (Some(b), n)
+                }
+                (_, f) => (f, String::new()),
+            };
             let note = format!(
-                "{seed_note}; MILP abandoned at the time limit after {:.2} s (model build, preparation or solver setup did not stop in time)",
+                "{seed_note}; MILP abandoned at the time limit after {:.2} s (model build, preparation or solver setup did not stop in time){found_note}",
                 start.elapsed().as_secs_f64()
             );
             Ok(match fallback {
@@ -383,6 +401,7 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
         floor,
         seed_note,
         abandoned,
+        incumbent,
     } = ctx;
     let g: &Graph = &g;
     let opts = &opts;
@@ -402,6 +421,9 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
             None => Prepared::default(),
         };
         let prep_bound = prepared.bound.map_or(floor, |b| b.max(floor));
+        if let (Some(s), Ok(mut i)) = (&seed, incumbent.lock()) {
+            *i = Some(s.clone());
+        }
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: seed.as_ref().map(|s| s.cost),
