@@ -304,7 +304,7 @@ pub fn search_from(
                 // drop_interval walks stages: a candidate costs O(n), and
                 // a step on a 20,001-node chain visits 10^5 of them.
                 visited += 1;
-                if visited % 64 == 0 && Instant::now() >= deadline {
+                if visited.is_multiple_of(64) && Instant::now() >= deadline {
                     return None;
                 }
                 if g.memory(NodeId::from(v)).get() == 0 {
@@ -450,7 +450,7 @@ pub fn search_from(
         improved = false;
         let mut cands: Vec<Drop> = Vec::new();
         for t in 1..cur.sch.stages() {
-            if t % 256 == 0 && Instant::now() >= deadline {
+            if t.is_multiple_of(256) && Instant::now() >= deadline {
                 return Some(cur.sch);
             }
             for v in cur.sch.r_row(t).ones().filter(|&v| v < t) {

@@ -228,7 +228,7 @@ impl OpsTransformer {
         if self.batch == 0 || self.seq_len == 0 {
             return Err("batch and sequence length must be at least 1".into());
         }
-        if self.heads == 0 || self.width % self.heads != 0 {
+        if self.heads == 0 || !self.width.is_multiple_of(self.heads) {
             return Err(format!(
                 "the width {} must be a multiple of the head count {}",
                 self.width, self.heads
