@@ -371,3 +371,110 @@ fn zoo_command() {
     let out = remat(&["zoo", "--all", "--check"], tmp.path());
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The operator-level families against their closed forms: node and edge
+/// counts, and that every gradient reads exactly what autograd saves.
+#[test]
+fn operator_level_families() {
+    use remat::zoo::ops::{self, OpsChain, OpsTransformer};
+    for layers in [1, 2, 12] {
+        let p = OpsTransformer {
+            layers,
+            ..OpsTransformer::default()
+        };
+        let g = ops::transformer(&p);
+        assert_eq!(g.len(), 43 * layers + 8, "transformer L={layers}");
+        assert_eq!(g.len(), p.node_count());
+        assert_eq!(g.num_edges(), p.edge_count(), "transformer L={layers}");
+        let fwd = g.forward_ids().count();
+        assert_eq!(fwd, 24 * layers + 5);
+    }
+    assert_eq!(
+        OpsTransformer::default().params(),
+        124_439_808,
+        "GPT-2 small"
+    );
+    let p48 = OpsTransformer {
+        layers: 48,
+        ..OpsTransformer::default()
+    };
+    assert_eq!(ops::transformer(&p48).len(), 2072);
+
+    let g = ops::transformer(&OpsTransformer {
+        layers: 2,
+        ..OpsTransformer::default()
+    });
+    let deps = |name: &str| -> Vec<String> {
+        let id = g.find(name).unwrap_or_else(|| panic!("no node {name}"));
+        let mut v: Vec<String> = g.deps(id).iter().map(|&d| g.node(d).name.clone()).collect();
+        v.sort();
+        v
+    };
+    let s = |v: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        v.sort();
+        v
+    };
+    // Norm backward: the input and the statistics, never the norm's output.
+    assert_eq!(
+        deps("grad/h1_ln1"),
+        s(&["grad/h1_qkv_mm", "h0_res2", "h1_ln1_stats"])
+    );
+    // Statistics and masks take no gradient.
+    for v in [
+        "h1_ln1_stats",
+        "h1_ln2_stats",
+        "h1_attn_drop_mask",
+        "ln_f_stats",
+    ] {
+        assert!(g.find(&format!("grad/{v}")).is_none(), "{v}");
+    }
+    // Matmul: its input; bias: nothing; softmax: its output; GELU: its input.
+    assert_eq!(deps("grad/h1_fc1_mm"), s(&["grad/h1_fc1_bias", "h1_ln2"]));
+    assert_eq!(deps("grad/h1_fc1_bias"), s(&["grad/h1_gelu"]));
+    assert_eq!(
+        deps("grad/h1_attn_softmax"),
+        s(&["grad/h1_attn_drop", "h1_attn_softmax"])
+    );
+    assert_eq!(deps("grad/h1_gelu"), s(&["grad/h1_fc2_mm", "h1_fc1_bias"]));
+    // Dropout: only the mask.
+    assert_eq!(
+        deps("grad/h1_attn_drop"),
+        s(&["grad/h1_attn_ctx", "h1_attn_drop_mask"])
+    );
+    // Attention products: both operands.
+    assert_eq!(
+        deps("grad/h1_attn_ctx"),
+        s(&["grad/h1_proj_mm", "h1_attn_drop", "h1_qkv_bias"])
+    );
+    // Residual add: nothing saved; the next layer's norm and add gradients.
+    assert_eq!(deps("grad/h0_res2"), s(&["grad/h1_ln1", "grad/h1_res1"]));
+    assert_eq!(deps("grad/lm_head"), s(&["loss", "ln_f"]));
+    // A mask is one byte per element; statistics two fp32 per row.
+    let mask = g.find("h0_proj_drop_mask").unwrap();
+    let drop = g.find("h0_proj_drop").unwrap();
+    assert_eq!(g.memory(mask).0 * 4, g.memory(drop).0);
+    assert_eq!(
+        g.memory(g.find("h0_ln1_stats").unwrap()).0,
+        2 * 8 * 1024 * 4
+    );
+
+    for layers in [1, 3, 100] {
+        let p = OpsChain {
+            layers,
+            ..OpsChain::default()
+        };
+        let g = ops::chain(&p);
+        assert_eq!(g.len(), 14 * layers + 3, "chain L={layers}");
+        assert_eq!(g.len(), p.node_count());
+        assert_eq!(g.num_edges(), p.edge_count(), "chain L={layers}");
+    }
+    let l = OpsChain::layers_for(200_000);
+    assert_eq!(l, 14_286);
+    let big = ops::chain(&OpsChain {
+        layers: l,
+        ..OpsChain::default()
+    });
+    assert_eq!(big.len(), 200_007);
+    assert_eq!(big.num_edges(), 22 * l + 2);
+}

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub struct CheckmateIlp;
 
 /// A heuristic plan the solve starts from and falls back on.
+#[derive(Clone)]
 pub(crate) struct Seed {
     pub name: String,
     pub schedule: Schedule,
@@ -35,14 +36,14 @@ pub(crate) struct Prepared {
 /// A step that may tighten the formulation (fix columns) and improve the
 /// seed, given the time left. It must not cut off any plan cheaper than the
 /// seed, so that the MILP's optimum stays the optimum.
-pub(crate) type Prepare<'a> = dyn FnMut(
-        &Graph,
-        Bytes,
-        &mut Formulation,
-        &mut Option<Seed>,
-        Duration,
-    ) -> Result<Prepared, StrategyError>
-    + 'a;
+pub(crate) type Prepare = fn(
+    &Graph,
+    Bytes,
+    &mut Formulation,
+    &mut Option<Seed>,
+    Duration,
+    &SolveOptions,
+) -> Result<Prepared, StrategyError>;
 
 /// Share of the time limit the seeding heuristics may use.
 const SEED_TIME_SHARE: f64 = 0.25;
@@ -138,7 +139,7 @@ pub(crate) fn solve_milp(
     budget: Bytes,
     opts: &SolveOptions,
     free_model: FreeModel,
-    mut prepare: Option<&mut Prepare>,
+    prepare: Option<Prepare>,
 ) -> Result<Solution, StrategyError> {
     let start = Instant::now();
     if budget < g.fixed_memory {
@@ -148,7 +149,9 @@ pub(crate) fn solve_milp(
     // (eviction bound and cover program, see `starting_bound`).
     // A DTR plan first, in milliseconds: the time to a first plan should
     // not wait for the bound's solve.
-    let quick = super::dtr::best(g, budget);
+    // DTR within a quarter of the limit (its first pass always finishes):
+    // a plan in hand before anything slow starts.
+    let quick = super::dtr::best_until(g, budget, start + opts.time_limit / 4);
     let watch = opts.watch.as_deref();
     if let (Some(w), Some((cost, sch, _))) = (watch, &quick) {
         w.plan(*cost, sch, "DTR eviction");
@@ -160,6 +163,7 @@ pub(crate) fn solve_milp(
     }];
     let bound = super::starting_bound(g, budget, opts, quick.as_ref().map(|q| &q.1));
     let floor = bound.value;
+    let bound_secs = start.elapsed().as_secs_f64();
     if let Some(w) = watch {
         w.bound(floor);
     }
@@ -175,6 +179,26 @@ pub(crate) fn solve_milp(
         bound: Some(floor),
     });
     let good_enough = super::within_gap(floor, opts.gap);
+    // DTR's plan within the gap of the bound needs no seeding and no MILP
+    // (long chains: seeding alone took 14 s of a 10 s limit on 20,001 nodes).
+    // A caller's warm start goes through seeding as before, which weighs it
+    // against the heuristics (a sweep keeps its plans that way).
+    if let Some((cost, sch, how)) = quick
+        .as_ref()
+        .filter(|q| q.0 <= good_enough && opts.warm_start.is_none())
+    {
+        let note = format!(
+            "DTR eviction ({how}, cost {cost}) is within the requested gap of the {} ({floor}), no seeding or MILP needed; bound {:.2} s",
+            bound.note,
+            start.elapsed().as_secs_f64()
+        );
+        return Ok(Solution {
+            status: Status::Optimal,
+            lower_bound: Some(floor.min(*cost)),
+            trace,
+            ..Solution::feasible(sch.clone(), Some(note))
+        });
+    }
     let seed_opts = SolveOptions {
         known_bound: Some(floor),
         ..opts.clone()
@@ -187,12 +211,23 @@ pub(crate) fn solve_milp(
     } else {
         SEED_TIME_SHARE
     };
-    let mut seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
+    let seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: Some(c),
             bound: Some(floor),
         })
+    });
+    // No heuristic answered in time: DTR's plan, if it fits, still seeds.
+    let seed = seed.or_else(|| {
+        let (cost, sch, how) = quick.clone()?;
+        opts.cost_bound
+            .is_none_or(|b| cost <= b * (1.0 + 1e-9))
+            .then(|| Seed {
+                name: format!("DTR eviction ({how})"),
+                schedule: sch,
+                cost,
+            })
     });
     trace.push(Progress {
         secs: start.elapsed().as_secs_f64(),
@@ -202,9 +237,15 @@ pub(crate) fn solve_milp(
     if let (Some(w), Some(s)) = (watch, &seed) {
         w.plan(s.cost, &s.schedule, &s.name);
     }
+    let seed_secs = start.elapsed().as_secs_f64() - bound_secs;
     let seed_note = match &seed {
-        Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
-        None => "no heuristic plan fits to seed from".to_string(),
+        Some(s) => format!(
+            "seeded by {} (cost {}); bound {:.2} s, seeding {:.2} s",
+            s.name, s.cost, bound_secs, seed_secs
+        ),
+        None => format!(
+            "no heuristic plan fits to seed from; bound {bound_secs:.2} s, seeding {seed_secs:.2} s"
+        ),
     };
     // The seed already within the requested gap of the graph bound is
     // optimal by the same rule a MIP solver stops by; on ResNet-50 this
@@ -237,20 +278,152 @@ pub(crate) fn solve_milp(
             },
         });
     }
+    let ctx = MilpPhase {
+        g: std::sync::Arc::new(g.clone()),
+        budget,
+        opts: opts.clone(),
+        free_model,
+        prepare,
+        trace,
+        start,
+        floor,
+        seed_note: seed_note.clone(),
+        abandoned: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        incumbent: std::sync::Arc::new(std::sync::Mutex::new(None)),
+    };
+    watchdog(g, ctx, seed)
+}
+
+/// Everything the MILP phase needs, owned, so that it can run on a worker
+/// thread that may outlive the call (see [`watchdog`]).
+struct MilpPhase {
+    g: std::sync::Arc<Graph>,
+    budget: Bytes,
+    opts: SolveOptions,
+    free_model: FreeModel,
+    prepare: Option<Prepare>,
+    trace: Vec<Progress>,
+    start: Instant,
+    floor: f64,
+    seed_note: String,
+    /// Set when the caller stopped waiting: the worker then reports no
+    /// more progress to the shared watch.
+    abandoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The best plan the worker has so far (the preparation's repaired LP
+    /// rounding or restricted MILP), for the answer if it is abandoned.
+    incumbent: std::sync::Arc<std::sync::Mutex<Option<Seed>>>,
+}
+
+/// Time kept back from the limit for what follows the strategy: the
+/// pipeline generates and simulates the returned plan once more.
+const WATCHDOG_SLACK: Duration = Duration::from_millis(250);
+
+/// Runs the MILP phase (model build, preparation, solve) on a worker thread
+/// and waits for it only until the time limit. HiGHS checks its time limit
+/// inside the solve, but not during presolve setup of a large model, and
+/// building the model is ours and unchecked: either can overrun by minutes
+/// on large graphs. When the deadline passes first, the seed is the answer
+/// and the worker is left to finish on its own; it owns copies of the graph,
+/// the options and the seed, shares only the watch (a mutex) behind the
+/// `abandoned` flag, and its result goes to a channel nobody reads.
+fn watchdog(g: &Graph, ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, StrategyError> {
+    let start = ctx.start;
+    let limit = ctx.opts.time_limit;
+    // The seed's own evaluation time stands in for the pipeline's final
+    // plan generation and simulation, which also count against the limit.
+    let finish = seed.as_ref().map_or(Duration::ZERO, |s| {
+        let t = Instant::now();
+        let _ = evaluate(g, &s.schedule);
+        t.elapsed()
+    });
+    let wait_until = start + limit.saturating_sub(finish + WATCHDOG_SLACK);
+    let abandoned = ctx.abandoned.clone();
+    let incumbent = ctx.incumbent.clone();
+    let seed_note = ctx.seed_note.clone();
+    let floor = ctx.floor;
+    let fallback = seed.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("milp".into())
+        .spawn(move || {
+            let r = milp_phase(ctx, seed);
+            let _ = tx.send(r);
+        });
+    if spawned.is_err() {
+        return Err(StrategyError::Solver("cannot start the MILP thread".into()));
+    }
+    let wait = wait_until.saturating_duration_since(Instant::now());
+    match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(_) => {
+            abandoned.store(true, std::sync::atomic::Ordering::SeqCst);
+            // A poisoned lock means the worker panicked: its plan is not
+            // trusted, the seed still is.
+            let better = incumbent.lock().ok().and_then(|mut i| i.take());
+            let (fallback, found_note) = match (better, fallback) {
+                (Some(b), f) if f.as_ref().is_none_or(|f| b.cost < f.cost) => {
+                    let n = format!(
+                        "; the preparation's {} (cost {}) is the answer",
+                        b.name, b.cost
+                    );
+                    (Some(b), n)
+                }
+                (_, f) => (f, String::new()),
+            };
+            let note = format!(
+                "{seed_note}; MILP abandoned at the time limit after {:.2} s (model build, preparation or solver setup did not stop in time){found_note}",
+                start.elapsed().as_secs_f64()
+            );
+            Ok(match fallback {
+                Some(s) => Solution {
+                    lower_bound: Some(floor.min(s.cost)),
+                    ..Solution::feasible(s.schedule, Some(note))
+                },
+                None => Solution {
+                    status: Status::NoSolution,
+                    lower_bound: Some(floor),
+                    ..Solution::infeasible(note)
+                },
+            })
+        }
+    }
+}
+
+fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, StrategyError> {
+    let MilpPhase {
+        g,
+        budget,
+        opts,
+        free_model,
+        prepare,
+        mut trace,
+        start,
+        floor,
+        seed_note,
+        abandoned,
+        incumbent,
+    } = ctx;
+    let g: &Graph = &g;
+    let opts = &opts;
+    let milp_start = Instant::now();
     let mut cap = budget;
     for _ in 0..=MAX_TIGHTENINGS {
         let mut f = Formulation::build_as(g, cap, true, opts.cost_bound, free_model);
-        let prepared = match prepare.as_mut() {
+        let prepared = match prepare {
             Some(p) => p(
                 g,
                 budget,
                 &mut f,
                 &mut seed,
                 opts.time_limit.saturating_sub(start.elapsed()),
+                opts,
             )?,
             None => Prepared::default(),
         };
         let prep_bound = prepared.bound.map_or(floor, |b| b.max(floor));
+        if let (Some(s), Ok(mut i)) = (&seed, incumbent.lock()) {
+            *i = Some(s.clone());
+        }
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
             cost: seed.as_ref().map(|s| s.cost),
@@ -264,7 +437,11 @@ pub(crate) fn solve_milp(
         });
         let on_progress = opts.watch.clone().map(|w| {
             let scale = f.cost_scale;
+            let abandoned = abandoned.clone();
             OnProgress(std::sync::Arc::new(move |p: Progress| {
+                if abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
                 if let Some(c) = p.cost {
                     w.cost(c * scale);
                 }
@@ -305,13 +482,14 @@ pub(crate) fn solve_milp(
             .flatten()
             .fold(floor, f64::max);
         let note = format!(
-            "{seed_note}{}{}; {} in {:.2} s{}",
+            "{seed_note}{}{}; MILP phase {:.2} s: {} in {:.2} s{}",
             prepared.note,
             if seed.is_some() && warm.is_none() {
                 " (over the MILP's memory model, not passed to the solver)"
             } else {
                 ""
             },
+            milp_start.elapsed().as_secs_f64(),
             opts.backend,
             res.seconds,
             first_plan(&res)

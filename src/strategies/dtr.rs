@@ -15,6 +15,7 @@ use crate::graph::analysis::last_use;
 use crate::graph::{Graph, NodeId};
 use crate::schedule::{generate_plan, simulate, Schedule};
 use crate::units::Bytes;
+use std::time::Instant;
 
 pub struct DtrGreedy;
 
@@ -35,6 +36,17 @@ const SCORES: [Score; 3] = [Score::Dtr, Score::CostPerByte, Score::Lru];
 /// Runs the eviction simulation with an internal memory limit for
 /// activations. Returns `None` when some stage cannot fit at all.
 pub fn schedule(g: &Graph, limit: Bytes, score: Score) -> Option<Schedule> {
+    schedule_until(g, limit, score, None)
+}
+
+/// [`schedule`], giving up (`None`) once `deadline` passes: one pass is
+/// linear in stages times resident values, seconds on 10^4-node graphs.
+pub fn schedule_until(
+    g: &Graph,
+    limit: Bytes,
+    score: Score,
+    deadline: Option<Instant>,
+) -> Option<Schedule> {
     let n = g.len();
     let last = last_use(g);
     let mut sch = Schedule::identity(n);
@@ -49,6 +61,9 @@ pub fn schedule(g: &Graph, limit: Bytes, score: Score) -> Option<Schedule> {
     let mut lock = vec![0u32; n];
 
     for t in 0..n {
+        if t % 256 == 255 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
         // The set of nodes this stage must compute: t and, transitively,
         // every input that is not resident.
         let mut stack = vec![t];
@@ -175,17 +190,57 @@ fn pick(
 /// only if that one does not fit. On 10^4-node graphs plan generation is
 /// most of the time, so this is what keeps the strategy fast.
 pub fn best(g: &Graph, budget: Bytes) -> Option<(f64, Schedule, String)> {
+    best_within(g, budget, None).0
+}
+
+/// [`best`] under a deadline. Scores not yet run when it passes are
+/// skipped; a schedule already in hand is still simulated, since an answer
+/// late by one simulation is better than none (the callers keep that
+/// simulation's time back from their limit).
+pub fn best_until(g: &Graph, budget: Bytes, deadline: Instant) -> Option<(f64, Schedule, String)> {
+    best_within(g, budget, Some(deadline)).0
+}
+
+/// [`best_until`], also returning how long its last plan generation and
+/// simulation took: what the pipeline will spend once more on the answer,
+/// which a caller under a time limit keeps back.
+pub fn best_timed(
+    g: &Graph,
+    budget: Bytes,
+    deadline: Instant,
+) -> (Option<(f64, Schedule, String)>, std::time::Duration) {
+    best_within(g, budget, Some(deadline))
+}
+
+fn best_within(
+    g: &Graph,
+    budget: Bytes,
+    deadline: Option<Instant>,
+) -> (Option<(f64, Schedule, String)>, std::time::Duration) {
     let avail = budget.saturating_sub(g.fixed_memory);
-    let mut found: Vec<(f64, Schedule, Score)> = SCORES
-        .into_iter()
-        .filter_map(|score| schedule(g, avail, score).map(|s| (s.cost(g), s, score)))
-        .collect();
+    let mut found: Vec<(f64, Schedule, Score)> = Vec::new();
+    for score in SCORES {
+        // The first score always runs to the end: a plan late by one DTR
+        // pass is better than no plan.
+        let d = deadline.filter(|_| !found.is_empty());
+        if d.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if let Some(s) = schedule_until(g, avail, score, d) {
+            found.push((s.cost(g), s, score));
+        }
+    }
     found.sort_by(|a, b| a.0.total_cmp(&b.0));
-    found.into_iter().find_map(|(_, sch, score)| {
-        let plan = generate_plan(g, &sch).ok()?;
-        let rep = simulate(g, &plan).ok()?;
+    let mut sim_time = std::time::Duration::ZERO;
+    let best = found.into_iter().find_map(|(_, sch, score)| {
+        let t = Instant::now();
+        let plan = generate_plan(g, &sch).ok();
+        let rep = plan.and_then(|p| simulate(g, &p).ok());
+        sim_time = t.elapsed();
+        let rep = rep?;
         (rep.peak <= budget).then(|| (rep.cost, sch, format!("{score:?} eviction score")))
-    })
+    });
+    (best, sim_time)
 }
 
 impl Strategy for DtrGreedy {
@@ -197,8 +252,15 @@ impl Strategy for DtrGreedy {
         "greedy eviction on the fixed order (DTR-style), recomputing on demand; no solver, scales to 10^4 nodes"
     }
 
-    fn solve(&self, g: &Graph, budget: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
-        Ok(match best(g, budget) {
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
+        // Half the limit: the pipeline simulates the plan once more after.
+        let deadline = Instant::now() + opts.time_limit / 2;
+        Ok(match best_until(g, budget, deadline) {
             Some((_, sch, detail)) => Solution::feasible(sch, Some(detail)),
             None => Solution::no_fit("greedy eviction found no plan within the budget"),
         })

@@ -51,11 +51,26 @@ pub fn best_heuristic_with(
     improved: &mut dyn FnMut(f64),
 ) -> Option<(String, Schedule)> {
     let mut best: Option<(f64, String, Schedule)> = None;
+    // Each heuristic is asked to stop within the limit, but its plan is
+    // then simulated here: with a plan in hand, no further heuristic starts
+    // after the limit.
+    let deadline = std::time::Instant::now() + opts.time_limit;
     for h in heuristics() {
         if best.as_ref().is_some_and(|(c, _, _)| *c <= good_enough) {
             break;
         }
-        let Ok(sol) = h.solve(g, budget, opts) else {
+        if best.is_some() && std::time::Instant::now() >= deadline {
+            break;
+        }
+        // Each gets what is left, not the whole share: the share is for
+        // all of them together.
+        let left = SolveOptions {
+            time_limit: deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .max(std::time::Duration::from_millis(100)),
+            ..opts.clone()
+        };
+        let Ok(sol) = h.solve(g, budget, &left) else {
             continue;
         };
         let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) else {

@@ -81,13 +81,7 @@ impl Strategy for RematExact {
         budget: Bytes,
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
-        let mut prep =
-            |g: &Graph,
-             budget: Bytes,
-             f: &mut Formulation,
-             seed: &mut Option<Seed>,
-             left: Duration| { prepare(g, budget, f, seed, left, opts) };
-        solve_milp(g, budget, opts, FreeModel::Tight, Some(&mut prep))
+        solve_milp(g, budget, opts, FreeModel::Tight, Some(prepare))
     }
 }
 

@@ -1,6 +1,7 @@
 //! `remat zoo`: the command-line face of the zoo (main.rs only forwards).
 
 use super::networks::{self, Input};
+use super::ops::{self, OpsChain, OpsTransformer};
 use super::synthetic::{self, Dist, RandomDag, ResidualChain};
 use super::{committed_files, ZooError, REGENERATE};
 use crate::cli::{input_err, write_atomic};
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ZooArgs {
-    /// A network (see --list) or a synthetic family: linear, random, residual.
+    /// A network (see --list) or a synthetic family: linear, random, residual,
+    /// ops-transformer, ops-chain.
     pub name: Option<String>,
     /// Regenerate every file in models/ and budgets/ (under --dir).
     #[arg(long, conflicts_with_all = ["name", "list"])]
@@ -26,19 +28,19 @@ pub struct ZooArgs {
     /// Output file (YAML); standard output if left out.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Batch size (networks; default: the paper's).
+    /// Batch size (networks, default: the paper's; ops-transformer, default 8).
     #[arg(long)]
     pub batch: Option<u32>,
     /// Input resolution HxW (image networks).
     #[arg(long)]
     pub resolution: Option<String>,
-    /// Sequence length in tokens (gpt2).
+    /// Sequence length in tokens (gpt2, ops-transformer).
     #[arg(long)]
     pub seq_len: Option<u64>,
-    /// linear: number of forward layers.
+    /// linear, ops-transformer, ops-chain: number of layers (blocks).
     #[arg(long)]
     pub layers: Option<usize>,
-    /// random: total nodes.
+    /// random: total nodes; ops-chain: the fewest blocks with at least this many nodes.
     #[arg(long)]
     pub nodes: Option<usize>,
     /// random: nodes per layer, at most.
@@ -224,6 +226,45 @@ fn generate(name: &str, args: &ZooArgs) -> anyhow::Result<(GraphFile, String)> {
             );
             Ok((synthetic::residual_file(&p), header))
         }
+        "ops-transformer" => {
+            if let Some(f) = args.stray(&["--layers", "--batch", "--seq-len"]) {
+                return Err(wrong(f));
+            }
+            let d = OpsTransformer::default();
+            let p = OpsTransformer {
+                layers: args.layers.unwrap_or(d.layers),
+                batch: args.batch.map(u64::from).unwrap_or(d.batch),
+                seq_len: args.seq_len.unwrap_or(d.seq_len),
+                ..d
+            };
+            p.check().map_err(input_err)?;
+            let header = format!(
+                "Operator-level pre-norm transformer (width {}, {} heads, vocabulary {}), {} nodes; made by `remat zoo ops-transformer --layers {} --batch {} --seq-len {}`.",
+                p.width, p.heads, p.vocab, p.node_count(), p.layers, p.batch, p.seq_len
+            );
+            Ok((ops::transformer_file(&p), header))
+        }
+        "ops-chain" => {
+            if let Some(f) = args.stray(&["--layers", "--nodes"]) {
+                return Err(wrong(f));
+            }
+            let layers = match (args.layers, args.nodes) {
+                (Some(_), Some(_)) => return Err(input_err("give --layers or --nodes, not both")),
+                (Some(l), None) => l,
+                (None, Some(n)) => OpsChain::layers_for(n),
+                (None, None) => OpsChain::default().layers,
+            };
+            let p = OpsChain {
+                layers,
+                ..OpsChain::default()
+            };
+            p.check().map_err(input_err)?;
+            let header = format!(
+                "Operator-level residual MLP chain ({} rows x {} wide), {} nodes; made by `remat zoo ops-chain --layers {}`.",
+                p.rows, p.width, p.node_count(), p.layers
+            );
+            Ok((ops::chain_file(&p), header))
+        }
         _ => {
             let spec =
                 networks::spec(name).ok_or_else(|| zoo_err(ZooError::Unknown(name.into())))?;
@@ -289,6 +330,14 @@ fn print_list() {
     println!(
         "{:<12} {:>6}  {:<10} chain of residual blocks (--blocks --branch --cost --memory)",
         "residual", 1, "-"
+    );
+    println!(
+        "{:<12} {:>6}  {:<10} operator-level transformer (--layers --batch --seq-len)",
+        "ops-transformer", 8, "1024 tokens"
+    );
+    println!(
+        "{:<12} {:>6}  {:<10} operator-level residual MLP chain (--layers or --nodes)",
+        "ops-chain", 1, "-"
     );
 }
 

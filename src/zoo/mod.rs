@@ -8,6 +8,7 @@ pub mod command;
 pub mod layers;
 pub mod net;
 pub mod networks;
+pub mod ops;
 pub mod synthetic;
 
 use crate::graph::Graph;
