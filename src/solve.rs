@@ -7,7 +7,7 @@ use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, simulate_on, Plan, PlanFile, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
-use crate::units::Bytes;
+use crate::units::{Bytes, Seconds};
 use std::time::Instant;
 
 /// The relative gap within which a plan is called optimal: the default
@@ -27,6 +27,9 @@ pub struct Outcome {
     /// Best cost and bound over time (see [`Progress`]); at least the final
     /// answer, at `seconds`.
     pub trace: Vec<Progress>,
+    /// With a device: a lower bound on the step time of any plan within
+    /// the budget (the graph's own, raised by the strategy's).
+    pub step_bound: Option<Seconds>,
 }
 
 impl Outcome {
@@ -58,6 +61,17 @@ impl Outcome {
                 _ => false,
             })
             .map(|p| p.secs)
+    }
+
+    /// Relative gap of the simulated step time over its bound, when
+    /// solved on a device.
+    pub fn step_gap(&self) -> Option<f64> {
+        let step = self.timing()?.step.get();
+        let lb = self.step_bound?.get();
+        if step <= 0.0 {
+            return Some(0.0);
+        }
+        Some(((step - lb) / step).max(0.0))
     }
 
     /// Relative gap (cost − bound) / cost, when both are known.
@@ -168,6 +182,14 @@ pub fn run(
                     )));
                 }
             }
+            if let (Some(lb), Some(t)) = (sol.step_bound, &sim.timing) {
+                if t.step.get() < lb.get() * (1.0 - 1e-6) - 1e-12 {
+                    return Err(bug(format!(
+                        "simulated step time {} is below the claimed bound {lb}",
+                        t.step
+                    )));
+                }
+            }
             if let Some(lb) = sol.lower_bound {
                 if sim.cost < lb * (1.0 - 1e-6) - 1e-9 {
                     return Err(bug(format!(
@@ -225,6 +247,17 @@ pub fn run(
             });
         }
     }
+    // Every answer on a device carries a step-time bound: the graph's own
+    // (every node once, raised by the tightest stage), which holds for
+    // every plan, raised by the strategy's where it has one.
+    let step_bound = opts.device.as_deref().map(|d| {
+        let graph = crate::solver::tiered::step_bound(g, budget, d, false);
+        let own = sol.step_bound.map_or(graph, |b| b.max(graph));
+        match sim.as_ref().and_then(|s| s.timing.as_ref()) {
+            Some(t) => own.min(t.step),
+            None => own,
+        }
+    });
     let mut trace = sol.trace;
     trace.push(Progress {
         secs: seconds,
@@ -241,6 +274,7 @@ pub fn run(
         detail,
         seconds,
         trace,
+        step_bound,
     })
 }
 
@@ -298,5 +332,6 @@ pub fn from_snapshot(
         lower_bound,
         detail: Some(detail),
         seconds,
+        step_bound: None,
     }
 }

@@ -256,6 +256,10 @@ impl Seconds {
     pub fn max(self, o: Seconds) -> Seconds {
         Seconds(self.0.max(o.0))
     }
+
+    pub fn min(self, o: Seconds) -> Seconds {
+        Seconds(self.0.min(o.0))
+    }
 }
 
 impl fmt::Display for Seconds {

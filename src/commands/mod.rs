@@ -45,6 +45,10 @@ pub struct SolverArgs {
     /// MILP backend: highs or cbc.
     #[arg(long, default_value_t = Backend::default())]
     pub solver: Backend,
+    /// Forbid recomputation: remat-tiered then finds the offload-only
+    /// optimum (other strategies ignore it).
+    #[arg(long)]
+    pub no_recompute: bool,
 }
 
 /// Default time limits, per solve, from measurements (README, "Time
@@ -62,6 +66,7 @@ impl SolverArgs {
             gap: self.gap,
             threads: self.threads,
             backend: self.solver,
+            no_recompute: self.no_recompute,
             ..SolveOptions::default()
         }
     }

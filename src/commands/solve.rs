@@ -88,7 +88,13 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         print_summary(&mut std::io::stdout(), &g, &budget, &out)?;
     }
     if let (Some(t), Some(d)) = (out.timing(), &device) {
-        let lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
+        let mut lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
+        if let (Some(lb), Some(gap)) = (out.step_bound, out.step_gap()) {
+            lines.push_str(&format!(
+                "step bound       {lb} (gap {:.3}%: no plan within the budget is faster)\n",
+                gap * 100.0
+            ));
+        }
         if to_stdout {
             eprint!("{lines}");
         } else {

@@ -63,6 +63,33 @@ pub fn min_feasible_budget(g: &Graph) -> Bytes {
 /// best plans found (ResNet-50 and MobileNet at 90–60%); on random DAGs it
 /// adds 0.7–1.1% over every-node-once at 80%.
 pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
+    let mut worst = 0.0f64;
+    for_each_forced_eviction(g, budget, |mut need, cands| {
+        let mut cover = 0.0;
+        for (m, cost) in cands {
+            if need <= 0.0 {
+                break;
+            }
+            let take = (need / m).min(1.0);
+            cover += cost * take;
+            need -= m * take;
+        }
+        worst = worst.max(cover);
+    });
+    g.total_cost() + worst
+}
+
+/// The stages where the budget forces values out, for the bounds built on
+/// [`eviction_bound`]'s argument: `visit(need_t, candidates)` for each stage
+/// with `need_t > 0` bytes to give up, the candidates being the values that
+/// cross `t` (and are not its inputs) as (bytes, cost), cheapest per byte
+/// first. The candidates are produced lazily: a caller that stops once it
+/// has `need_t` bytes keeps the walk O(n log n + Σ evictions).
+pub fn for_each_forced_eviction(
+    g: &Graph,
+    budget: Bytes,
+    mut visit: impl FnMut(f64, &mut dyn Iterator<Item = (f64, f64)>),
+) {
     let avail = budget.saturating_sub(g.fixed_memory).as_f64();
     let last = last_use(g);
     let mut dying: Vec<Vec<usize>> = vec![Vec::new(); g.len()];
@@ -77,7 +104,6 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
     };
     let mut crossing: BTreeSet<(u64, usize)> = BTreeSet::new();
     let mut crossing_bytes = 0.0;
-    let mut worst = 0.0f64;
     for t in g.ids() {
         let deps = g.deps(t);
         let mut need = g.memory(t).as_f64() + crossing_bytes - avail;
@@ -89,21 +115,12 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
             };
         }
         if need > 0.0 {
-            let mut cover = 0.0;
-            for &(_, v) in &crossing {
-                if need <= 0.0 {
-                    break;
-                }
-                let id = NodeId::from(v);
-                if deps.contains(&id) {
-                    continue;
-                }
-                let m = g.memory(id).as_f64();
-                let take = (need / m).min(1.0);
-                cover += g.cost(id) * take;
-                need -= m * take;
-            }
-            worst = worst.max(cover);
+            let mut cands = crossing
+                .iter()
+                .map(|&(_, v)| NodeId::from(v))
+                .filter(|id| !deps.contains(id))
+                .map(|id| (g.memory(id).as_f64(), g.cost(id)));
+            visit(need, &mut cands);
         }
         // Node t crosses the stages after it until its last reader.
         if last[t.idx()] != t && g.memory(t).get() > 0 {
@@ -116,7 +133,6 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
             }
         }
     }
-    g.total_cost() + worst
 }
 
 /// Bytes the plan must have freed at the end of each stage `t`, beyond

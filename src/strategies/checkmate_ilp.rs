@@ -569,6 +569,7 @@ fn decide(
             detail: Some(note),
             solver_peak: Some(peak),
             trace: Vec::new(),
+            step_bound: None,
         },
         (_, Some(s)) => {
             let why = match res.status {
@@ -594,6 +595,7 @@ fn decide(
             detail: Some(note),
             solver_peak: None,
             trace: Vec::new(),
+            step_bound: None,
         },
     }
 }

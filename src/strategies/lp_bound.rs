@@ -85,6 +85,7 @@ impl Strategy for LpBound {
                 detail: Some("LP relaxation of the Checkmate MILP (HiGHS)".into()),
                 solver_peak: None,
                 trace: Vec::new(),
+                step_bound: None,
             },
             None => Solution::infeasible("the LP relaxation is infeasible: no plan fits"),
         })

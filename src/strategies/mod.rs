@@ -26,6 +26,7 @@ pub mod mc_dla;
 pub mod offload_all;
 pub mod portfolio;
 pub mod remat_exact;
+pub mod remat_tiered;
 pub mod segments;
 pub(crate) mod tiered;
 pub mod tiertrain;
@@ -119,6 +120,9 @@ pub struct SolveOptions {
     /// read its slow tier and copy engines, and the pipeline times every
     /// plan on it. Recompute-only strategies ignore it.
     pub device: Option<std::sync::Arc<crate::device::Device>>,
+    /// Plans may not recompute (`--no-recompute`): the offload-only
+    /// optimum, for `remat-tiered`. Other strategies ignore it.
+    pub no_recompute: bool,
 }
 
 impl Default for SolveOptions {
@@ -133,6 +137,7 @@ impl Default for SolveOptions {
             known_bound: None,
             watch: None,
             device: None,
+            no_recompute: false,
         }
     }
 }
@@ -152,6 +157,9 @@ pub struct Solution {
     /// Incumbent cost and bound over time, seconds from the strategy's
     /// start (for benchmarks: time to the first plan, time to a 1% gap).
     pub trace: Vec<Progress>,
+    /// A proven lower bound on the step time of any plan within this
+    /// budget on the device, from strategies that optimise time.
+    pub step_bound: Option<crate::units::Seconds>,
 }
 
 impl Solution {
@@ -163,6 +171,7 @@ impl Solution {
             detail: Some(detail.into()),
             solver_peak: None,
             trace: Vec::new(),
+            step_bound: None,
         }
     }
 
@@ -182,6 +191,7 @@ impl Solution {
             detail,
             solver_peak: None,
             trace: Vec::new(),
+            step_bound: None,
         }
     }
 }
@@ -239,6 +249,14 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
 /// of [`all`], so that the recompute sweeps already on disk keep their
 /// rows; sweeps name them as the group `tiered`, and [`by_name`] finds them.
 pub fn tiered_policies() -> Vec<Box<dyn Strategy>> {
+    let mut v = seed_policies();
+    v.push(Box::new(remat_tiered::RematTiered));
+    v
+}
+
+/// The seed systems' policies alone: what `remat-tiered` runs as its
+/// portfolio and must never be slower than.
+pub fn seed_policies() -> Vec<Box<dyn Strategy>> {
     vec![
         Box::new(offload_all::OffloadAll),
         Box::new(mc_dla::McDla),

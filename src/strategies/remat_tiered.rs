@@ -1,0 +1,296 @@
+//! `remat-tiered`: the fastest step that fits, recomputing or offloading
+//! each value, on the whole DAG ([`crate::solver::tiered`]'s joint MILP).
+//!
+//! The run: a step-time bound from the graph alone; a portfolio of plans
+//! (checkpoint-all, the best recompute-only plan, every seed policy of
+//! docs/tiers.md, each improved by the offload moves of remat-fast), each
+//! simulated on the device; then the MILP, warm-started from the best
+//! plan it admits, for the rest of the time. The answer is the plan of
+//! least simulated step time among all of them, so it is never slower
+//! than the recompute-only plan or any seed policy it ran, and it carries
+//! the best bound known: the graph's, raised by the MILP's.
+//!
+//! Where the device has no slow tier to use (zero capacity), the problem
+//! is recompute-only and time is cost over throughput: remat-exact answers
+//! it. With `--no-recompute`, only plans without recomputation compete.
+
+use super::tiered;
+use super::{
+    remat_exact, seed_policies, within_gap, Progress, Solution, SolveOptions, Status, Strategy,
+    StrategyError,
+};
+use crate::device::Device;
+use crate::graph::Graph;
+use crate::schedule::{generate_plan, simulate_on, Schedule};
+use crate::solver::tiered::{self as model, Options, TieredFormulation};
+use crate::solver::{solve_mip, MipStatus, Params};
+use crate::units::{Bytes, Seconds};
+use std::time::{Duration, Instant};
+
+pub struct RematTiered;
+
+/// Share of the time limit the portfolio may take before the MILP.
+const SEED_TIME_SHARE: f64 = 0.3;
+
+/// The most columns the joint model may have before the strategy answers
+/// with its portfolio alone (about 2.3 KB a column in HiGHS, as measured
+/// for the Checkmate model: about 7 GB here).
+pub const MAX_COLUMNS: usize = 3_000_000;
+
+impl Strategy for RematTiered {
+    fn name(&self) -> &'static str {
+        "remat-tiered"
+    }
+
+    fn describe(&self) -> &'static str {
+        "joint optimum: recompute or offload each value, copies overlapping compute; the MILP on the whole DAG, seeded by every policy, with a step-time bound (needs --device)"
+    }
+
+    fn solve(
+        &self,
+        g: &Graph,
+        budget: Bytes,
+        opts: &SolveOptions,
+    ) -> Result<Solution, StrategyError> {
+        let dev = tiered::device(opts, self.name())?;
+        let start = Instant::now();
+        let deadline = start + opts.time_limit;
+        let no_rec = opts.no_recompute;
+        if dev.slow.capacity == Bytes::ZERO && !no_rec {
+            return recompute_only(g, budget, dev, opts);
+        }
+        let mut bound = model::step_bound(g, budget, dev, no_rec);
+        let mut best: Option<Candidate> = None;
+        let mut notes: Vec<String> = Vec::new();
+        let mut trace: Vec<Progress> = Vec::new();
+        let consider = |best: &mut Option<Candidate>, name: String, sch: Schedule| {
+            if no_rec && sch.recomputations() > 0 {
+                return;
+            }
+            if let Some(step) = step_time(g, &sch, budget, dev) {
+                if best.as_ref().is_none_or(|b| step < b.step) {
+                    *best = Some(Candidate { name, sch, step });
+                }
+            }
+        };
+
+        // The portfolio.
+        let seed_end = start + opts.time_limit.mul_f64(SEED_TIME_SHARE);
+        consider(
+            &mut best,
+            "checkpoint-all".into(),
+            Schedule::checkpoint_all(g),
+        );
+        let done = |best: &Option<Candidate>, bound: Seconds| {
+            best.as_ref()
+                .is_some_and(|b| b.step.get() <= within_gap(bound.get(), opts.gap))
+        };
+        let share = |frac: f64| {
+            seed_end
+                .saturating_duration_since(Instant::now())
+                .mul_f64(frac)
+                .max(Duration::from_millis(200))
+        };
+        if !no_rec && !done(&best, bound) {
+            let ropts = SolveOptions {
+                device: None,
+                time_limit: share(0.5),
+                watch: None,
+                ..opts.clone()
+            };
+            match remat_exact::RematExact.solve(g, budget, &ropts) {
+                Ok(sol) if sol.status.has_plan() => {
+                    if let Some(sch) = sol.schedule {
+                        consider(&mut best, "remat-exact".into(), sch);
+                    }
+                }
+                _ => notes.push("no recompute-only plan fits".into()),
+            }
+        }
+        let policies = seed_policies();
+        for (k, p) in policies.iter().enumerate() {
+            if done(&best, bound) || Instant::now() >= seed_end {
+                break;
+            }
+            let popts = SolveOptions {
+                time_limit: share(1.0 / (policies.len() - k) as f64),
+                watch: None,
+                ..opts.clone()
+            };
+            if let Ok(sol) = p.solve(g, budget, &popts) {
+                if let (true, Some(sch)) = (sol.status.has_plan(), sol.schedule) {
+                    consider(&mut best, p.name().into(), sch);
+                }
+            }
+        }
+        if let Some(b) = &best {
+            trace.push(Progress {
+                secs: start.elapsed().as_secs_f64(),
+                cost: Some(b.step.get()),
+                bound: Some(bound.get()),
+            });
+        }
+
+        // The MILP.
+        let opt = Options {
+            no_recompute: no_rec,
+            transfers: true,
+        };
+        let direct = dev.slow.direct_read.is_some();
+        let cols = model::columns(g, direct);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut milp_note = String::new();
+        let mut proven = false;
+        if done(&best, bound) {
+            milp_note = "the best plan meets the graph's bound: no MILP needed".into();
+            proven = true;
+        } else if cols > MAX_COLUMNS {
+            milp_note = format!(
+                "the joint MILP would have about {cols} columns, over the limit of {MAX_COLUMNS}: portfolio only"
+            );
+        } else if left.is_zero() {
+            milp_note = "no time left for the MILP".into();
+        } else {
+            let mstart = Instant::now();
+            let f = TieredFormulation::build(g, budget, dev, opt);
+            let warm = best
+                .as_ref()
+                .and_then(|b| f.vector_for(g, &b.sch))
+                .filter(|x| f.model.max_violation(x) <= 1e-7);
+            let params = Params {
+                time_limit: deadline.saturating_duration_since(Instant::now()),
+                gap: opts.gap,
+                threads: opts.threads,
+                ..Params::default()
+            };
+            let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
+                .map_err(|e| StrategyError::Solver(e.to_string()))?;
+            let size = format!(
+                "{} columns, {} rows",
+                f.model.num_cols(),
+                f.model.num_rows()
+            );
+            if let Some(b) = res.bound {
+                bound = bound.max(Seconds(b * f.time_scale));
+            }
+            match res.status {
+                MipStatus::Infeasible => {
+                    // Only the model's plan family is empty: a seed that fits
+                    // (none, or the MILP would have had a warm start) still
+                    // answers.
+                    milp_note = format!("the joint MILP admits no plan ({size})");
+                }
+                MipStatus::Optimal => proven = true,
+                _ => {}
+            }
+            if let Some(x) = res.x {
+                let sch = f.schedule(&x);
+                let model_step = f.step_of(&x);
+                match step_time(g, &sch, budget, dev) {
+                    Some(step) => {
+                        // The model's objective is the simulated step time;
+                        // a difference is a modelling bug, reported.
+                        if (step.get() - model_step.get()).abs()
+                            > 1e-6 * model_step.get().max(1e-12)
+                        {
+                            notes.push(format!(
+                                "the MILP's step {model_step} differs from the simulated {step}"
+                            ));
+                        }
+                        consider(&mut best, "the joint MILP".into(), sch);
+                    }
+                    None => notes.push("the MILP's plan does not fit in simulation".into()),
+                }
+            }
+            if milp_note.is_empty() {
+                milp_note = format!(
+                    "joint MILP {} in {:.1} s ({size}{})",
+                    match res.status {
+                        MipStatus::Optimal => "optimal",
+                        _ => "stopped by its time limit",
+                    },
+                    mstart.elapsed().as_secs_f64(),
+                    if warm.is_some() { ", warm-started" } else { "" }
+                );
+            }
+        }
+        notes.insert(0, milp_note);
+
+        let Some(b) = best else {
+            let mut sol = Solution::no_fit(format!(
+                "no plan fits {} on {}: {}",
+                budget.human(),
+                dev.name,
+                notes.join("; ")
+            ));
+            sol.step_bound = Some(bound);
+            return Ok(sol);
+        };
+        // A bound above the best plan can only come from the MILP's family
+        // being narrower than the portfolio's plans: it bounds that family,
+        // not the plan in hand.
+        let bound = bound.min(b.step);
+        trace.push(Progress {
+            secs: start.elapsed().as_secs_f64(),
+            cost: Some(b.step.get()),
+            bound: Some(bound.get()),
+        });
+        let detail = format!(
+            "best plan from {} ({} copies out, {} recomputations); {}",
+            b.name,
+            (0..b.sch.stages())
+                .map(|t| b.sch.o_row(t).len())
+                .sum::<usize>(),
+            b.sch.recomputations(),
+            notes.join("; ")
+        );
+        let optimal = (proven && b.name == "the joint MILP")
+            || b.step.get() <= within_gap(bound.get(), opts.gap);
+        let mut sol = Solution::feasible(b.sch, Some(detail));
+        sol.status = if optimal {
+            Status::Optimal
+        } else {
+            Status::Feasible
+        };
+        sol.step_bound = Some(bound);
+        sol.trace = trace;
+        Ok(sol)
+    }
+}
+
+struct Candidate {
+    name: String,
+    sch: Schedule,
+    step: Seconds,
+}
+
+/// The simulated step time of a schedule on the device, if its plan fits.
+fn step_time(g: &Graph, sch: &Schedule, budget: Bytes, dev: &Device) -> Option<Seconds> {
+    let plan = generate_plan(g, sch).ok()?;
+    let sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    (sim.peak <= budget).then(|| sim.timing.map(|t| t.step))?
+}
+
+/// No slow tier: remat-exact's recompute-only optimum is the fastest step.
+fn recompute_only(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    opts: &SolveOptions,
+) -> Result<Solution, StrategyError> {
+    let ropts = SolveOptions {
+        device: None,
+        ..opts.clone()
+    };
+    let mut sol = remat_exact::RematExact.solve(g, budget, &ropts)?;
+    sol.step_bound = sol
+        .lower_bound
+        .map(|lb| dev.compute_time(lb))
+        .or(Some(dev.all_fast_step(g)));
+    sol.detail = Some(format!(
+        "{} has no slow tier (capacity 0): the recompute-only optimum; {}",
+        dev.name,
+        sol.detail.unwrap_or_default()
+    ));
+    Ok(sol)
+}

@@ -1,0 +1,298 @@
+//! `remat-tiered`, the joint recompute-or-offload MILP: its objective is
+//! the simulated step time of the plans it admits, its special cases are
+//! the one-sided optima, and its answer is never slower than the
+//! recompute-only plan or any seed policy.
+
+use remat::device::Device;
+use remat::graph::analysis::{checkpoint_all_peak, min_feasible_budget};
+use remat::graph::{Graph, GraphFile};
+use remat::schedule::{generate_plan, simulate_on, Schedule};
+use remat::solve::{run, Outcome};
+use remat::solver::tiered::{step_bound, Options, TieredFormulation};
+use remat::solver::{solve_mip, Backend, MipStatus, Params};
+use remat::strategies::{self, SolveOptions, Status};
+use remat::units::{Bytes, Seconds};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn device(name: &str) -> Device {
+    Device::load(&root().join("devices").join(name)).unwrap()
+}
+
+fn model(name: &str) -> Graph {
+    Graph::load(&root().join(format!("models/{name}.yaml"))).unwrap()
+}
+
+fn graph(text: &str) -> Graph {
+    Graph::from_file(&GraphFile::parse(text).unwrap(), "test.yaml").unwrap()
+}
+
+fn opts(dev: &Device, secs: u64) -> SolveOptions {
+    SolveOptions {
+        time_limit: Duration::from_secs(secs),
+        device: Some(Arc::new(dev.clone())),
+        ..SolveOptions::default()
+    }
+}
+
+fn step(out: &Outcome) -> f64 {
+    out.timing().unwrap().step.get()
+}
+
+/// A device whose costs are seconds, with the given link rates (bytes per
+/// second), no latency.
+fn link(engines: &str, to_slow: u32, to_fast: u32, slow_cap: u32) -> Device {
+    Device::parse(&format!(
+        "name: link\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+         slow: {{capacity: {slow_cap}, to_slow: {to_slow}, to_fast: {to_fast}, latency: 0, engines: {engines}, direct_read: none}}\n"
+    ))
+    .unwrap()
+}
+
+/// Checkmate's linear training graph of four layers.
+fn chain4() -> Graph {
+    graph(
+        "name: chain4\ngraph: forward\nnodes:\n\
+         - {name: f0, cost: 1, memory: 4, saves: [self]}\n\
+         - {name: f1, cost: 3, memory: 4, deps: [f0], saves: [self]}\n\
+         - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+         - {name: f3, cost: 2, memory: 3, deps: [f2], saves: [self]}\n\
+         - {name: loss, cost: 1, memory: 1, deps: [f3]}\n",
+    )
+}
+
+/// Every schedule the model admits is priced at its simulated step time,
+/// and its memory promise covers the simulated peak: checked on every seed
+/// policy's plan (the ones with copies out of kept values or of the
+/// frontier) on three devices with different engines.
+#[test]
+fn the_objective_is_the_simulated_step_time() {
+    let mut checked = 0;
+    for dev in [
+        device("a100-40gb-pcie4.yaml"),
+        device("gh200.yaml"),
+        device("optane-pmm.yaml"),
+    ] {
+        for name in ["vgg16", "unet", "fcn8"] {
+            let g = model(name);
+            let budget = checkpoint_all_peak(&g).scale_ceil(50, 100);
+            let o = opts(&dev, 5);
+            let f = TieredFormulation::build(
+                &g,
+                budget,
+                &dev,
+                Options {
+                    no_recompute: false,
+                    transfers: true,
+                },
+            );
+            let mut schedules = vec![Schedule::checkpoint_all(&g)];
+            for p in strategies::seed_policies() {
+                if let Ok(sol) = p.solve(&g, budget, &o) {
+                    schedules.extend(sol.schedule);
+                }
+            }
+            for sch in schedules {
+                let Some(x) = f.vector_for(&g, &sch) else {
+                    continue;
+                };
+                let plan = generate_plan(&g, &sch).unwrap();
+                let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+                let t = sim.timing.unwrap().step.get();
+                if f.model.max_violation(&x) > 1e-7 {
+                    // Over the budget: the only rows it may break are memory.
+                    assert!(sim.peak > budget || f.peak_of(&x) > budget.as_f64());
+                    continue;
+                }
+                let m = f.step_of(&x).get();
+                assert!(
+                    (m - t).abs() <= 1e-9 * t,
+                    "{name} on {}: model {m} s, simulated {t} s",
+                    dev.name
+                );
+                assert!(sim.peak.as_f64() <= f.peak_of(&x) * (1.0 + 1e-9) + 1.0);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 12, "only {checked} schedules checked");
+}
+
+/// Without transfers the model is Checkmate's with time as its objective:
+/// its optimum is the recompute-only optimum over the throughput.
+#[test]
+fn without_a_slow_tier_it_is_the_recompute_only_optimum() {
+    let g = chain4();
+    let dev = link("duplex", 1, 1, 1000);
+    for budget in [12u64, 14, 17] {
+        let f = TieredFormulation::build(
+            &g,
+            Bytes(budget),
+            &dev,
+            Options {
+                no_recompute: false,
+                transfers: false,
+            },
+        );
+        let params = Params {
+            time_limit: Duration::from_secs(30),
+            ..Params::default()
+        };
+        let res = solve_mip(&f.model, Backend::Highs, &params, None).unwrap();
+        let exact = strategies::by_name("checkmate-ilp").unwrap();
+        let out = run(&g, exact.as_ref(), Bytes(budget), &SolveOptions::default()).unwrap();
+        match res.status {
+            MipStatus::Optimal => {
+                let t = f.step_of(res.x.as_ref().unwrap()).get();
+                assert!(
+                    (t - out.cost().unwrap()).abs() < 1e-6,
+                    "budget {budget}: tiered {t}, checkmate {:?}",
+                    out.cost()
+                );
+            }
+            MipStatus::Infeasible => assert!(!out.status.has_plan(), "budget {budget}"),
+            s => panic!("budget {budget}: {s:?}"),
+        }
+    }
+    // Through the strategy: a slow tier of zero bytes is no slow tier.
+    let none = link("duplex", 1, 1, 0);
+    let tiered = strategies::by_name("remat-tiered").unwrap();
+    let exact = strategies::by_name("remat-exact").unwrap();
+    let out = run(&g, tiered.as_ref(), Bytes(14), &opts(&none, 20)).unwrap();
+    let base = run(&g, exact.as_ref(), Bytes(14), &SolveOptions::default()).unwrap();
+    assert_eq!(out.status, Status::Optimal);
+    assert!((step(&out) - base.cost().unwrap()).abs() < 1e-9);
+}
+
+/// Hand-derived: chain4 on a link where offloading f1 (4 B) hides behind
+/// compute. Checkpoint-all peaks at 4+4+2+3+1 = 14 B plus the gradient
+/// being computed; at a budget that forces one activation out, the joint
+/// optimum moves f1 out while f2/f3 compute and back during the backward,
+/// for no extra time: the step is every node once.
+#[test]
+fn an_offload_that_hides_costs_nothing() {
+    let g = chain4();
+    let dev = link("duplex", 4, 4, 1000);
+    let tiered = strategies::by_name("remat-tiered").unwrap();
+    let all_fast = dev.all_fast_step(&g).get();
+    let peak = checkpoint_all_peak(&g);
+    let mut moved = 0;
+    for b in (min_feasible_budget(&g).get()..peak.get()).rev() {
+        let out = run(&g, tiered.as_ref(), Bytes(b), &opts(&dev, 20)).unwrap();
+        if !out.status.has_plan() {
+            break;
+        }
+        let t = out.timing().unwrap();
+        assert!(t.step.get() >= all_fast - 1e-9);
+        if t.bytes_to_slow > Bytes::ZERO && (t.step.get() - all_fast).abs() < 1e-9 {
+            moved += 1;
+            assert_eq!(out.sim.as_ref().unwrap().computations, g.len());
+        }
+    }
+    assert!(moved >= 1, "no budget where an offload hides completely");
+}
+
+/// The answer is never slower than the recompute-only plan (remat-exact)
+/// or any seed policy, and never below its own step bound; with
+/// `--no-recompute` it recomputes nothing and is never slower than the
+/// offload-only seed policies; with an unlimited budget it neither moves
+/// nor recomputes anything.
+#[test]
+fn never_slower_than_either_side() {
+    let g = model("vgg16");
+    let peak = checkpoint_all_peak(&g);
+    let tiered = strategies::by_name("remat-tiered").unwrap();
+    for dev in [device("a100-40gb-pcie4.yaml"), device("gh200.yaml")] {
+        let o = opts(&dev, 20);
+        let all_fast = dev.all_fast_step(&g).get();
+        let free = run(&g, tiered.as_ref(), peak, &o).unwrap();
+        assert_eq!(free.status, Status::Optimal);
+        let t = free.timing().unwrap();
+        assert_eq!(
+            (t.copies, free.sim.as_ref().unwrap().computations),
+            (0, g.len())
+        );
+        assert!((t.step.get() - all_fast).abs() <= 1e-12 * all_fast);
+
+        for pct in [70u128, 50] {
+            let budget = peak.scale_ceil(pct, 100);
+            let out = run(&g, tiered.as_ref(), budget, &o).unwrap();
+            assert!(out.status.has_plan(), "{} at {pct}%", dev.name);
+            let s = step(&out);
+            let lb = out.step_bound.unwrap().get();
+            assert!(lb <= s * (1.0 + 1e-9) && lb >= all_fast * (1.0 - 1e-12));
+            let exact = strategies::by_name("remat-exact").unwrap();
+            let rec = run(&g, exact.as_ref(), budget, &o).unwrap();
+            if rec.status.has_plan() {
+                assert!(s <= step(&rec) * (1.0 + 1e-9), "{} {pct}%", dev.name);
+            }
+            for p in strategies::seed_policies() {
+                if let Ok(po) = run(&g, p.as_ref(), budget, &o) {
+                    if po.status.has_plan() {
+                        assert!(
+                            s <= step(&po) * (1.0 + 1e-9),
+                            "{} vs {}",
+                            p.name(),
+                            dev.name
+                        );
+                    }
+                }
+            }
+            let no_rec = SolveOptions {
+                no_recompute: true,
+                ..o.clone()
+            };
+            let off = run(&g, tiered.as_ref(), budget, &no_rec).unwrap();
+            if off.status.has_plan() {
+                assert_eq!(off.sim.as_ref().unwrap().computations, g.len());
+                assert!(step(&off) >= s * (1.0 - 1e-9));
+                for name in ["offload-all", "autotm-sync", "autotm-async"] {
+                    let p = strategies::by_name(name).unwrap();
+                    if let Ok(po) = run(&g, p.as_ref(), budget, &o) {
+                        if po.status.has_plan() && po.sim.as_ref().unwrap().computations == g.len()
+                        {
+                            assert!(step(&off) <= step(&po) * (1.0 + 1e-9), "{name}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The graph's step bound holds for every plan of every strategy on every
+/// model: a bound above a plan would be a false certificate.
+#[test]
+fn the_step_bound_is_below_every_plan() {
+    let mut checked = 0;
+    for dev in [device("a100-40gb-pcie4.yaml"), device("optane-pmm.yaml")] {
+        for name in ["vgg16", "unet", "mobilenet", "resnet50"] {
+            let g = model(name);
+            let peak = checkpoint_all_peak(&g);
+            for pct in [70u128, 40] {
+                let budget = peak.scale_ceil(pct, 100);
+                let lb = step_bound(&g, budget, &dev, false);
+                let o = opts(&dev, 3);
+                for p in strategies::seed_policies() {
+                    if let Ok(out) = run(&g, p.as_ref(), budget, &o) {
+                        if out.status.has_plan() {
+                            assert!(
+                                Seconds(step(&out) * (1.0 + 1e-9)) >= lb,
+                                "{} on {name} at {pct}%: {} below {lb}",
+                                p.name(),
+                                step(&out)
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} plans checked");
+}
