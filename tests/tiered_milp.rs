@@ -207,8 +207,12 @@ fn never_slower_than_either_side() {
     let g = model("vgg16");
     let peak = checkpoint_all_peak(&g);
     let tiered = strategies::by_name("remat-tiered").unwrap();
-    for dev in [device("a100-40gb-pcie4.yaml"), device("gh200.yaml")] {
-        let o = opts(&dev, 20);
+    // VGG16 cannot go below 84% without direct reads (its largest layer).
+    for (dev, pcts) in [
+        (device("a100-40gb-pcie4.yaml"), [95u128, 88]),
+        (device("gh200.yaml"), [70, 50]),
+    ] {
+        let o = opts(&dev, 6);
         let all_fast = dev.all_fast_step(&g).get();
         let free = run(&g, tiered.as_ref(), peak, &o).unwrap();
         assert_eq!(free.status, Status::Optimal);
@@ -219,7 +223,7 @@ fn never_slower_than_either_side() {
         );
         assert!((t.step.get() - all_fast).abs() <= 1e-12 * all_fast);
 
-        for pct in [70u128, 50] {
+        for pct in pcts {
             let budget = peak.scale_ceil(pct, 100);
             let out = run(&g, tiered.as_ref(), budget, &o).unwrap();
             assert!(out.status.has_plan(), "{} at {pct}%", dev.name);

@@ -32,6 +32,10 @@ pub struct RematTiered;
 /// Share of the time limit the portfolio may take before the MILP.
 const SEED_TIME_SHARE: f64 = 0.3;
 
+/// The least time each seed policy gets, whatever the limit: the AutoTM
+/// ILPs need about this much on the models in `models/`.
+const MIN_POLICY_TIME: Duration = Duration::from_secs(2);
+
 /// The most columns the joint model may have before the strategy answers
 /// with its portfolio alone (about 2.3 KB a column in HiGHS, as measured
 /// for the Checkmate model: about 7 GB here).
@@ -108,12 +112,14 @@ impl Strategy for RematTiered {
             }
         }
         let policies = seed_policies();
+        // Every policy runs, even past the portfolio's share: the answer
+        // is promised never to be slower than any of them.
         for (k, p) in policies.iter().enumerate() {
-            if done(&best, bound) || Instant::now() >= seed_end {
+            if done(&best, bound) {
                 break;
             }
             let popts = SolveOptions {
-                time_limit: share(1.0 / (policies.len() - k) as f64),
+                time_limit: share(1.0 / (policies.len() - k) as f64).max(MIN_POLICY_TIME),
                 watch: None,
                 ..opts.clone()
             };
