@@ -4,7 +4,7 @@
 
 use crate::graph::analysis;
 use crate::graph::Graph;
-use crate::schedule::{generate_plan, simulate, simulate_on, Plan, PlanFile, SimReport, Timing};
+use crate::schedule::{generate_plan, simulate_on, Plan, PlanFile, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::{Bytes, Seconds};
@@ -288,17 +288,22 @@ pub fn from_snapshot(
     budget: Bytes,
     snap: &Snapshot,
     seconds: f64,
+    device: Option<&crate::device::Device>,
 ) -> Outcome {
     let floor = analysis::eviction_bound(g, budget);
     let bound = snap.bound.map_or(floor, |b| b.max(floor));
     let checked = snap.plan.as_ref().and_then(|(_, sch, origin)| {
         let plan = generate_plan(g, sch).ok()?;
-        let sim = simulate(g, &plan).ok()?;
-        (sim.peak <= budget).then_some((plan, sim, origin.clone()))
+        let sim = simulate_on(g, &plan, device).ok()?;
+        (sim.peak <= budget).then_some((plan, sim, origin.clone(), sch.has_transfers()))
     });
+    // A plan with transfers is not bounded by the recompute bounds: it is
+    // reported with the graph's step bound only.
+    let offloads = checked.as_ref().is_some_and(|c| c.3);
     let (status, plan, sim, detail) = match checked {
-        Some((plan, sim, origin)) => {
-            let proven = sim.cost <= 0.0 || (sim.cost - bound) / sim.cost <= OPTIMAL_GAP;
+        Some((plan, sim, origin, _)) => {
+            let proven =
+                !offloads && (sim.cost <= 0.0 || (sim.cost - bound) / sim.cost <= OPTIMAL_GAP);
             (
                 if proven {
                     Status::Optimal
@@ -317,7 +322,14 @@ pub fn from_snapshot(
             format!("interrupted after {seconds:.1} s, before any plan was found"),
         ),
     };
-    let lower_bound = Some(sim.as_ref().map_or(bound, |s| bound.min(s.cost)));
+    let lower_bound = (!offloads).then(|| sim.as_ref().map_or(bound, |s| bound.min(s.cost)));
+    let step_bound = device.map(|d| {
+        let b = crate::solver::tiered::step_bound(g, budget, d, false);
+        match sim.as_ref().and_then(|s| s.timing.as_ref()) {
+            Some(t) => b.min(t.step),
+            None => b,
+        }
+    });
     Outcome {
         strategy: strategy.to_string(),
         budget,
@@ -332,6 +344,6 @@ pub fn from_snapshot(
         lower_bound,
         detail: Some(detail),
         seconds,
-        step_bound: None,
+        step_bound,
     }
 }

@@ -142,7 +142,7 @@ fn run_watched(
     let watch = Arc::new(Watch::default());
     let mut opts = solver.options(super::SOLVE_SECONDS);
     opts.watch = Some(watch.clone());
-    opts.device = device;
+    opts.device = device.clone();
     let name = strat.name();
     let (tx, rx) = mpsc::channel();
     let owned = g.clone();
@@ -175,7 +175,12 @@ fn run_watched(
         if interrupt::requested() {
             bar.finish_and_clear();
             return Ok(Ok(Answer::Interrupted(solve::from_snapshot(
-                g, name, budget, &snap, secs,
+                g,
+                name,
+                budget,
+                &snap,
+                secs,
+                device.as_deref(),
             ))));
         }
         // Incumbent and bound as multiples of checkpoint-all's cost: short

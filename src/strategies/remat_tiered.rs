@@ -74,6 +74,13 @@ impl Strategy for RematTiered {
                 return;
             }
             if let Some(step) = step_time(g, &sch, budget, dev) {
+                // The watch ranks plans in cost units: the step time as
+                // the compute it equals (so the progress line reads it
+                // against checkpoint-all), and an interrupt answers with it.
+                if let Some(w) = &opts.watch {
+                    let per_unit = dev.compute_time(1.0).get();
+                    w.plan(step.get() / per_unit.max(f64::MIN_POSITIVE), &sch, &name);
+                }
                 if best.as_ref().is_none_or(|b| step < b.step) {
                     *best = Some(Candidate { name, sch, step });
                 }
@@ -239,6 +246,13 @@ impl Strategy for RematTiered {
             }
         }
         notes.insert(0, milp_note);
+        let floor = crate::graph::analysis::min_feasible_budget(g);
+        if budget < floor {
+            notes.push(format!(
+                "the budget is below the recompute-only minimum of {}: only the slow tier makes a plan possible here",
+                floor.human()
+            ));
+        }
 
         let Some(b) = best else {
             let mut sol = Solution::no_fit(format!(
