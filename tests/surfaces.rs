@@ -291,6 +291,7 @@ impl remat::strategies::Strategy for TestOffload {
                     detail: None,
                     solver_peak: None,
                     trace: Vec::new(),
+                    step_bound: None,
                 })
             }
             _ => Ok(fast),
