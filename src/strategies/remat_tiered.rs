@@ -154,9 +154,8 @@ impl Strategy for RematTiered {
         let direct = dev.slow.direct_read.is_some();
         let cols = model::columns(g, direct);
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut milp_note = String::new();
+        let milp_note: String;
         let mut proven = false;
-        let mut fixed = 0;
         if done(&best, bound) {
             milp_note = "the best plan meets the graph's bound: no MILP needed".into();
             proven = true;
@@ -167,82 +166,67 @@ impl Strategy for RematTiered {
         } else if left.is_zero() {
             milp_note = "no time left for the MILP".into();
         } else {
-            let mstart = Instant::now();
-            let mut f = TieredFormulation::build(g, budget, dev, opt);
-            let warm = best
-                .as_ref()
-                .and_then(|b| f.vector_for(g, &b.sch))
-                .filter(|x| f.model.max_violation(x) <= 1e-7);
-            // The LP relaxation: its duals bound the model's optimum, and
-            // every binary whose reduced cost alone would take a plan past
-            // the incumbent is fixed (exact: no better plan is removed).
-            let lp_left = deadline
-                .saturating_duration_since(Instant::now())
-                .mul_f64(LP_TIME_SHARE);
-            if let Some(db) = lp_duals(&f.model, lp_left, opts)? {
-                bound = bound.max(Seconds(db.bound * f.time_scale));
-                if let Some(x) = &warm {
-                    let ub = f.model.objective(x);
-                    let fixes = db.fixable(&f.model, ub, 1e-7 * ub.abs().max(1.0));
-                    fixed = fixes.len();
-                    fixing::apply(&mut f.model, &fixes);
-                }
-            }
-            let params = Params {
-                time_limit: deadline.saturating_duration_since(Instant::now()),
-                gap: opts.gap,
-                threads: opts.threads,
-                ..Params::default()
+            // On a worker thread: HiGHS's setup does not poll the time
+            // limit, so at the deadline the answer is the portfolio's and
+            // the worker is left to finish by itself.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (g2, dev2) = (g.clone(), dev.clone());
+            let warm_sch = best.as_ref().map(|b| b.sch.clone());
+            let mopts = opts.clone();
+            let spawned = std::thread::Builder::new()
+                .name("remat-tiered-milp".into())
+                .spawn(move || {
+                    let _ = tx.send(milp_phase(
+                        &g2,
+                        budget,
+                        &dev2,
+                        opt,
+                        warm_sch.as_ref(),
+                        deadline,
+                        &mopts,
+                    ));
+                });
+            let got = match spawned {
+                // Past the deadline, a little grace for the solver's own
+                // return and the simulation of its plan.
+                Ok(_) => rx
+                    .recv_timeout(deadline.saturating_duration_since(Instant::now()) + MILP_GRACE)
+                    .ok(),
+                Err(_) => None,
             };
-            let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
-                .map_err(|e| StrategyError::Solver(e.to_string()))?;
-            let size = format!(
-                "{} columns, {} rows",
-                f.model.num_cols(),
-                f.model.num_rows()
-            );
-            if let Some(b) = res.bound {
-                bound = bound.max(Seconds(b * f.time_scale));
-            }
-            match res.status {
-                MipStatus::Infeasible => {
-                    // Only the model's plan family is empty: a seed that fits
-                    // (none, or the MILP would have had a warm start) still
-                    // answers.
-                    milp_note = format!("the joint MILP admits no plan ({size})");
+            match got {
+                None => {
+                    milp_note = format!(
+                        "the joint MILP was abandoned at the time limit (model build, LP or solver setup did not stop in time); {}",
+                        "the answer is the portfolio's"
+                    );
                 }
-                MipStatus::Optimal => proven = true,
-                _ => {}
-            }
-            if let Some(x) = res.x {
-                let sch = f.schedule(&x);
-                let model_step = f.step_of(&x);
-                match step_time(g, &sch, budget, dev) {
-                    Some(step) => {
-                        // The model's objective is the simulated step time;
-                        // a difference is a modelling bug, reported.
-                        if (step.get() - model_step.get()).abs()
-                            > 1e-6 * model_step.get().max(1e-12)
-                        {
-                            notes.push(format!(
-                                "the MILP's step {model_step} differs from the simulated {step}"
-                            ));
-                        }
-                        consider(&mut best, "the joint MILP".into(), sch);
+                Some(r) => {
+                    let r = r?;
+                    if let Some(b) = r.bound {
+                        bound = bound.max(b);
                     }
-                    None => notes.push("the MILP's plan does not fit in simulation".into()),
+                    proven = r.proven;
+                    milp_note = r.note;
+                    if let Some(sch) = r.schedule {
+                        match step_time(g, &sch, budget, dev) {
+                            Some(step) => {
+                                // The model's objective is the simulated step
+                                // time; a difference is a modelling bug,
+                                // reported.
+                                let m = r.model_step.get();
+                                if (step.get() - m).abs() > 1e-6 * m.max(1e-12) {
+                                    notes.push(format!(
+                                        "the MILP's step {} differs from the simulated {step}",
+                                        r.model_step
+                                    ));
+                                }
+                                consider(&mut best, "the joint MILP".into(), sch);
+                            }
+                            None => notes.push("the MILP's plan does not fit in simulation".into()),
+                        }
+                    }
                 }
-            }
-            if milp_note.is_empty() {
-                milp_note = format!(
-                    "joint MILP {} in {:.1} s ({size}, {fixed} binaries fixed by reduced cost{})",
-                    match res.status {
-                        MipStatus::Optimal => "optimal",
-                        _ => "stopped by its time limit",
-                    },
-                    mstart.elapsed().as_secs_f64(),
-                    if warm.is_some() { ", warm-started" } else { "" }
-                );
             }
         }
         notes.insert(0, milp_note);
@@ -300,6 +284,94 @@ struct Candidate {
     name: String,
     sch: Schedule,
     step: Seconds,
+}
+
+/// What the MILP phase found.
+struct MilpOut {
+    schedule: Option<Schedule>,
+    model_step: Seconds,
+    bound: Option<Seconds>,
+    /// The MILP proved its plan optimal for its model.
+    proven: bool,
+    note: String,
+}
+
+/// How long past the deadline the strategy waits for the MILP's answer.
+const MILP_GRACE: Duration = Duration::from_millis(500);
+
+/// Builds the joint model, bounds it by its LP relaxation, fixes what the
+/// reduced costs allow against the warm start, and solves it.
+fn milp_phase(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    opt: Options,
+    warm_sch: Option<&Schedule>,
+    deadline: Instant,
+    opts: &SolveOptions,
+) -> Result<MilpOut, StrategyError> {
+    let mstart = Instant::now();
+    let mut f = TieredFormulation::build(g, budget, dev, opt);
+    let warm = warm_sch
+        .and_then(|sch| f.vector_for(g, sch))
+        .filter(|x| f.model.max_violation(x) <= 1e-7);
+    let mut bound: Option<Seconds> = None;
+    let mut fixed = 0;
+    // The LP relaxation: its duals bound the model's optimum, and every
+    // binary whose reduced cost alone would take a plan past the incumbent
+    // is fixed (exact: no better plan is removed).
+    let lp_left = deadline
+        .saturating_duration_since(Instant::now())
+        .mul_f64(LP_TIME_SHARE);
+    if let Some(db) = lp_duals(&f.model, lp_left, opts)? {
+        bound = Some(Seconds(db.bound * f.time_scale));
+        if let Some(x) = &warm {
+            let ub = f.model.objective(x);
+            let fixes = db.fixable(&f.model, ub, 1e-7 * ub.abs().max(1.0));
+            fixed = fixes.len();
+            fixing::apply(&mut f.model, &fixes);
+        }
+    }
+    let params = Params {
+        time_limit: deadline.saturating_duration_since(Instant::now()),
+        gap: opts.gap,
+        threads: opts.threads,
+        ..Params::default()
+    };
+    let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
+        .map_err(|e| StrategyError::Solver(e.to_string()))?;
+    let size = format!(
+        "{} columns, {} rows",
+        f.model.num_cols(),
+        f.model.num_rows()
+    );
+    if let Some(b) = res.bound {
+        let b = Seconds(b * f.time_scale);
+        bound = Some(bound.map_or(b, |x| x.max(b)));
+    }
+    let note = match res.status {
+        // Only the model's plan family is empty: a portfolio plan that
+        // fits (none, or the MILP would have had a warm start) still
+        // answers.
+        MipStatus::Infeasible => format!("the joint MILP admits no plan ({size})"),
+        s => format!(
+            "joint MILP {} in {:.1} s ({size}, {fixed} binaries fixed by reduced cost{})",
+            if s == MipStatus::Optimal {
+                "optimal"
+            } else {
+                "stopped by its time limit"
+            },
+            mstart.elapsed().as_secs_f64(),
+            if warm.is_some() { ", warm-started" } else { "" }
+        ),
+    };
+    Ok(MilpOut {
+        model_step: res.x.as_ref().map_or(Seconds::ZERO, |x| f.step_of(x)),
+        schedule: res.x.as_ref().map(|x| f.schedule(x)),
+        bound,
+        proven: res.status == MipStatus::Optimal,
+        note,
+    })
 }
 
 /// Share of the MILP's time its LP relaxation may take.

@@ -124,6 +124,7 @@ impl Strategy for HalfBound {
             detail: None,
             solver_peak: None,
             trace: Vec::new(),
+            step_bound: None,
         })
     }
 }
