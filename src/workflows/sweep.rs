@@ -858,9 +858,11 @@ mod tests {
         let all = names("all");
         assert_eq!(all.len(), strategies::all().len());
         assert!(!all.contains(&"offload-all"));
+        // The six seed policies and remat-tiered.
         let tiered = names("tiered");
-        assert_eq!(tiered.len(), 6);
-        assert_eq!(names("all,tiered").len(), all.len() + 6);
+        assert_eq!(tiered.len(), 7);
+        assert!(tiered.contains(&"remat-tiered"));
+        assert_eq!(names("all,tiered").len(), all.len() + 7);
         assert_eq!(names("remat-fast,all").len(), all.len());
         assert_eq!(names("offload-all, tiered"), tiered);
         let Err(err) = select_strategies("remat-fats") else {
