@@ -121,14 +121,24 @@ impl Strategy for RematTiered {
             }
         }
         let policies = seed_policies();
-        // Every policy runs, even past the portfolio's share: the answer
-        // is promised never to be slower than any of them.
+        // Every policy runs, even past the portfolio's share (the answer is
+        // promised never to be slower than any of them), but not past the
+        // time limit, which is the firmer promise: a policy left out is
+        // named in the detail.
+        let mut skipped: Vec<&str> = Vec::new();
         for (k, p) in policies.iter().enumerate() {
             if done(&best, bound) {
                 break;
             }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left < MIN_POLICY_TIME / 4 {
+                skipped.push(p.name());
+                continue;
+            }
             let popts = SolveOptions {
-                time_limit: share(1.0 / (policies.len() - k) as f64).max(MIN_POLICY_TIME),
+                time_limit: share(1.0 / (policies.len() - k) as f64)
+                    .max(MIN_POLICY_TIME)
+                    .min(left),
                 watch: None,
                 ..opts.clone()
             };
@@ -230,6 +240,9 @@ impl Strategy for RematTiered {
             }
         }
         notes.insert(0, milp_note);
+        if !skipped.is_empty() {
+            notes.push(format!("not run for want of time: {}", skipped.join(", ")));
+        }
         let floor = crate::graph::analysis::min_feasible_budget(g);
         if budget < floor {
             notes.push(format!(
@@ -312,11 +325,53 @@ fn milp_phase(
 ) -> Result<MilpOut, StrategyError> {
     let mstart = Instant::now();
     let mut f = TieredFormulation::build(g, budget, dev, opt);
-    let warm = warm_sch
+    let mut warm = warm_sch
         .and_then(|sch| f.vector_for(g, sch))
         .filter(|x| f.model.max_violation(x) <= 1e-7);
     let mut bound: Option<Seconds> = None;
     let mut fixed = 0;
+    let mut first = String::new();
+    if !opt.no_recompute {
+        // The offload-only MILP first (R fixed at the identity): much
+        // smaller to search, and its best plan is one the joint model
+        // admits, so it warm-starts the joint search. Measured on FCN8 at
+        // 70% on the GH200: without it, 30 s of the joint MILP ended at
+        // autotm-async's plan, 2.3% slower than the offload-only optimum.
+        let mut off = f.model.clone();
+        for t in 0..f.n {
+            for i in 0..t {
+                off.col_upper[f.r(t, i)] = 0.0;
+            }
+        }
+        let off_warm = warm.clone().filter(|x| off.max_violation(x) <= 1e-7);
+        let params = Params {
+            time_limit: deadline
+                .saturating_duration_since(Instant::now())
+                .mul_f64(OFFLOAD_FIRST_SHARE),
+            gap: opts.gap,
+            threads: opts.threads,
+            ..Params::default()
+        };
+        let r = solve_mip(&off, opts.backend, &params, off_warm.as_deref())
+            .map_err(|e| StrategyError::Solver(e.to_string()))?;
+        if let Some(x) = r.x {
+            let better = warm
+                .as_ref()
+                .is_none_or(|w| f.model.objective(&x) < f.model.objective(w));
+            if better && f.model.max_violation(&x) <= 1e-7 {
+                warm = Some(x);
+            }
+        }
+        first = format!(
+            "offload-only MILP {} in {:.1} s, then ",
+            if r.status == MipStatus::Optimal {
+                "optimal"
+            } else {
+                "stopped"
+            },
+            r.seconds
+        );
+    }
     // The LP relaxation: its duals bound the model's optimum, and every
     // binary whose reduced cost alone would take a plan past the incumbent
     // is fixed (exact: no better plan is removed).
@@ -355,7 +410,7 @@ fn milp_phase(
         // answers.
         MipStatus::Infeasible => format!("the joint MILP admits no plan ({size})"),
         s => format!(
-            "joint MILP {} in {:.1} s ({size}, {fixed} binaries fixed by reduced cost{})",
+            "{first}joint MILP {} in {:.1} s ({size}, {fixed} binaries fixed by reduced cost{})",
             if s == MipStatus::Optimal {
                 "optimal"
             } else {
@@ -373,6 +428,9 @@ fn milp_phase(
         note,
     })
 }
+
+/// Share of the MILP phase the offload-only MILP may take.
+const OFFLOAD_FIRST_SHARE: f64 = 0.3;
 
 /// Share of the MILP's time its LP relaxation may take.
 const LP_TIME_SHARE: f64 = 0.3;
