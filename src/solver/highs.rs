@@ -277,10 +277,9 @@ unsafe extern "C" fn on_event(
         return;
     }
     let data = &mut *(user as *mut CallbackData);
-    if INTERRUPTS.contains(&kind) || kind == kHighsCallbackMipLogging {
-        if !input.is_null() && super::stop_requested(&data.stop) {
-            (*input).user_interrupt = 1;
-        }
+    let polls = INTERRUPTS.contains(&kind) || kind == kHighsCallbackMipLogging;
+    if polls && !input.is_null() && super::stop_requested(&data.stop) {
+        (*input).user_interrupt = 1;
     }
     if out.is_null() {
         return;

@@ -86,9 +86,12 @@ pub struct Params {
 #[derive(Clone)]
 pub struct OnProgress(pub std::sync::Arc<dyn Fn(Progress) + Send + Sync>);
 
+/// A solution callback: each improving solution's column values.
+pub type SolutionFn = dyn Fn(&[f64]) + Send + Sync;
+
 /// See [`Params::on_solution`].
 #[derive(Clone)]
-pub struct OnSolution(pub std::sync::Arc<dyn Fn(&[f64]) + Send + Sync>);
+pub struct OnSolution(pub std::sync::Arc<SolutionFn>);
 
 impl std::fmt::Debug for OnSolution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
