@@ -56,24 +56,22 @@ const SEED_TIME_SHARE: f64 = 0.25;
 /// after 30 s, while remat-fast's search needs 4 s of a 10 s limit.)
 const SEED_TIME_SHARE_LARGE: f64 = 0.75;
 
-/// Seconds per model column the LP relaxation is expected to take at
-/// least, for the choice above, by the method `lp_method` picks (interior
-/// point past 60,000 columns). Measured at 60%: interior point on
-/// MobileNet (77k columns) 30 s, 0.39 ms per column, on
-/// random-layered-n250 (192k) and Checkmate's ResNet-50 (287k) not done
-/// after 120 s; simplex on random-layered-n100 (26k) 1.5 s, 0.06 ms.
-const LP_SECS_PER_COLUMN_IPM: f64 = 2.5e-4;
-const LP_SECS_PER_COLUMN_SIMPLEX: f64 = 1e-4;
+/// Seconds per model column below which the LP relaxation is expected to
+/// take longer than the MILP phase's time. The LP's time varies by two
+/// orders of magnitude with the budget: random-layered-n250 (192k columns)
+/// took about 2 s at 90% and had not finished after 120 s at 60%;
+/// MobileNet (77k) took 30 s at 60%, Checkmate's ResNet-50 (287k) over
+/// 120 s; random-layered-n100 (26k, simplex) 1.5 s. So the estimate is
+/// deliberately low, 0.1 ms per column: the MILP phase keeps its time on
+/// every graph of the scale benchmark at 60 s, and only models past ~10⁵
+/// columns under short limits (the transformer at 10 s and 30 s) seed
+/// longer.
+const LP_SECS_PER_COLUMN: f64 = 1e-4;
 
-/// The seeding share for a model of `columns` under `limit`.
-fn seed_share(columns: usize, limit: Duration) -> f64 {
-    let rate = if columns > 60_000 {
-        LP_SECS_PER_COLUMN_IPM
-    } else {
-        LP_SECS_PER_COLUMN_SIMPLEX
-    };
-    let lp_secs = columns as f64 * rate;
-    if lp_secs > limit.as_secs_f64() * (1.0 - SEED_TIME_SHARE) {
+/// The seeding share of the time left for a model of `columns`.
+fn seed_share(columns: usize, left: Duration) -> f64 {
+    let lp_secs = columns as f64 * LP_SECS_PER_COLUMN;
+    if lp_secs > left.as_secs_f64() * (1.0 - SEED_TIME_SHARE) {
         SEED_TIME_SHARE_LARGE
     } else {
         SEED_TIME_SHARE
@@ -327,8 +325,12 @@ pub(crate) fn solve_milp(
             ..Solution::feasible(sch.clone(), Some(note))
         });
     }
+    // The shares are of the time the bound left, not of the limit (the
+    // bound may take a quarter of it).
+    let left = opts.time_limit.saturating_sub(start.elapsed());
     let seed_opts = SolveOptions {
         known_bound: Some(floor),
+        time_limit: left,
         ..opts.clone()
     };
     // Too large a model is not built at all (see `checkmate::MAX_COLUMNS`):
@@ -337,7 +339,7 @@ pub(crate) fn solve_milp(
     let share = if too_large.is_some() {
         1.0
     } else {
-        seed_share(checkmate::columns(g), opts.time_limit)
+        seed_share(checkmate::columns(g), left)
     };
     let seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
         trace.push(Progress {
@@ -371,7 +373,7 @@ pub(crate) fn solve_milp(
         None => "no heuristic plan fits to seed from".into(),
     };
     let timing = format!(
-        "bound {bound_secs:.2} s, seeding {seed_secs:.2} s ({:.0}% of the limit)",
+        "bound {bound_secs:.2} s, seeding {seed_secs:.2} s ({:.0}% of the time left)",
         share * 100.0
     );
     // The seed already within the requested gap of the graph bound is

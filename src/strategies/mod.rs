@@ -428,9 +428,14 @@ pub(crate) fn starting_bound(
     })
 }
 
-/// Slack past the graph bound's own time limit before it is abandoned.
-const BOUND_SLACK_SHARE: f64 = 0.05;
-const BOUND_SLACK: Duration = Duration::from_millis(100);
+/// Slack past the graph bound's own time limit before it is abandoned: a
+/// quarter more and half a second. What follows the bound takes its share
+/// of the time left, so an overrun within the slack does not move the end
+/// of the solve; and a cover program stopped late still beats the
+/// eviction bound by far (random-layered-n250 at 90%: 17.2 s for a 15 s
+/// limit, 126,309 against 126,123).
+const BOUND_SLACK_SHARE: f64 = 0.25;
+const BOUND_SLACK: Duration = Duration::from_millis(500);
 
 /// The graph bound's value alone, for reports (the sweep's bound column).
 pub fn graph_floor(g: &Graph, budget: Bytes, opts: &SolveOptions) -> f64 {
