@@ -566,7 +566,7 @@ fn cold_milp_optimum(form: &Formulation) -> Option<f64> {
         gap: 1e-9,
         threads: 1,
         verbose: false,
-        on_progress: None,
+        ..Params::default()
     };
     let res = solve_mip(&form.model, Backend::Highs, &params, None).expect("HiGHS runs");
     match res.status {

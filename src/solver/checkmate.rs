@@ -58,6 +58,32 @@ pub struct Formulation {
     pub fixed_memory: Bytes,
 }
 
+/// Reads a schedule off a model vector (see [`Formulation::decoder`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Decoder {
+    n: usize,
+    r_base: usize,
+    s_base: usize,
+}
+
+impl Decoder {
+    /// The schedule a model vector encodes: R and S where above one half.
+    pub fn schedule(&self, x: &[f64]) -> Schedule {
+        let mut sch = Schedule::identity(self.n);
+        for t in 0..self.n {
+            for i in 0..t {
+                if x[self.r_base + tri(t) + i] > 0.5 {
+                    sch.set_r(t, i, true);
+                }
+                if x[self.s_base + t * (t - 1) / 2 + i] > 0.5 {
+                    sch.set_s(t, i, true);
+                }
+            }
+        }
+        sch
+    }
+}
+
 fn tri(t: usize) -> usize {
     t * (t + 1) / 2
 }
@@ -318,18 +344,17 @@ impl Formulation {
 
     /// Reads (R, S) from a solution vector (values above one half are set).
     pub fn schedule(&self, x: &[f64]) -> Schedule {
-        let mut sch = Schedule::identity(self.n);
-        for t in 0..self.n {
-            for i in 0..t {
-                if x[self.r(t, i)] > 0.5 {
-                    sch.set_r(t, i, true);
-                }
-                if x[self.s(t, i)] > 0.5 {
-                    sch.set_s(t, i, true);
-                }
-            }
+        self.decoder().schedule(x)
+    }
+
+    /// What [`Formulation::schedule`] needs, without the model: for a
+    /// solver callback that decodes incumbents on another thread.
+    pub fn decoder(&self) -> Decoder {
+        Decoder {
+            n: self.n,
+            r_base: self.r_base,
+            s_base: self.s_base,
         }
-        sch
     }
 
     /// Fractional S of an LP solution: `out[t][i]` for i < t.

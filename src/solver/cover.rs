@@ -459,19 +459,57 @@ pub fn graph_bound(
     known: Option<&Schedule>,
     enough: Option<f64>,
 ) -> GraphBound {
-    let start = std::time::Instant::now();
-    let mut best = GraphBound {
+    let details = cover_programs(g, budget);
+    raise_bound(
+        g,
+        budget,
+        params,
+        known,
+        enough,
+        eviction(g, budget),
+        &details,
+    )
+}
+
+/// The eviction bound as a [`GraphBound`]: the start of [`graph_bound`],
+/// and its answer when the cover program is not built or not waited for.
+pub fn eviction(g: &Graph, budget: Bytes) -> GraphBound {
+    GraphBound {
         value: crate::graph::analysis::eviction_bound(g, budget),
         proven: false,
         note: "eviction bound".into(),
-    };
+    }
+}
+
+/// The cover programs small enough to build for this instance, in the
+/// order [`graph_bound`] solves them.
+pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<Detail> {
     let (segment_nonzeros, moment_cols) = sizes(g, budget);
-    let plan: &[(Detail, bool)] = &[
+    [
         (Detail::Segments, segment_nonzeros <= SEGMENT_NONZEROS_MAX),
         (Detail::Moments, moment_cols <= MOMENT_COLUMNS_MAX),
-    ];
-    for &(detail, fits) in plan {
-        if !fits || best.value.is_infinite() || enough.is_some_and(|e| best.value >= e) {
+    ]
+    .into_iter()
+    .filter_map(|(d, fits)| fits.then_some(d))
+    .collect()
+}
+
+/// [`graph_bound`] from `best`, over the programs `details`.
+pub fn raise_bound(
+    g: &Graph,
+    budget: Bytes,
+    params: &Params,
+    known: Option<&Schedule>,
+    enough: Option<f64>,
+    mut best: GraphBound,
+    details: &[Detail],
+) -> GraphBound {
+    let start = std::time::Instant::now();
+    for &detail in details {
+        if best.value.is_infinite()
+            || enough.is_some_and(|e| best.value >= e)
+            || super::stop_requested(&params.stop)
+        {
             continue;
         }
         let left = params.time_limit.saturating_sub(start.elapsed());

@@ -233,28 +233,71 @@ impl Highs {
     }
 }
 
-/// Written by the MIP callbacks: when the first solution appeared, and the
-/// incumbent and dual bound at each improvement and log line.
+/// Written by the callbacks: when the first solution appeared, and the
+/// incumbent and dual bound at each improvement and log line; read by them:
+/// the caller's stop flag.
 struct CallbackData {
     first_solution: Option<f64>,
     trace: Vec<Progress>,
     on_progress: Option<super::OnProgress>,
+    on_solution: Option<super::OnSolution>,
+    stop: Option<super::StopFlag>,
+    num_cols: usize,
 }
+
+impl CallbackData {
+    fn new(p: &Params, num_cols: usize) -> Box<CallbackData> {
+        Box::new(CallbackData {
+            first_solution: None,
+            trace: Vec::new(),
+            on_progress: p.on_progress.clone(),
+            on_solution: p.on_solution.clone(),
+            stop: p.stop.clone(),
+            num_cols,
+        })
+    }
+}
+
+/// The loops HiGHS polls for an interrupt: simplex iterations, IPM
+/// iterations, and the MIP's node loop.
+const INTERRUPTS: [c_int; 3] = [
+    kHighsCallbackSimplexInterrupt,
+    kHighsCallbackIpmInterrupt,
+    kHighsCallbackMipInterrupt,
+];
 
 unsafe extern "C" fn on_event(
     kind: c_int,
     _msg: *const c_char,
     out: *const HighsCallbackDataOut,
-    _input: *mut HighsCallbackDataIn,
+    input: *mut HighsCallbackDataIn,
     user: *mut c_void,
 ) {
-    if out.is_null() || user.is_null() {
+    if user.is_null() {
         return;
     }
     let data = &mut *(user as *mut CallbackData);
+    let polls = INTERRUPTS.contains(&kind) || kind == kHighsCallbackMipLogging;
+    if polls && !input.is_null() && super::stop_requested(&data.stop) {
+        (*input).user_interrupt = 1;
+    }
+    if out.is_null() {
+        return;
+    }
     let out = &*out;
     if kind == kHighsCallbackMipImprovingSolution && data.first_solution.is_none() {
         data.first_solution = Some(out.running_time);
+    }
+    if kind == kHighsCallbackMipImprovingSolution {
+        if let Some(f) = &data.on_solution {
+            let n = usize::try_from(out.mip_solution_size).unwrap_or(0);
+            if !out.mip_solution.is_null() && n == data.num_cols {
+                let x = std::slice::from_raw_parts(out.mip_solution, n);
+                // A panic must not unwind into HiGHS: the plan is lost, the
+                // solve goes on.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.0(x)));
+            }
+        }
     }
     if kind == kHighsCallbackMipImprovingSolution || kind == kHighsCallbackMipLogging {
         let finite = |v: f64| (v.is_finite() && v.abs() < 1e30).then_some(v);
@@ -265,7 +308,31 @@ unsafe extern "C" fn on_event(
         };
         data.trace.push(p);
         if let Some(f) = &data.on_progress {
-            f.0(p);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.0(p)));
+        }
+    }
+}
+
+impl Highs {
+    /// Installs `on_event` with `data` (which must outlive every run) and
+    /// starts the callbacks it serves: the interrupts when there is a stop
+    /// flag, the MIP's own when `mip`.
+    fn listen(&mut self, data: &mut CallbackData, mip: bool) {
+        unsafe {
+            Highs_setCallback(
+                self.ptr,
+                Some(on_event),
+                data as *mut CallbackData as *mut c_void,
+            );
+            if data.stop.is_some() {
+                for k in INTERRUPTS {
+                    Highs_startCallback(self.ptr, k);
+                }
+            }
+            if mip {
+                Highs_startCallback(self.ptr, kHighsCallbackMipImprovingSolution);
+                Highs_startCallback(self.ptr, kHighsCallbackMipLogging);
+            }
         }
     }
 }
@@ -275,30 +342,18 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     let mut h = Highs::new(p.verbose);
     h.apply(p);
     h.pass(m, true)?;
-    let mut cb = Box::new(CallbackData {
-        first_solution: None,
-        trace: Vec::new(),
-        on_progress: p.on_progress.clone(),
-    });
-    unsafe {
-        Highs_setCallback(
-            h.ptr,
-            Some(on_event),
-            cb.as_mut() as *mut CallbackData as *mut c_void,
-        );
-        Highs_startCallback(h.ptr, kHighsCallbackMipImprovingSolution);
-        Highs_startCallback(h.ptr, kHighsCallbackMipLogging);
-    }
+    // `cb` outlives every run of `h` (only `h.run` calls back).
+    let mut cb = CallbackData::new(p, m.num_cols());
+    h.listen(&mut cb, true);
     if let Some(x) = warm {
         if x.len() == m.num_cols() {
             h.set_solution(x);
         }
     }
-    h.run()?;
-    unsafe {
-        Highs_stopCallback(h.ptr, kHighsCallbackMipImprovingSolution);
-        Highs_stopCallback(h.ptr, kHighsCallbackMipLogging);
+    if super::stop_requested(&p.stop) {
+        return Err(err("stopped before the solve started"));
     }
+    h.run()?;
     let status = h.model_status();
     let seconds = start.elapsed().as_secs_f64();
     if status == kHighsModelStatusInfeasible {
@@ -366,7 +421,9 @@ pub enum LpMethod {
 /// An LP kept loaded so that later solves after bound changes start from
 /// the previous basis.
 pub struct LpSession {
+    // Dropped before `_cb`, which its callback points into.
     h: Highs,
+    _cb: Box<CallbackData>,
     cols: usize,
     rows: usize,
 }
@@ -384,8 +441,13 @@ impl LpSession {
             },
         );
         h.pass(m, false)?;
+        let mut cb = CallbackData::new(p, m.num_cols());
+        if p.stop.is_some() {
+            h.listen(&mut cb, false);
+        }
         Ok(LpSession {
             h,
+            _cb: cb,
             cols: m.num_cols(),
             rows: m.num_rows(),
         })

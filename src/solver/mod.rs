@@ -73,10 +73,41 @@ pub struct Params {
     /// Called from the solver's callbacks at each improvement and log
     /// line, in model units, for a live display of a long solve.
     pub on_progress: Option<OnProgress>,
+    /// Called from the solver's callback with each improving MIP solution
+    /// (all columns of the model, in its own units), so that a caller who
+    /// stops waiting still has the best plan found (HiGHS only).
+    pub on_solution: Option<OnSolution>,
+    /// Set by whoever stopped waiting: the solver stops at its next poll
+    /// of the interrupt callbacks (HiGHS: every simplex, IPM and MIP loop;
+    /// not presolve or the setup before them). CBC only stops at its time
+    /// limit.
+    pub stop: Option<StopFlag>,
 }
 
 #[derive(Clone)]
 pub struct OnProgress(pub std::sync::Arc<dyn Fn(Progress) + Send + Sync>);
+
+/// A solution callback: each improving solution's column values.
+pub type SolutionFn = dyn Fn(&[f64]) + Send + Sync;
+
+/// See [`Params::on_solution`].
+#[derive(Clone)]
+pub struct OnSolution(pub std::sync::Arc<SolutionFn>);
+
+impl std::fmt::Debug for OnSolution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnSolution")
+    }
+}
+
+/// A request to stop, shared between whoever waits and whoever works.
+pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
+/// Whether `stop` is set (never, without a flag).
+pub fn stop_requested(stop: &Option<StopFlag>) -> bool {
+    stop.as_ref()
+        .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+}
 
 impl std::fmt::Debug for OnProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,6 +123,8 @@ impl Default for Params {
             threads: 1,
             verbose: verbose_from_env(),
             on_progress: None,
+            on_solution: None,
+            stop: None,
         }
     }
 }

@@ -82,6 +82,7 @@ fn params(opts: &SolveOptions, time: Duration) -> Params {
         time_limit: time,
         gap: opts.gap,
         threads: opts.threads,
+        stop: opts.stop.clone(),
         ..Params::default()
     }
 }
@@ -98,7 +99,17 @@ pub fn lp_method(f: &Formulation) -> LpMethod {
     }
 }
 
+/// The best plan of the search so far: (cost, schedule, how).
+type Best = std::sync::Arc<std::sync::Mutex<Option<(f64, Schedule, String)>>>;
+
+/// Slack past the time limit before a search that has not stopped (model
+/// build, LP presolve) is abandoned.
+const ABANDON_SLACK: Duration = Duration::from_millis(100);
+
 /// The search of Algorithm 2 over ε and the rounding; see the module doc.
+/// It runs where it can be abandoned (see [`super::abandonable`]): building
+/// the model and the LP's presolve do not look at the clock, and take
+/// minutes on the largest models that fit.
 pub fn approx(
     g: &Graph,
     budget: Bytes,
@@ -116,10 +127,50 @@ pub fn approx(
             Rounding::Randomized { .. } => "checkmate-approx-randomized",
         },
     )?;
+    let stop: crate::solver::StopFlag = Default::default();
+    let best: Best = Default::default();
+    let worker = {
+        let (g, best) = (std::sync::Arc::new(g.clone()), best.clone());
+        let opts = SolveOptions {
+            stop: Some(stop.clone()),
+            ..opts.clone()
+        };
+        move || search(&g, budget, &opts, rounding, start, &best)
+    };
+    let deadline = start + opts.time_limit + ABANDON_SLACK;
+    if let Some(r) = super::abandonable(deadline, &stop, opts.stop.as_ref(), worker) {
+        return r;
+    }
+    let note = format!(
+        "the model build or the LP did not stop at the time limit and was abandoned after {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    let best = best.lock().ok().and_then(|mut b| b.take());
+    Ok(match best {
+        Some((_, sch, how)) => Solution::feasible(sch, Some(format!("{how}; {note}"))),
+        None => Solution {
+            status: Status::NoSolution,
+            ..Solution::infeasible(note)
+        },
+    })
+}
+
+fn search(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    rounding: Rounding,
+    start: Instant,
+    shared: &Best,
+) -> Result<Solution, StrategyError> {
     let f = Formulation::build(g, budget, false, None);
     let solver_err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
-    let mut lp = LpSession::new(&f.model, &params(opts, opts.time_limit), lp_method(&f))
-        .map_err(solver_err)?;
+    if super::stop_requested(opts) {
+        return Err(StrategyError::Other("abandoned".into()));
+    }
+    let left = opts.time_limit.saturating_sub(start.elapsed());
+    let mut lp =
+        LpSession::new(&f.model, &params(opts, left), lp_method(&f)).map_err(solver_err)?;
     let u = f.u_cols();
     let lower = vec![0.0; u.len()];
     let mut lb: Option<f64> = None;
@@ -130,7 +181,7 @@ pub fn approx(
     let mut stopped = false;
     for (ei, eps) in epsilons().enumerate() {
         let left = opts.time_limit.saturating_sub(start.elapsed());
-        if left.is_zero() {
+        if left.is_zero() || super::stop_requested(opts) {
             stopped = true;
             break;
         }
@@ -172,6 +223,9 @@ pub fn approx(
                 if acceptable(&sim, budget, opts.cost_bound)
                     && best.as_ref().is_none_or(|(c, _, _)| sim.cost < *c)
                 {
+                    if let Ok(mut s) = shared.lock() {
+                        *s = Some((sim.cost, sch.clone(), how.clone()));
+                    }
                     best = Some((sim.cost, sch, how));
                 }
             }

@@ -9,7 +9,7 @@ use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::Schedule;
 use crate::solver::checkmate::{self, drop_spurious, Formulation, FreeModel};
-use crate::solver::{solve_mip, MipResult, MipStatus, OnProgress, Params, Progress};
+use crate::solver::{solve_mip, MipResult, MipStatus, OnProgress, OnSolution, Params, Progress};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
 
@@ -43,10 +43,136 @@ pub(crate) type Prepare = fn(
     &mut Option<Seed>,
     Duration,
     &SolveOptions,
+    &Shared,
 ) -> Result<Prepared, StrategyError>;
 
 /// Share of the time limit the seeding heuristics may use.
 const SEED_TIME_SHARE: f64 = 0.25;
+
+/// ... and when the LP relaxation is not expected to finish in the rest:
+/// the MILP phase then rarely answers anything, and the seed is the
+/// answer, so the search gets most of the time. (The 12-layer
+/// operator-level transformer, 599k columns: the LP had not finished
+/// after 30 s, while remat-fast's search needs 4 s of a 10 s limit.)
+const SEED_TIME_SHARE_LARGE: f64 = 0.75;
+
+/// Seconds per model column below which the LP relaxation is expected to
+/// take longer than the MILP phase's time. The LP's time varies by two
+/// orders of magnitude with the budget: random-layered-n250 (192k columns)
+/// took about 2 s at 90% and had not finished after 120 s at 60%;
+/// MobileNet (77k) took 30 s at 60%, Checkmate's ResNet-50 (287k) over
+/// 120 s; random-layered-n100 (26k, simplex) 1.5 s. So the estimate is
+/// deliberately low, 0.1 ms per column: the MILP phase keeps its time on
+/// every graph of the scale benchmark at 60 s, and only models past ~10⁵
+/// columns under short limits (the transformer at 10 s and 30 s) seed
+/// longer.
+const LP_SECS_PER_COLUMN: f64 = 1e-4;
+
+/// The seeding share of the time left for a model of `columns`.
+fn seed_share(columns: usize, left: Duration) -> f64 {
+    let lp_secs = columns as f64 * LP_SECS_PER_COLUMN;
+    if lp_secs > left.as_secs_f64() * (1.0 - SEED_TIME_SHARE) {
+        SEED_TIME_SHARE_LARGE
+    } else {
+        SEED_TIME_SHARE
+    }
+}
+
+/// Where the MILP phase's time went, by step, shared with whoever waits
+/// for it: the answer's detail accounts for it even when the phase is
+/// abandoned in the middle of a step.
+#[derive(Default)]
+pub(crate) struct Phases {
+    done: Vec<(&'static str, f64)>,
+    current: Option<(&'static str, Instant)>,
+}
+
+pub(crate) type PhaseLog = std::sync::Arc<std::sync::Mutex<Phases>>;
+
+/// What the MILP worker shares with whoever waits for it: its steps, its
+/// best plan, and the watch (until it is abandoned).
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub phases: PhaseLog,
+    incumbent: std::sync::Arc<std::sync::Mutex<Option<Seed>>>,
+    watch: Option<std::sync::Arc<super::watch::Watch>>,
+    abandoned: crate::solver::StopFlag,
+    /// The best lower bound proved so far (cost units): the LP's, the
+    /// MILP's dual bound.
+    bound: std::sync::Arc<std::sync::Mutex<Option<f64>>>,
+}
+
+impl Shared {
+    /// A proven lower bound (cost units); the highest is kept.
+    fn bound(&self, b: f64) {
+        if let Ok(mut cur) = self.bound.lock() {
+            if b.is_finite() && cur.is_none_or(|c| b > c) {
+                *cur = Some(b);
+            }
+        }
+    }
+
+    /// Starts the step `name` (see [`enter`]).
+    pub fn enter(&self, name: &'static str) {
+        enter(&self.phases, name)
+    }
+
+    /// A plan that fits the budget (simulated): the worker's incumbent if
+    /// it is the cheapest so far. Returns whether it was.
+    pub fn offer(&self, cand: &Seed) -> bool {
+        let Ok(mut inc) = self.incumbent.lock() else {
+            return false;
+        };
+        if inc.as_ref().is_some_and(|i| i.cost <= cand.cost) {
+            return false;
+        }
+        if let Some(w) = self.watch.as_deref() {
+            if !self.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+                w.plan(cand.cost, &cand.schedule, &cand.name);
+            }
+        }
+        *inc = Some(cand.clone());
+        true
+    }
+}
+
+/// Ends the step under way (if any) and starts `name`.
+pub(crate) fn enter(log: &PhaseLog, name: &'static str) {
+    let mut p = log.lock().unwrap_or_else(|e| e.into_inner());
+    p.close();
+    p.current = Some((name, Instant::now()));
+}
+
+impl Phases {
+    fn close(&mut self) {
+        if let Some((name, at)) = self.current.take() {
+            let secs = at.elapsed().as_secs_f64();
+            match self.done.iter_mut().find(|(n, _)| *n == name) {
+                Some(d) => d.1 += secs,
+                None => self.done.push((name, secs)),
+            }
+        }
+    }
+
+    /// "model build 1.20 s, LP relaxation 3.05 s, ...", steps of one name
+    /// summed; the step under way last, marked as cut off when `cut`.
+    fn summary(&self, cut: bool) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let running = self.current.map(|(n, at)| (n, at.elapsed().as_secs_f64()));
+        for &(name, secs) in &self.done {
+            let extra = running.filter(|r| r.0 == name).map_or(0.0, |r| r.1);
+            parts.push(format!("{name} {:.2} s", secs + extra));
+        }
+        if let Some((name, secs)) = running {
+            let marker = if cut { " (cut off here)" } else { "" };
+            match parts.iter_mut().zip(&self.done).find(|(_, d)| d.0 == name) {
+                Some((p, _)) => p.push_str(marker),
+                None => parts.push(format!("{name} {secs:.2} s{marker}")),
+            }
+        }
+        parts.join(", ")
+    }
+}
 
 /// How often the memory cap is tightened when a solver's feasibility
 /// tolerance let a plan through that the simulator finds over budget.
@@ -199,8 +325,12 @@ pub(crate) fn solve_milp(
             ..Solution::feasible(sch.clone(), Some(note))
         });
     }
+    // The shares are of the time the bound left, not of the limit (the
+    // bound may take a quarter of it).
+    let left = opts.time_limit.saturating_sub(start.elapsed());
     let seed_opts = SolveOptions {
         known_bound: Some(floor),
+        time_limit: left,
         ..opts.clone()
     };
     // Too large a model is not built at all (see `checkmate::MAX_COLUMNS`):
@@ -209,7 +339,7 @@ pub(crate) fn solve_milp(
     let share = if too_large.is_some() {
         1.0
     } else {
-        SEED_TIME_SHARE
+        seed_share(checkmate::columns(g), left)
     };
     let seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
         trace.push(Progress {
@@ -239,20 +369,19 @@ pub(crate) fn solve_milp(
     }
     let seed_secs = start.elapsed().as_secs_f64() - bound_secs;
     let seed_note = match &seed {
-        Some(s) => format!(
-            "seeded by {} (cost {}); bound {:.2} s, seeding {:.2} s",
-            s.name, s.cost, bound_secs, seed_secs
-        ),
-        None => format!(
-            "no heuristic plan fits to seed from; bound {bound_secs:.2} s, seeding {seed_secs:.2} s"
-        ),
+        Some(s) => format!("seeded by {} (cost {})", s.name, s.cost),
+        None => "no heuristic plan fits to seed from".into(),
     };
+    let timing = format!(
+        "bound {bound_secs:.2} s, seeding {seed_secs:.2} s ({:.0}% of the time left)",
+        share * 100.0
+    );
     // The seed already within the requested gap of the graph bound is
     // optimal by the same rule a MIP solver stops by; on ResNet-50 this
     // skips minutes of building and solving the model.
     if let Some(s) = seed.as_ref().filter(|s| s.cost <= good_enough) {
         let note = format!(
-            "{seed_note}; within the requested gap of the {} ({floor}), no MILP needed",
+            "{seed_note}; within the requested gap of the {} ({floor}), no MILP needed; time: {timing}",
             bound.note
         );
         return Ok(Solution {
@@ -263,7 +392,10 @@ pub(crate) fn solve_milp(
         });
     }
     if let Some(why) = too_large {
-        let note = format!("{seed_note}; {why}, so the {} is the bound", bound.note);
+        let note = format!(
+            "{seed_note}; {why}, so the {} is the bound; time: {timing}",
+            bound.note
+        );
         return Ok(match seed {
             Some(s) => Solution {
                 lower_bound: Some(floor.min(s.cost)),
@@ -287,9 +419,13 @@ pub(crate) fn solve_milp(
         trace,
         start,
         floor,
-        seed_note: seed_note.clone(),
-        abandoned: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        incumbent: std::sync::Arc::new(std::sync::Mutex::new(None)),
+        seed_note,
+        timing,
+        abandoned: Default::default(),
+        incumbent: Default::default(),
+        phases: Default::default(),
+        bound: Default::default(),
+        deadline: start + opts.time_limit,
     };
     watchdog(g, ctx, seed)
 }
@@ -306,27 +442,47 @@ struct MilpPhase {
     start: Instant,
     floor: f64,
     seed_note: String,
+    /// Seconds of the bound and the seeding, for the detail line.
+    timing: String,
     /// Set when the caller stopped waiting: the worker then reports no
-    /// more progress to the shared watch.
-    abandoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// more progress to the shared watch, its solvers stop at their next
+    /// poll, and it returns at its next check.
+    abandoned: crate::solver::StopFlag,
     /// The best plan the worker has so far (the preparation's repaired LP
-    /// rounding or restricted MILP), for the answer if it is abandoned.
+    /// rounding or restricted MILP, the MILP's improving solutions), for
+    /// the answer if it is abandoned.
     incumbent: std::sync::Arc<std::sync::Mutex<Option<Seed>>>,
+    /// Where the worker's time went.
+    phases: PhaseLog,
+    /// The best bound the worker proved so far.
+    bound: std::sync::Arc<std::sync::Mutex<Option<f64>>>,
+    /// When the worker's solvers must be done: a little before the
+    /// watchdog stops waiting, so that a solver stopped by its own time
+    /// limit still hands back its plan and bound.
+    deadline: Instant,
 }
 
 /// Time kept back from the limit for what follows the strategy: the
 /// pipeline generates and simulates the returned plan once more.
 const WATCHDOG_SLACK: Duration = Duration::from_millis(250);
 
+/// How long before the watchdog stops waiting the worker's solvers are
+/// asked to stop by their own time limits: a MILP stopped by its limit
+/// returns within milliseconds, and the rest is for checking its plan.
+const WORKER_MARGIN: Duration = Duration::from_millis(300);
+
 /// Runs the MILP phase (model build, preparation, solve) on a worker thread
-/// and waits for it only until the time limit. HiGHS checks its time limit
-/// inside the solve, but not during presolve setup of a large model, and
-/// building the model is ours and unchecked: either can overrun by minutes
-/// on large graphs. When the deadline passes first, the seed is the answer
-/// and the worker is left to finish on its own; it owns copies of the graph,
-/// the options and the seed, shares only the watch (a mutex) behind the
-/// `abandoned` flag, and its result goes to a channel nobody reads.
-fn watchdog(g: &Graph, ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, StrategyError> {
+/// and waits for it only until the time limit (or the caller's stop).
+/// HiGHS checks its time limit inside the solve, but not during presolve
+/// setup of a large model, and building the model is ours: either can
+/// overrun by minutes on large graphs. When the deadline passes first, the
+/// answer is the best plan the worker reported (the MILP's incumbent, the
+/// preparation's plan) or the seed, and the worker is told to stop: its
+/// solvers are interrupted at their next poll and it returns at its next
+/// check (see [`super::abandonable`]). It owns copies of the graph, the
+/// options and the seed, and shares only the watch (behind the `abandoned`
+/// flag), its incumbent and its phase log.
+fn watchdog(g: &Graph, mut ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, StrategyError> {
     let start = ctx.start;
     let limit = ctx.opts.time_limit;
     // The seed's own evaluation time stands in for the pipeline's final
@@ -337,56 +493,81 @@ fn watchdog(g: &Graph, ctx: MilpPhase, seed: Option<Seed>) -> Result<Solution, S
         t.elapsed()
     });
     let wait_until = start + limit.saturating_sub(finish + WATCHDOG_SLACK);
+    ctx.deadline = wait_until
+        .checked_sub(WORKER_MARGIN)
+        .unwrap_or(wait_until)
+        .max(Instant::now());
+    let worker_bound = ctx.bound.clone();
     let abandoned = ctx.abandoned.clone();
     let incumbent = ctx.incumbent.clone();
+    let phases = ctx.phases.clone();
     let seed_note = ctx.seed_note.clone();
+    let timing = ctx.timing.clone();
+    let caller_stop = ctx.opts.stop.clone();
+    let trace_head = ctx.trace.clone();
     let floor = ctx.floor;
     let fallback = seed.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("milp".into())
-        .spawn(move || {
-            let r = milp_phase(ctx, seed);
-            let _ = tx.send(r);
-        });
-    if spawned.is_err() {
-        return Err(StrategyError::Solver("cannot start the MILP thread".into()));
+    let waited = super::abandonable(wait_until, &abandoned, caller_stop.as_ref(), move || {
+        milp_phase(ctx, seed)
+    });
+    if let Some(r) = waited {
+        return r;
     }
-    let wait = wait_until.saturating_duration_since(Instant::now());
-    match rx.recv_timeout(wait) {
-        Ok(r) => r,
-        Err(_) => {
-            abandoned.store(true, std::sync::atomic::Ordering::SeqCst);
-            // A poisoned lock means the worker panicked: its plan is not
-            // trusted, the seed still is.
-            let better = incumbent.lock().ok().and_then(|mut i| i.take());
-            let (fallback, found_note) = match (better, fallback) {
-                (Some(b), f) if f.as_ref().is_none_or(|f| b.cost < f.cost) => {
-                    let n = format!(
-                        "; the preparation's {} (cost {}) is the answer",
-                        b.name, b.cost
-                    );
-                    (Some(b), n)
-                }
-                (_, f) => (f, String::new()),
-            };
-            let note = format!(
-                "{seed_note}; MILP abandoned at the time limit after {:.2} s (model build, preparation or solver setup did not stop in time){found_note}",
-                start.elapsed().as_secs_f64()
-            );
-            Ok(match fallback {
-                Some(s) => Solution {
-                    lower_bound: Some(floor.min(s.cost)),
-                    ..Solution::feasible(s.schedule, Some(note))
-                },
-                None => Solution {
-                    status: Status::NoSolution,
-                    lower_bound: Some(floor),
-                    ..Solution::infeasible(note)
-                },
-            })
+    // A poisoned lock means the worker panicked: its plan is not
+    // trusted, the seed still is.
+    let better = incumbent.lock().ok().and_then(|mut i| i.take());
+    let (fallback, found_note) = match (better, fallback) {
+        (Some(b), f) if f.as_ref().is_none_or(|f| b.cost < f.cost) => {
+            let n = format!("; the worker's {} (cost {}) is the answer", b.name, b.cost);
+            (Some(b), n)
         }
-    }
+        (_, f) => (f, String::new()),
+    };
+    let steps = phases.lock().map(|p| p.summary(true)).unwrap_or_default();
+    let why = if crate::solver::stop_requested(&caller_stop) {
+        "stopped on request"
+    } else {
+        "abandoned at the time limit"
+    };
+    let steps = if steps.is_empty() {
+        "MILP phase not started".into()
+    } else {
+        steps
+    };
+    let note = format!(
+        "{seed_note}; MILP phase {why}{found_note}; time: {timing}, {steps}, total {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    // The LP's or the MILP's bound, if the worker got that far.
+    let floor = worker_bound
+        .lock()
+        .ok()
+        .and_then(|b| *b)
+        .map_or(floor, |b| b.max(floor));
+    let mut trace = trace_head;
+    trace.push(Progress {
+        secs: start.elapsed().as_secs_f64(),
+        cost: fallback.as_ref().map(|s| s.cost),
+        bound: Some(floor),
+    });
+    Ok(match fallback {
+        Some(s) => Solution {
+            lower_bound: Some(floor.min(s.cost)),
+            trace,
+            ..Solution::feasible(s.schedule, Some(note))
+        },
+        None => Solution {
+            status: Status::NoSolution,
+            lower_bound: Some(floor),
+            trace,
+            ..Solution::infeasible(note)
+        },
+    })
+}
+
+/// The worker's answer once it has been abandoned: nobody reads it.
+fn gone() -> StrategyError {
+    StrategyError::Other("the MILP phase was abandoned".into())
 }
 
 fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, StrategyError> {
@@ -400,29 +581,54 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
         start,
         floor,
         seed_note,
+        timing,
         abandoned,
         incumbent,
+        phases,
+        bound: worker_bound,
+        deadline,
     } = ctx;
+    let graph = g.clone();
     let g: &Graph = &g;
-    let opts = &opts;
-    let milp_start = Instant::now();
+    let shared = Shared {
+        phases: phases.clone(),
+        incumbent: incumbent.clone(),
+        watch: opts.watch.clone(),
+        abandoned: abandoned.clone(),
+        bound: worker_bound,
+    };
+    // The worker's solvers and steps stop when it is abandoned.
+    let opts = &SolveOptions {
+        stop: Some(abandoned.clone()),
+        ..opts
+    };
+    let stopped = || crate::solver::stop_requested(&opts.stop);
     let mut cap = budget;
     for _ in 0..=MAX_TIGHTENINGS {
+        enter(&phases, "model build");
         let mut f = Formulation::build_as(g, cap, true, opts.cost_bound, free_model);
+        if stopped() {
+            return Err(gone());
+        }
         let prepared = match prepare {
             Some(p) => p(
                 g,
                 budget,
                 &mut f,
                 &mut seed,
-                opts.time_limit.saturating_sub(start.elapsed()),
+                deadline.saturating_duration_since(Instant::now()),
                 opts,
+                &shared,
             )?,
             None => Prepared::default(),
         };
+        if stopped() {
+            return Err(gone());
+        }
         let prep_bound = prepared.bound.map_or(floor, |b| b.max(floor));
-        if let (Some(s), Ok(mut i)) = (&seed, incumbent.lock()) {
-            *i = Some(s.clone());
+        shared.bound(prep_bound);
+        if let Some(s) = &seed {
+            shared.offer(s);
         }
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
@@ -435,34 +641,69 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
                 (peak <= cap).then_some(x)
             })
         });
-        let on_progress = opts.watch.clone().map(|w| {
-            let scale = f.cost_scale;
-            let abandoned = abandoned.clone();
-            OnProgress(std::sync::Arc::new(move |p: Progress| {
-                if abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+        let on_progress = {
+            let (scale, shared) = (f.cost_scale, shared.clone());
+            Some(OnProgress(std::sync::Arc::new(move |p: Progress| {
+                if let Some(b) = p.bound {
+                    shared.bound((b * scale).max(prep_bound));
+                }
+                if shared.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
-                if let Some(c) = p.cost {
-                    w.cost(c * scale);
+                if let Some(w) = shared.watch.as_deref() {
+                    if let Some(c) = p.cost {
+                        w.cost(c * scale);
+                    }
+                    if let Some(b) = p.bound {
+                        w.bound((b * scale).max(prep_bound));
+                    }
                 }
-                if let Some(b) = p.bound {
-                    w.bound((b * scale).max(prep_bound));
+            })))
+        };
+        // Each improving solution that the simulator finds within the
+        // budget becomes the worker's incumbent (and the watch's plan), so
+        // that an abandoned solve still answers with it.
+        let on_solution = {
+            let (g, decoder, shared) = (graph.clone(), f.decoder(), shared.clone());
+            let cost_bound = opts.cost_bound;
+            let solver_start = Instant::now();
+            OnSolution(std::sync::Arc::new(move |x: &[f64]| {
+                let mut sch = decoder.schedule(x);
+                drop_spurious(&g, &mut sch);
+                let Some(sim) = evaluate(&g, &sch) else {
+                    return;
+                };
+                if acceptable(&sim, budget, cost_bound) {
+                    shared.offer(&Seed {
+                        name: format!(
+                            "MILP incumbent at {:.2} s of the solve",
+                            solver_start.elapsed().as_secs_f64()
+                        ),
+                        schedule: sch,
+                        cost: sim.cost,
+                    });
                 }
             }))
-        });
+        };
         let params = Params {
-            time_limit: opts
-                .time_limit
-                .saturating_sub(start.elapsed())
+            time_limit: deadline
+                .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(10)),
             gap: opts.gap,
             threads: opts.threads,
             on_progress,
+            on_solution: Some(on_solution),
+            stop: opts.stop.clone(),
             ..Params::default()
         };
         let offset = start.elapsed().as_secs_f64();
+        enter(&phases, "MILP");
         let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
             .map_err(|e| StrategyError::Solver(e.to_string()))?;
+        if stopped() {
+            return Err(gone());
+        }
+        enter(&phases, "check");
         let seed_cost = seed.as_ref().map(|s| s.cost);
         trace.extend(res.trace.iter().map(|p| {
             Progress {
@@ -482,14 +723,13 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
             .flatten()
             .fold(floor, f64::max);
         let note = format!(
-            "{seed_note}{}{}; MILP phase {:.2} s: {} in {:.2} s{}",
+            "{seed_note}{}{}; {} in {:.2} s{}",
             prepared.note,
             if seed.is_some() && warm.is_none() {
                 " (over the MILP's memory model, not passed to the solver)"
             } else {
                 ""
             },
-            milp_start.elapsed().as_secs_f64(),
             opts.backend,
             res.seconds,
             first_plan(&res)
@@ -512,7 +752,21 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
             }
             None => None,
         };
+        // The solver's own answer is its last incumbent; one the callback
+        // kept is the same plan or, if the solver's final answer failed
+        // the budget check, a cheaper one that passed it.
+        let seed = match incumbent.lock().ok().and_then(|mut i| i.take()) {
+            Some(i) if seed.as_ref().is_none_or(|s| i.cost < s.cost) => Some(i),
+            _ => seed,
+        };
         let mut sol = decide(found, seed, Some(bound), &res, note);
+        if let Some(d) = sol.detail.as_mut() {
+            let steps = phases.lock().map(|p| p.summary(false)).unwrap_or_default();
+            d.push_str(&format!(
+                "; time: {timing}, {steps}, total {:.2} s",
+                start.elapsed().as_secs_f64()
+            ));
+        }
         // The solver's bound and the graph's together may prove what
         // neither does alone.
         if let (Some(sch), Some(lb)) = (&sol.schedule, sol.lower_bound) {
@@ -528,7 +782,12 @@ fn milp_phase(ctx: MilpPhase, mut seed: Option<Seed>) -> Result<Solution, Strate
         sol.trace = trace;
         return Ok(sol);
     }
-    // Tightening did not converge; the seed (if any) is still correct.
+    // Tightening did not converge; the seed (if any) is still correct, and
+    // so is a plan the solver's callback checked in the simulator.
+    let seed = match incumbent.lock().ok().and_then(|mut i| i.take()) {
+        Some(i) if seed.as_ref().is_none_or(|s| i.cost < s.cost) => Some(i),
+        _ => seed,
+    };
     Ok(match seed {
         Some(s) => Solution::feasible(
             s.schedule,
@@ -597,5 +856,93 @@ fn decide(
             trace: Vec::new(),
             step_bound: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategies::checkmate_approx::two_phase_round;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static PREPARE_RETURNED: AtomicBool = AtomicBool::new(false);
+
+    /// Offers keep-everything (the cheapest plan at an ample budget), then
+    /// works on until told to stop: a worker that cannot finish in time.
+    fn offer_then_spin(
+        g: &Graph,
+        _budget: Bytes,
+        _f: &mut Formulation,
+        _seed: &mut Option<Seed>,
+        _left: Duration,
+        opts: &SolveOptions,
+        shared: &Shared,
+    ) -> Result<Prepared, StrategyError> {
+        let keep = two_phase_round(g, |_, _| true);
+        shared.offer(&Seed {
+            name: "test plan".into(),
+            cost: keep.cost(g),
+            schedule: keep,
+        });
+        let start = Instant::now();
+        while !super::super::stop_requested(opts) && start.elapsed() < Duration::from_secs(300) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        PREPARE_RETURNED.store(true, Ordering::SeqCst);
+        Ok(Prepared::default())
+    }
+
+    /// The regression of issue #19: an abandoned worker's better plan is
+    /// the answer, not the seed; and the worker stops once abandoned.
+    #[test]
+    fn an_abandoned_worker_answers_with_its_plan_and_stops() {
+        let g = crate::zoo::synthetic::linear(8);
+        let budget = crate::graph::analysis::checkpoint_all_peak(&g);
+        let dear = two_phase_round(&g, |_, _| false);
+        let seed = Seed {
+            name: "recompute everything".into(),
+            cost: dear.cost(&g),
+            schedule: dear,
+        };
+        let cheap = two_phase_round(&g, |_, _| true).cost(&g);
+        assert!(cheap < seed.cost, "the test needs a dearer seed");
+        let opts = SolveOptions {
+            time_limit: Duration::from_secs(1),
+            ..SolveOptions::default()
+        };
+        let ctx = MilpPhase {
+            g: std::sync::Arc::new(g.clone()),
+            budget,
+            opts: opts.clone(),
+            free_model: FreeModel::Tight,
+            prepare: Some(offer_then_spin),
+            trace: Vec::new(),
+            start: Instant::now(),
+            floor: 0.0,
+            seed_note: "seeded by the test".into(),
+            timing: String::new(),
+            abandoned: Default::default(),
+            incumbent: Default::default(),
+            phases: Default::default(),
+            bound: Default::default(),
+            deadline: Instant::now(),
+        };
+        let sol = watchdog(&g, ctx, Some(seed)).unwrap();
+        let detail = sol.detail.clone().unwrap_or_default();
+        assert_eq!(sol.schedule.unwrap().cost(&g), cheap, "{detail}");
+        assert!(detail.contains("test plan"), "{detail}");
+        assert!(detail.contains("(cut off here)"), "{detail}");
+        // The worker hears the stop: wait generously, never by a timed
+        // assertion on how soon.
+        let waited = Instant::now();
+        while !PREPARE_RETURNED.load(Ordering::SeqCst)
+            && waited.elapsed() < Duration::from_secs(120)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            PREPARE_RETURNED.load(Ordering::SeqCst),
+            "the abandoned worker did not stop"
+        );
     }
 }

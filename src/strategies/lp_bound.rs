@@ -27,11 +27,39 @@ pub fn lp_lower_bound(
         return Ok(None);
     }
     super::model_fits(g, "lp-bound")?;
+    // Building the model and the LP's presolve do not look at the clock:
+    // the LP runs where it can be abandoned (see `super::abandonable`).
+    let start = std::time::Instant::now();
+    let stop: crate::solver::StopFlag = Default::default();
+    let worker = {
+        let g = std::sync::Arc::new(g.clone());
+        let opts = SolveOptions {
+            stop: Some(stop.clone()),
+            ..opts.clone()
+        };
+        move || lp_bound_of(&g, budget, &opts, start)
+    };
+    let deadline = start + opts.time_limit + std::time::Duration::from_millis(100);
+    super::abandonable(deadline, &stop, opts.stop.as_ref(), worker).unwrap_or_else(|| {
+        Err(StrategyError::Solver(format!(
+            "the LP relaxation did not stop at the time limit and was abandoned after {:.1} s",
+            start.elapsed().as_secs_f64()
+        )))
+    })
+}
+
+fn lp_bound_of(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: std::time::Instant,
+) -> Result<Option<f64>, StrategyError> {
     // The tight FREE model's relaxation: same MILP, a higher bound.
     let f = Formulation::build_as(g, budget, false, None, FreeModel::Tight);
     let params = Params {
-        time_limit: opts.time_limit,
+        time_limit: opts.time_limit.saturating_sub(start.elapsed()),
         threads: opts.threads,
+        stop: opts.stop.clone(),
         ..Params::default()
     };
     let err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());

@@ -23,7 +23,7 @@
 //! of R and most of FREE go, which is what turns minutes into seconds.
 
 use super::checkmate_approx::{lp_method, two_phase_round};
-use super::checkmate_ilp::{solve_milp, Prepared, Seed};
+use super::checkmate_ilp::{solve_milp, Prepared, Seed, Shared};
 use super::local_search;
 use super::portfolio::evaluate;
 use super::{Solution, SolveOptions, Strategy, StrategyError};
@@ -142,17 +142,24 @@ fn prepare(
     seed: &mut Option<Seed>,
     left: Duration,
     opts: &SolveOptions,
+    shared: &Shared,
 ) -> Result<Prepared, StrategyError> {
     let start = Instant::now();
+    let stopped = || super::stop_requested(opts);
     let params = Params {
         time_limit: left,
         threads: opts.threads,
         gap: opts.gap,
+        stop: opts.stop.clone(),
         ..Params::default()
     };
+    shared.enter("LP relaxation");
     let mut lp = LpSession::new(&f.model, &params, lp_method(f)).map_err(solver_err)?;
     let lp_res = lp.solve().map_err(solver_err)?;
     drop(lp);
+    if stopped() {
+        return Ok(Prepared::default());
+    }
     match lp_res.status {
         LpStatus::Optimal => {}
         // Stopped with duals: a weaker bound, but still exact to fix by.
@@ -185,9 +192,13 @@ fn prepare(
     } else {
         Vec::new()
     };
+    shared.enter("LP rounding repair");
     let repair_deadline = Instant::now() + left.mul_f64(REPAIR_TIME_SHARE);
     let mut repaired: Option<Seed> = None;
-    for th in REPAIR_THRESHOLDS.into_iter().filter(|_| has_x) {
+    for th in REPAIR_THRESHOLDS
+        .into_iter()
+        .filter(|_| has_x && !stopped())
+    {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
         let name = format!("LP rounding at {th} repaired by local search");
         // Both rankings: the forecast is faster, but at tight budgets on
@@ -200,6 +211,7 @@ fn prepare(
         .find_map(|r| local_search::search_from(g, rounded.clone(), budget, r, repair_deadline));
         if let Some(c) = repaired_sch.and_then(|sch| fitting_seed(g, sch, budget, name)) {
             if repaired.as_ref().is_none_or(|r| c.cost < r.cost) {
+                shared.offer(&c);
                 repaired = Some(c);
             }
         }
@@ -225,8 +237,11 @@ fn prepare(
     } else {
         0
     };
+    if rounds > 0 {
+        shared.enter("restricted MILP");
+    }
     for _ in 0..rounds {
-        if room <= FIX_TOL * lb.abs().max(1.0) || keep >= room {
+        if room <= FIX_TOL * lb.abs().max(1.0) || keep >= room || stopped() {
             break;
         }
         let left2 = step2_end.saturating_duration_since(Instant::now());
@@ -260,8 +275,10 @@ fn prepare(
             r.seconds
         ));
         let found = r.x.is_some_and(|x| {
-            fitting_seed(g, f.schedule(&x), budget, "restricted MILP".into())
-                .is_some_and(|c| adopt(g, f, seed, &mut best, c, Some(x)))
+            fitting_seed(g, f.schedule(&x), budget, "restricted MILP".into()).is_some_and(|c| {
+                shared.offer(&c);
+                adopt(g, f, seed, &mut best, c, Some(x))
+            })
         });
         if found {
             break;
@@ -270,6 +287,7 @@ fn prepare(
     }
 
     // Step 3: exact fixing against the incumbent.
+    shared.enter("fixing");
     let mut warm = None;
     if let Some((ub, x)) = best {
         let fixes = db.fixable(&f.model, ub, FIX_TOL * ub.abs().max(1.0));

@@ -182,7 +182,12 @@ impl Strategy for RematTiered {
             let (tx, rx) = std::sync::mpsc::channel();
             let (g2, dev2) = (g.clone(), dev.clone());
             let warm_sch = best.as_ref().map(|b| b.sch.clone());
-            let mopts = opts.clone();
+            // Stops the worker's solver at its next poll once abandoned.
+            let stop: crate::solver::StopFlag = Default::default();
+            let mopts = SolveOptions {
+                stop: Some(stop.clone()),
+                ..opts.clone()
+            };
             let spawned = std::thread::Builder::new()
                 .name("remat-tiered-milp".into())
                 .spawn(move || {
@@ -204,6 +209,9 @@ impl Strategy for RematTiered {
                     .ok(),
                 Err(_) => None,
             };
+            if got.is_none() {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             match got {
                 None => {
                     milp_note = format!(
@@ -350,6 +358,7 @@ fn milp_phase(
                 .mul_f64(OFFLOAD_FIRST_SHARE),
             gap: opts.gap,
             threads: opts.threads,
+            stop: opts.stop.clone(),
             ..Params::default()
         };
         let r = solve_mip(&off, opts.backend, &params, off_warm.as_deref())
@@ -391,6 +400,7 @@ fn milp_phase(
         time_limit: deadline.saturating_duration_since(Instant::now()),
         gap: opts.gap,
         threads: opts.threads,
+        stop: opts.stop.clone(),
         ..Params::default()
     };
     let res = solve_mip(&f.model, opts.backend, &params, warm.as_deref())
@@ -445,6 +455,7 @@ fn lp_duals(
     let params = Params {
         time_limit: limit,
         threads: opts.threads,
+        stop: opts.stop.clone(),
         ..Params::default()
     };
     let err = |e: crate::solver::SolverError| StrategyError::Solver(e.to_string());
