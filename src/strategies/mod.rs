@@ -28,6 +28,7 @@ pub mod portfolio;
 pub mod remat_exact;
 pub mod segments;
 pub(crate) mod tiered;
+pub mod tiered_search;
 pub mod tiertrain;
 pub mod watch;
 
