@@ -597,7 +597,15 @@ impl Strategy for RematFast {
         let bound = super::starting_bound(g, budget, &left, in_hand);
         // (A plan in hand beside an infinite bound is a bug in the bound;
         // it goes on, and the pipeline's bound check reports it loudly.)
-        if bound.value.is_infinite() && inc.best.is_none() && opts.device.is_none() {
+        if bound.value.is_infinite() && inc.best.is_none() {
+            // On a device, plans that read the slow tier directly may still
+            // fit: the offload search gets the rest of the time.
+            if let Some(dev) = opts.device.as_deref() {
+                let end = start + full_limit.saturating_sub(sim_time + Duration::from_millis(200));
+                return Ok(offload_search(
+                    g, budget, dev, opts, None, &bound, inc.trace, end,
+                ));
+            }
             return Ok(Solution::infeasible(format!(
                 "no plan fits: the {} proves it",
                 bound.note
