@@ -130,9 +130,27 @@ fn sweep_with_a_device_fills_the_time_columns_and_resumes_only_on_it() {
             assert!(r["step_seconds"].is_empty(), "{r:?}");
             continue;
         }
+        let step: f64 = r["step_seconds"].parse().unwrap();
+        if r["strategy"] == "remat-fast" && r["budget_bytes"] == "7" {
+            // remat-fast on a device searches offloads too. At 7 B stage 2
+            // must lose a (4 B; b and c are read or computed there):
+            // recomputing it costs 1 s (10 s in all), offloading it copies
+            // it out in stage 1 (4 B at 2 B/s + 0.5 s = 2.5 s against the
+            // stage's 2 s of compute: 0.5 s stall) and back in stage 3
+            // (4 B at 4 B/s + 0.5 s = 1.5 s, hidden by its 2 s): 9.5 s,
+            // the 9 s of compute once each.
+            assert_eq!(step, 9.5, "{r:?}");
+            assert_eq!(r["cost"], "9", "{r:?}");
+            assert_eq!(r["stall_seconds"], "0.5", "{r:?}");
+            assert_eq!(
+                (&r["bytes_to_slow"][..], &r["bytes_to_fast"][..]),
+                ("4", "4")
+            );
+            assert_eq!(r["slow_peak_bytes"], "4");
+            continue;
+        }
         // Costs are seconds on this device, and these plans recompute or
         // stay put: step time = cost, no stall, nothing moved.
-        let step: f64 = r["step_seconds"].parse().unwrap();
         let cost: f64 = r["cost"].parse().unwrap();
         assert_eq!(step, cost, "{r:?}");
         let over: f64 = r["step_overhead"].parse().unwrap();
@@ -226,6 +244,33 @@ fn csvs_from_before_the_time_columns_are_read_and_resumed() {
     assert!(std::fs::read_to_string(&csv)
         .unwrap()
         .starts_with("model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds,graph_fingerprint,device,device_fingerprint,step_seconds,step_overhead,stall_seconds,bytes_to_slow,bytes_to_fast,slow_peak_bytes\n"));
+}
+
+/// remat-fast without the device (which, given one, also offloads): the
+/// recompute-only answer.
+struct RecomputeOnly;
+
+impl remat::strategies::Strategy for RecomputeOnly {
+    fn name(&self) -> &'static str {
+        "recompute-only"
+    }
+    fn describe(&self) -> &'static str {
+        "test: remat-fast without the device"
+    }
+    fn solve(
+        &self,
+        g: &remat::Graph,
+        budget: remat::Bytes,
+        o: &remat::strategies::SolveOptions,
+    ) -> Result<remat::strategies::Solution, remat::strategies::StrategyError> {
+        let o = remat::strategies::SolveOptions {
+            device: None,
+            ..o.clone()
+        };
+        remat::strategies::by_name("remat-fast")
+            .unwrap()
+            .solve(g, budget, &o)
+    }
 }
 
 /// A tiered strategy for the test (the real ones live on another branch):
@@ -333,6 +378,7 @@ fn max_batch_with_a_slow_tier_is_at_least_the_recompute_only_answer() {
         maxbatch::run(&g, &c).unwrap()
     };
     let rows = run(vec![
+        Box::new(RecomputeOnly),
         remat::strategies::by_name("remat-fast").unwrap(),
         Box::new(TestOffload),
         remat::strategies::by_name("offload-all").unwrap(),
@@ -340,9 +386,14 @@ fn max_batch_with_a_slow_tier_is_at_least_the_recompute_only_answer() {
         remat::strategies::by_name("tiertrain").unwrap(),
     ]);
     let get = |name: &str| rows.iter().find(|r| r.strategy == name).unwrap();
-    let (recompute, tiered) = (get("remat-fast"), get("test-offload"));
+    let (recompute, tiered) = (get("recompute-only"), get("test-offload"));
     assert!(recompute.max_batch >= 4, "{rows:?}");
     assert!(tiered.max_batch >= recompute.max_batch, "{rows:?}");
+    // remat-fast on the device is at least its recompute-only self.
+    assert!(
+        get("remat-fast").max_batch >= recompute.max_batch,
+        "{rows:?}"
+    );
     // Here offloading hides behind compute, so the slow tier buys batch,
     // with the seed systems' policies too.
     assert!(tiered.max_batch > recompute.max_batch, "{rows:?}");
@@ -359,6 +410,7 @@ fn max_batch_with_a_slow_tier_is_at_least_the_recompute_only_answer() {
         }
         let s: Box<dyn remat::strategies::Strategy> = match r.strategy.as_str() {
             "test-offload" => Box::new(TestOffload),
+            "recompute-only" => Box::new(RecomputeOnly),
             n => remat::strategies::by_name(n).unwrap(),
         };
         let gb = g.at_batch(r.max_batch);
@@ -587,8 +639,9 @@ fn a_sweep_row_that_offloads_carries_bytes_moved_and_no_recompute_gap() {
 /// With a device whose kernels read the slow tier directly, the smallest
 /// budget is no longer the largest node with all its inputs: VGG16 at 30%
 /// of its peak has no recompute-only plan (the cover program proves it),
-/// but AutoTM's placement fits, and the recompute strategy says no-fit
-/// (exit 1, pointing at the tiered strategies), not infeasible.
+/// but AutoTM's placement fits, and a recompute strategy says no-fit
+/// (exit 1, pointing at the tiered strategies), not infeasible; remat-fast,
+/// which on a device searches offloads from the policies' plans too, fits.
 #[test]
 fn direct_reads_fit_below_the_recompute_floor() {
     let model = concat!(env!("CARGO_MANIFEST_DIR"), "/models/vgg16.yaml");
@@ -613,16 +666,34 @@ fn direct_reads_fit_below_the_recompute_floor() {
         "-b",
         "30%",
         "-s",
-        "remat-fast",
+        "remat-exact",
         "--device",
         dev,
+        "--time-limit",
+        "10",
     ]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("no-fit") && out.contains("tiered strategy"),
+        out.contains("no-fit") && out.contains("tiered strateg"),
         "{out}"
     );
+    let o = remat(&[
+        "solve",
+        model,
+        "-b",
+        "30%",
+        "-s",
+        "remat-fast",
+        "--device",
+        dev,
+        "--time-limit",
+        "10",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("offload search from autotm"), "{out}");
+    assert!(out.contains("step time"), "{out}");
     // Without the device the same budget is provably infeasible.
     let o = remat(&["solve", model, "-b", "30%", "-s", "remat-fast"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -934,3 +934,113 @@ proptest! {
         prop_assert!((t.step.get() - want).abs() <= 1e-9 * want.max(1.0), "{} vs {}", t.step.get(), want);
     }
 }
+
+/// A link fast enough that offloading `a` of [`five`] hides behind compute,
+/// at a budget only offloading or recomputing `a` meets.
+///
+/// Checkpoint-all's stages hold: 0: a (4 B); 1: a, b (6); 2: a, b, c (8);
+/// 3: a, c, d (7); 4: a, d, e (6). At 7 B stage 2 must lose `a` (b and c
+/// are read or computed there). Recomputing it in stage 4 costs 1 s more
+/// than the all-fast step of 1+2+3+2+1 = 9 s: 10 s. Offloading it instead:
+/// copy out in stage 1 (4 B at 4 B/s, no latency: 1 s, within the stage's
+/// 2 s of compute), absent in stage 2 (b, c: 4 B), fetched in stage 3 (1 s
+/// within its 2 s; the buffer counts from the stage's start: a, c, d = 7 B),
+/// read in stage 4 (a, d, e: 6 B). Peak 7 B, nothing stalls: 9 s exactly,
+/// the all-fast step.
+#[test]
+fn remat_fast_offloads_where_the_copy_hides_and_recomputing_costs_time() {
+    let g = five();
+    let dev = Device::parse(
+        "name: fast-link\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
+         slow: {capacity: 100, to_slow: 4, to_fast: 4, latency: 0, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    assert_eq!(dev.all_fast_step(&g), Seconds(9.0));
+    let budget = Bytes(7);
+    let fast = remat::strategies::local_search::RematFast;
+    // Without the device: the recomputation, 10 s of compute.
+    let plain = remat::strategies::SolveOptions {
+        time_limit: std::time::Duration::from_secs(4),
+        ..Default::default()
+    };
+    let rec = remat::solve::run(&g, &fast, budget, &plain).unwrap();
+    assert_eq!(rec.cost(), Some(10.0));
+    let rec_sch = remat::strategies::Strategy::solve(&fast, &g, budget, &plain)
+        .unwrap()
+        .schedule
+        .unwrap();
+    assert!(!rec_sch.has_transfers());
+    // improve, from that plan: the offload, at the all-fast step.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let (sch, step) =
+        remat::strategies::tiered_search::improve(&g, budget, &dev, rec_sch, deadline).unwrap();
+    assert!(sch.has_transfers());
+    assert_eq!(sch.recomputations(), 0);
+    assert_eq!(step, Seconds(9.0));
+    // remat-fast with the device, through the pipeline.
+    let opts = remat::strategies::SolveOptions {
+        device: Some(std::sync::Arc::new(dev.clone())),
+        ..plain
+    };
+    let out = remat::solve::run(&g, &fast, budget, &opts).unwrap();
+    let sim = out.sim.unwrap();
+    let timing = sim.timing.unwrap();
+    assert!(sim.peak <= budget);
+    assert_eq!(timing.step, Seconds(9.0));
+    assert_eq!(timing.stall, Seconds(0.0));
+    assert_eq!(
+        (timing.bytes_to_slow, timing.bytes_to_fast),
+        (Bytes(4), Bytes(4))
+    );
+    assert_eq!(out.status, remat::strategies::Status::Optimal);
+}
+
+/// Without a device remat-fast is the recompute search it always was: the
+/// same plans, to the flop, as before the offload moves existed (figures
+/// from the main branch's binary), and on GPT-2 the very schedule of the
+/// forecast-ranked search.
+#[test]
+fn remat_fast_without_a_device_is_unchanged() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fast = remat::strategies::local_search::RematFast;
+    let opts = remat::strategies::SolveOptions {
+        time_limit: std::time::Duration::from_secs(20),
+        ..Default::default()
+    };
+    for (model, cost, how) in [
+        (
+            "gpt2",
+            7181303873536.0,
+            "local search on S (forecast ranking)",
+        ),
+        (
+            "mobilenet",
+            1804818996224.0,
+            "DTR eviction (CostPerByte eviction score)",
+        ),
+    ] {
+        let g = Graph::load(&root.join(format!("models/{model}.yaml"))).unwrap();
+        let peak = remat::graph::analysis::checkpoint_all_peak(&g);
+        let budget = remat::units::BudgetSpec::parse("50%")
+            .unwrap()
+            .resolve(peak);
+        let sol = remat::strategies::Strategy::solve(&fast, &g, budget, &opts).unwrap();
+        let sch = sol.schedule.unwrap();
+        assert!(!sch.has_transfers(), "{model}");
+        assert_eq!(sch.cost(&g), cost, "{model}");
+        let detail = sol.detail.unwrap();
+        assert!(detail.starts_with(how), "{model}: {detail}");
+        assert!(!detail.contains("offload"), "{model}: {detail}");
+        if model == "gpt2" {
+            let far = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let searched = remat::strategies::local_search::search(
+                &g,
+                budget,
+                remat::strategies::local_search::Ranking::Forecast,
+                far,
+            )
+            .unwrap();
+            assert_eq!(sch, searched);
+        }
+    }
+}

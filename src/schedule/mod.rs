@@ -19,7 +19,7 @@ pub use simulator::{
     simulate, simulate_on, simulate_timeline, ComputeSpan, CopySpan, Lane, MemoryPoint, SimError,
     SimReport, Timeline, Timing,
 };
-pub use solve_r::solve_r;
+pub use solve_r::{solve_r, solve_r_tiered};
 
 /// Binary matrices R (compute) and S (keep), one bit row per stage. Rows are
 /// bitsets because schedules of 10^4-node graphs have 10^8 cells.

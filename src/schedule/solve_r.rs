@@ -56,3 +56,43 @@ pub fn solve_r(g: &Graph, s: Schedule) -> Schedule {
     }
     sch
 }
+
+/// [`solve_r`] for a schedule with transfers: a value copied in during
+/// stage `t-1` (P) is carried into stage `t` without being computed, and,
+/// with `direct_reads` (a device whose kernels read the slow tier), a
+/// dependency held only as a slow copy (H) is read from there rather than
+/// recomputed. O, P and H are left as they are; the least R is unique for
+/// the same reason as without transfers. On a schedule without transfers
+/// it is exactly [`solve_r`].
+pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
+    let mut sch = s;
+    let n = g.len();
+    debug_assert_eq!(sch.stages(), n);
+    for t in 0..n {
+        sch.r[t].clear();
+        sch.r[t].insert(t);
+    }
+    for t in (1..n).rev() {
+        let mut need = sch.s[t].clone();
+        need.difference_with(&sch.s[t - 1]);
+        for &i in sch.p_row(t - 1) {
+            need.set(i as usize, false);
+        }
+        sch.r[t - 1].union_with(&need);
+    }
+    for t in 0..n {
+        for v in (0..=t).rev() {
+            if !sch.r[t].contains(v) {
+                continue;
+            }
+            for &u in g.deps(NodeId::from(v)) {
+                let u = u.idx();
+                let read_slow = direct_reads && sch.h(t, u);
+                if !sch.s[t].contains(u) && !read_slow {
+                    sch.r[t].insert(u);
+                }
+            }
+        }
+    }
+    sch
+}

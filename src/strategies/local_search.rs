@@ -16,6 +16,12 @@
 //! Phase 2 (improve): for every recomputation, try keeping the value
 //! instead; keep the change when the plan still fits.
 //!
+//! On a device (`SolveOptions::device`) the recompute search gets half the
+//! time limit, and the other half goes to the offload moves of
+//! [`super::tiered_search`], run from the recompute plan, from checkpoint-all
+//! and from every seed policy's plan: the answer is the plan of least
+//! simulated step time that fits. Without a device nothing changes.
+//!
 //! Why not only DTR: eviction on the fly cannot look ahead, and on branchy
 //! DAGs its cascades fail to fit at budgets where plans exist. Moves on S
 //! see the whole schedule. remat-fast still runs DTR and every baseline and
@@ -76,11 +82,11 @@ const OVER_STAGES: usize = 16;
 /// branchy DAGs the inputs are often freed long before, and the plain drop's
 /// cascade of recomputations back to the sources is what makes it costly.
 #[derive(Debug, Clone, Copy)]
-struct Drop {
-    node: usize,
-    from: usize,
-    to: usize,
-    via_inputs: bool,
+pub(crate) struct Drop {
+    pub node: usize,
+    pub from: usize,
+    pub to: usize,
+    pub via_inputs: bool,
 }
 
 /// What a phase-1 move does with its [`Drop`]'s interval.
@@ -173,18 +179,18 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
 /// recomputation plus the inputs that are not at hand for it. It ignores
 /// deeper cascades and shifts of the peak inside a stage, so it only ranks
 /// the moves; the best few are then evaluated exactly.
-fn forecast(g: &Graph, cur: &Eval, d: Drop) -> (f64, f64) {
+pub(crate) fn forecast(g: &Graph, sch: &Schedule, stage_excess: &[f64], d: Drop) -> (f64, f64) {
     let id = NodeId::from(d.node);
     let m = g.memory(id).as_f64();
-    let recomputed_at_end = reads(g, &cur.sch, d.to, d.node);
+    let recomputed_at_end = reads(g, sch, d.to, d.node);
     let end = if recomputed_at_end { d.to } else { d.to + 1 };
     let mut freed: f64 = (d.from.max(d.node + 1)..end)
-        .map(|t| m.min(cur.stage_excess[t]))
+        .map(|t| m.min(stage_excess[t]))
         .sum();
     let mut cost = if recomputed_at_end { g.cost(id) } else { 0.0 };
     for dep in g.deps(id) {
         let di = dep.idx();
-        let held = |t: usize| cur.sch.s(t, di) || cur.sch.r(t, di);
+        let held = |t: usize| sch.s(t, di) || sch.r(t, di);
         if !recomputed_at_end || held(d.to) {
             continue;
         }
@@ -192,7 +198,7 @@ fn forecast(g: &Graph, cur: &Eval, d: Drop) -> (f64, f64) {
             let dm = g.memory(*dep).as_f64();
             let mut t = d.to;
             while t > di && !held(t) {
-                freed -= dm.min(cur.stage_excess[t]);
+                freed -= dm.min(stage_excess[t]);
                 t -= 1;
             }
         } else {
@@ -203,7 +209,7 @@ fn forecast(g: &Graph, cur: &Eval, d: Drop) -> (f64, f64) {
 }
 
 /// Whether stage `t` of `sch` reads value `v` (some node it computes uses v).
-fn reads(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
+pub(crate) fn reads(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
     g.users(NodeId::from(v))
         .iter()
         .any(|u| u.idx() <= t && sch.r(t, u.idx()))
@@ -238,7 +244,7 @@ fn drop_interval(g: &Graph, sch: &Schedule, v: usize, t: usize) -> Option<Drop> 
 /// Sets S for `d.node` over the drop's interval. Dropping `via_inputs` also
 /// keeps each input from the last stage that holds it through `d.to`.
 /// `resolved` (the current schedule, with R) says where an input is held.
-fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, keep: bool) {
+pub(crate) fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, keep: bool) {
     for t in d.from..=d.to {
         if t > d.node {
             s.set_s(t, d.node, keep);
@@ -336,7 +342,7 @@ pub fn search_from(
                     .iter()
                     .flat_map(twins)
                     .filter_map(|d| {
-                        let (cost, freed) = forecast(g, &cur, d);
+                        let (cost, freed) = forecast(g, &cur.sch, &cur.stage_excess, d);
                         (freed > 0.0).then_some((cost / freed, d))
                     })
                     .collect();
@@ -523,7 +529,7 @@ impl Strategy for RematFast {
     }
 
     fn describe(&self) -> &'static str {
-        "fast plan, no solver for the plan: local search on S (solve_r prices each move), DTR eviction and the baselines, cheapest wins; optimal when within the gap of the cover-program bound"
+        "fast plan, no solver for the plan: local search on S (solve_r prices each move), DTR eviction and the baselines, cheapest wins; optimal when within the gap of the cover-program bound. On a device (--device) it searches offload moves too (from its plan, the seed policies' and checkpoint-all; least simulated step time wins); remat-exact stays recompute-only"
     }
 
     fn solve(
@@ -533,7 +539,13 @@ impl Strategy for RematFast {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         let start = Instant::now();
-        let limit = opts.time_limit.min(Duration::from_secs(60));
+        let full_limit = opts.time_limit.min(Duration::from_secs(60));
+        // On a device the offload search gets the second half of the time.
+        let limit = if opts.device.is_some() {
+            full_limit / 2
+        } else {
+            full_limit
+        };
         let mut inc = Incumbent {
             best: None,
             watch: opts.watch.clone(),
@@ -586,6 +598,14 @@ impl Strategy for RematFast {
         // (A plan in hand beside an infinite bound is a bug in the bound;
         // it goes on, and the pipeline's bound check reports it loudly.)
         if bound.value.is_infinite() && inc.best.is_none() {
+            // On a device, plans that read the slow tier directly may still
+            // fit: the offload search gets the rest of the time.
+            if let Some(dev) = opts.device.as_deref() {
+                let end = start + full_limit.saturating_sub(sim_time + Duration::from_millis(200));
+                return Ok(offload_search(
+                    g, budget, dev, opts, None, &bound, inc.trace, end,
+                ));
+            }
             return Ok(Solution::infeasible(format!(
                 "no plan fits: the {} proves it",
                 bound.note
@@ -646,6 +666,13 @@ impl Strategy for RematFast {
             }
         }
         let proven = done(&inc);
+        if let Some(dev) = opts.device.as_deref() {
+            let end = start + full_limit.saturating_sub(sim_time + Duration::from_millis(200));
+            let recompute = inc.best.map(|(_, sch, how)| (sch, how));
+            return Ok(offload_search(
+                g, budget, dev, opts, recompute, &bound, inc.trace, end,
+            ));
+        }
         let trace = inc.trace;
         let timing = format!(
             "; DTR {:.2} s, search {:.2} s, bound and baselines {:.2} s, total {:.2} s",
@@ -678,5 +705,100 @@ impl Strategy for RematFast {
                 )
             },
         })
+    }
+}
+
+/// remat-fast on a device: [`super::tiered_search::improve`] from the
+/// recompute search's plan, from every seed policy's plan and from
+/// checkpoint-all, each given an equal share of what is left until `end`;
+/// the plan of least simulated step time that fits wins.
+#[allow(clippy::too_many_arguments)]
+fn offload_search(
+    g: &Graph,
+    budget: Bytes,
+    dev: &crate::device::Device,
+    opts: &SolveOptions,
+    recompute: Option<(Schedule, String)>,
+    bound: &crate::solver::cover::GraphBound,
+    trace: Vec<Progress>,
+    end: Instant,
+) -> Solution {
+    use super::tiered_search::{census, improve};
+    let t0 = Instant::now();
+    // (name, seed, weight of its share of the search time). The recompute
+    // plan and checkpoint-all get twice a policy's share: measured on the
+    // zoo, the search from them finds the best plans, and from offload-all
+    // it mostly undoes stalling copies.
+    let mut seeds: Vec<(String, Schedule, f64)> = Vec::new();
+    if let Some((sch, how)) = recompute {
+        seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
+    }
+    seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
+    let policies = super::tiered_policies();
+    let n_pol = policies.len();
+    for (k, p) in policies.into_iter().enumerate() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        // A quarter of what is left, shared by the policies still to run
+        // (only the AutoTM MILPs take long).
+        let o = SolveOptions {
+            time_limit: left.div_f64(4.0 * (n_pol - k) as f64),
+            watch: None,
+            ..opts.clone()
+        };
+        if let Ok(sol) = p.solve(g, budget, &o) {
+            if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
+                seeds.push((p.name().to_string(), sch, 1.0));
+            }
+        }
+    }
+    let mut weight_left: f64 = seeds.iter().map(|s| s.2).sum();
+    let mut best: Option<(Schedule, f64, String)> = None;
+    for (name, seed, w) in seeds {
+        let now = Instant::now();
+        if now >= end && best.is_some() {
+            break;
+        }
+        let share = end.saturating_duration_since(now).mul_f64(w / weight_left);
+        weight_left -= w;
+        if let Some((sch, step)) = improve(g, budget, dev, seed, now + share) {
+            if best.as_ref().is_none_or(|b| step.get() < b.1) {
+                best = Some((sch, step.get(), name));
+            }
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    match best {
+        Some((sch, step, seed)) => {
+            let (outs, ins, rec) = census(&sch);
+            let detail = format!(
+                "offload search from {seed}: {outs} copies out, {ins} copies in, {rec} recomputations, step {:.3} ms; offload search {secs:.2} s",
+                step * 1e3
+            );
+            let tiered = sch.has_transfers();
+            // No plan is faster than every node once from fast memory.
+            let all_fast = dev.all_fast_step(g).get();
+            Solution {
+                status: if step <= all_fast * (1.0 + 1e-12) {
+                    super::Status::Optimal
+                } else {
+                    super::Status::Feasible
+                },
+                // The graph's bound is on recomputation alone: a plan that
+                // offloads may compute less.
+                lower_bound: (!tiered).then_some(bound.value),
+                trace,
+                ..Solution::feasible(sch, Some(detail))
+            }
+        }
+        None => Solution {
+            status: super::Status::NoSolution,
+            lower_bound: None,
+            ..Solution::infeasible(
+                "neither the recompute search, DTR, the baselines, nor the offload search from the seed policies found a plan that fits",
+            )
+        },
     }
 }

@@ -29,6 +29,7 @@ pub mod remat_exact;
 pub mod remat_tiered;
 pub mod segments;
 pub(crate) mod tiered;
+pub mod tiered_search;
 pub mod tiertrain;
 pub mod watch;
 

@@ -64,10 +64,13 @@ pub fn best_heuristic_with(
         }
         // Each gets what is left, not the whole share: the share is for
         // all of them together.
+        // The seeds are recompute-only plans (evaluated without a device):
+        // remat-fast given a device would spend half its time on offloads.
         let left = SolveOptions {
             time_limit: deadline
                 .saturating_duration_since(std::time::Instant::now())
                 .max(std::time::Duration::from_millis(100)),
+            device: None,
             ..opts.clone()
         };
         let Ok(sol) = h.solve(g, budget, &left) else {

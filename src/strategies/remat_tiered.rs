@@ -14,11 +14,11 @@
 //! is recompute-only and time is cost over throughput: remat-exact answers
 //! it. With `--no-recompute`, only plans without recomputation compete.
 
-use super::tiered;
 use super::{
     remat_exact, seed_policies, within_gap, Progress, Solution, SolveOptions, Status, Strategy,
     StrategyError,
 };
+use super::{tiered, tiered_search};
 use crate::device::Device;
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate_on, Schedule};
@@ -30,6 +30,9 @@ use crate::units::{Bytes, Seconds};
 use std::time::{Duration, Instant};
 
 pub struct RematTiered;
+
+/// Share of the time limit the offload moves may take after the portfolio.
+const SEARCH_TIME_SHARE: f64 = 0.15;
 
 /// Share of the time limit the portfolio may take before the MILP.
 const SEED_TIME_SHARE: f64 = 0.3;
@@ -104,6 +107,7 @@ impl Strategy for RematTiered {
                 .mul_f64(frac)
                 .max(Duration::from_millis(200))
         };
+        let mut recompute_plan: Option<Schedule> = None;
         if !no_rec && !done(&best, bound) {
             let ropts = SolveOptions {
                 device: None,
@@ -114,6 +118,7 @@ impl Strategy for RematTiered {
             match remat_exact::RematExact.solve(g, budget, &ropts) {
                 Ok(sol) if sol.status.has_plan() => {
                     if let Some(sch) = sol.schedule {
+                        recompute_plan = Some(sch.clone());
                         consider(&mut best, "remat-exact".into(), sch);
                     }
                 }
@@ -146,6 +151,31 @@ impl Strategy for RematTiered {
                 if let (true, Some(sch)) = (sol.status.has_plan(), sol.schedule) {
                     consider(&mut best, p.name().into(), sch);
                 }
+            }
+        }
+        // The offload and recompute moves of remat-fast, from the fastest
+        // plan so far and from the recompute-only one: they often find
+        // the mixed plans the MILP would need long to reach.
+        let mut starts: Vec<Schedule> = best.iter().map(|b| b.sch.clone()).collect();
+        if let Some(r) = &recompute_plan {
+            if starts.first() != Some(r) {
+                starts.push(r.clone());
+            }
+        }
+        let n_starts = starts.len();
+        for sch in starts {
+            if done(&best, bound) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = opts
+                .time_limit
+                .mul_f64(SEARCH_TIME_SHARE / n_starts as f64)
+                .min(left.mul_f64(0.5));
+            if let Some((found, _)) =
+                tiered_search::improve(g, budget, dev, sch, Instant::now() + slice)
+            {
+                consider(&mut best, "remat-fast's offload moves".into(), found);
             }
         }
         if let Some(b) = &best {
