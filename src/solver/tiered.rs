@@ -415,12 +415,12 @@ impl TieredFormulation {
             let total: f64 = mem.iter().sum();
             if opt.transfers && total * mem_scale > dev.slow.capacity.as_f64() {
                 row.clear();
-                for i in 0..=t {
+                for (i, &mi) in mem.iter().enumerate().take(t + 1) {
                     if let Some(hc) = f.h(t, i) {
-                        row.push((hc, mem[i]));
+                        row.push((hc, mi));
                     }
                     if let Some(oc) = f.o(t, i) {
-                        row.push((oc, mem[i]));
+                        row.push((oc, mi));
                     }
                 }
                 if !row.is_empty() {
