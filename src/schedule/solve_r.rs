@@ -22,39 +22,7 @@ use crate::graph::{Graph, NodeId};
 /// Cost: O(n²/64) for the carry rule plus, per stage, one scan of the
 /// stage's row and the edges of the nodes it computes: O(stages × edges).
 pub fn solve_r(g: &Graph, s: Schedule) -> Schedule {
-    let mut sch = s;
-    let n = g.len();
-    debug_assert_eq!(sch.stages(), n);
-    // Clear any R the caller left and start from the identity.
-    for t in 0..n {
-        sch.r[t].clear();
-        sch.r[t].insert(t);
-    }
-    // (1b) A value carried into stage t must exist in stage t-1: computed
-    // there if stage t-1 does not already carry it.
-    for t in (1..n).rev() {
-        let mut need = sch.s[t].clone();
-        need.difference_with(&sch.s[t - 1]);
-        sch.r[t - 1].union_with(&need);
-    }
-    // (1c) Every computed node needs its inputs computed or carried in the
-    // same stage; users come after their inputs, so one reverse sweep closes
-    // the set.
-    for t in 0..n {
-        let (kept, row) = (&sch.s[t], &mut sch.r[t]);
-        for v in (0..=t).rev() {
-            if !row.contains(v) {
-                continue;
-            }
-            for &u in g.deps(NodeId::from(v)) {
-                let u = u.idx();
-                if !kept.contains(u) {
-                    row.insert(u);
-                }
-            }
-        }
-    }
-    sch
+    solve_r_tiered(g, s, false)
 }
 
 /// [`solve_r`] for a schedule with transfers: a value copied in during
@@ -72,6 +40,8 @@ pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
         sch.r[t].clear();
         sch.r[t].insert(t);
     }
+    // (1b) A value carried into stage t must exist in stage t-1: computed
+    // there if stage t-1 does not already carry it (or copy it in).
     for t in (1..n).rev() {
         let mut need = sch.s[t].clone();
         need.difference_with(&sch.s[t - 1]);
@@ -80,6 +50,9 @@ pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
         }
         sch.r[t - 1].union_with(&need);
     }
+    // (1c) Every computed node needs its inputs computed or carried in the
+    // same stage; users come after their inputs, so one reverse sweep closes
+    // the set.
     for t in 0..n {
         for v in (0..=t).rev() {
             if !sch.r[t].contains(v) {

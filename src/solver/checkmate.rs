@@ -84,12 +84,12 @@ impl Decoder {
     }
 }
 
-fn tri(t: usize) -> usize {
+pub(crate) fn tri(t: usize) -> usize {
     t * (t + 1) / 2
 }
 
 /// The graph's edges sorted by target, and where each target's run starts.
-fn sorted_edges(g: &Graph) -> (Vec<(usize, usize)>, Vec<usize>) {
+pub(crate) fn sorted_edges(g: &Graph) -> (Vec<(usize, usize)>, Vec<usize>) {
     let n = g.len();
     let mut edges = Vec::with_capacity(g.num_edges());
     let mut start = Vec::with_capacity(n + 1);

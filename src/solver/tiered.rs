@@ -31,6 +31,7 @@
 //! Columns exist only where they can matter: no transfer variable for a
 //! value of zero bytes, and none after a value's last read.
 
+use super::checkmate::{sorted_edges, tri};
 use super::{Col, Model};
 use crate::device::{Device, Engines, Throughput};
 use crate::graph::{analysis, Graph, NodeId};
@@ -78,26 +79,6 @@ pub struct TieredFormulation {
     in_secs: Vec<f64>,
     direct_secs: Option<Vec<f64>>,
     engines: Engines,
-}
-
-fn tri(t: usize) -> usize {
-    t * (t + 1) / 2
-}
-
-/// The graph's edges sorted by target, and where each target's run starts.
-fn sorted_edges(g: &Graph) -> (Vec<(usize, usize)>, Vec<usize>) {
-    let n = g.len();
-    let mut edges = Vec::with_capacity(g.num_edges());
-    let mut start = Vec::with_capacity(n + 1);
-    for k in 0..n {
-        start.push(edges.len());
-        let mut deps: Vec<usize> = g.deps(NodeId::from(k)).iter().map(|d| d.idx()).collect();
-        deps.sort_unstable();
-        deps.dedup();
-        edges.extend(deps.into_iter().map(|i| (i, k)));
-    }
-    start.push(edges.len());
-    (edges, start)
 }
 
 /// Columns the model of `g` would have at most (transfers allowed), for a
