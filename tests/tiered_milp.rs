@@ -254,7 +254,12 @@ fn never_slower_than_either_side() {
             let off = run(&g, tiered.as_ref(), budget, &no_rec).unwrap();
             if off.status.has_plan() {
                 assert_eq!(off.sim.as_ref().unwrap().computations, g.len());
-                assert!(step(&off) >= s * (1.0 - 1e-9));
+                // Offload-only plans are joint plans: a proven joint
+                // optimum is never slower (within a limit that stops the
+                // joint search first, it may be).
+                if out.status == Status::Optimal {
+                    assert!(step(&off) >= s * (1.0 - 1e-9));
+                }
                 for name in ["offload-all", "autotm-sync", "autotm-async"] {
                     let p = strategies::by_name(name).unwrap();
                     if let Ok(po) = run(&g, p.as_ref(), budget, &o) {
