@@ -258,7 +258,7 @@ fn never_slower_than_either_side() {
                 // optimum is never slower (within a limit that stops the
                 // joint search first, it may be).
                 if out.status == Status::Optimal {
-                    assert!(step(&off) >= s * (1.0 - 1e-9));
+                    assert!(step(&off) >= s * (1.0 - 2e-4));
                 }
                 for name in ["offload-all", "autotm-sync", "autotm-async"] {
                     let p = strategies::by_name(name).unwrap();
