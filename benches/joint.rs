@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{plot_overhead_panels, read_rows, Panel};
+use common::read_rows;
 use remat::cli::write_atomic;
 use remat::device::Device;
 use remat::graph::analysis;
@@ -48,6 +48,9 @@ joint_solve_s,joint_from,joint_detail";
 const DEVICES: [&str; 2] = ["a100-40gb-pcie4", "gh200"];
 const PCTS: [u32; 4] = [70, 50, 30, 20];
 const LINES: [&str; 3] = ["recompute-only", "offload-only", "joint"];
+/// "In ≤ 60 s", with the slack the project allows a time limit (5% + 1 s):
+/// a solve stopped by a 60 s limit returns a few hundredths later.
+const SIXTY_S: f64 = 60.0 * 1.05 + 1.0;
 /// A step no more than this much (relative) over another counts as equal.
 const TIE: f64 = 1e-9;
 
@@ -363,44 +366,102 @@ fn pct_cell(x: Option<f64>) -> String {
     x.map_or("–".into(), |v| format!("{:.2}%", v * 100.0))
 }
 
-/// What the targets say of one row.
+/// What the targets say of one row: `None` where a target does not apply.
 struct Verdict {
-    has_plan: bool,
     /// joint ≤ min(recompute-only, best policy), where either has a plan.
     not_slower: Option<bool>,
     /// Both recomputation and copies in the joint plan: strictly faster.
     mixed_strict: Option<bool>,
-    /// No recompute-only plan: does joint have one (and did any offloading
-    /// plan show one was possible)?
-    below_recompute: Option<(bool, bool)>,
+    /// A model in models/ at 50%: within 2% of its bound in ≤ 60 s.
+    models50: Option<bool>,
+    /// No recompute-only plan above the floor: does joint have one?
+    below_recompute: Option<bool>,
+    /// The same, where some offloading plan (a policy's or offload-only's)
+    /// shows that one exists.
+    below_recompute_possible: Option<bool>,
+    /// joint ≤ offload-only, whose plans joint's family contains.
+    not_slower_offload: Option<bool>,
 }
 
-fn verdict(r: &BTreeMap<String, String>) -> Verdict {
+fn verdict(r: &BTreeMap<String, String>, is_model: bool) -> Verdict {
+    let live = r["status"] != "below-floor";
     let joint = num(r, "joint_step_s");
     let rec = num(r, "recompute_step_s");
     let pol = num(r, "policy_step_s");
     let off = num(r, "offload_only_step_s");
+    let at_most = |m: f64| joint.is_some_and(|j| j <= m * (1.0 + TIE));
     let reference = match (rec, pol) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let not_slower = reference.map(|m| joint.is_some_and(|j| j <= m * (1.0 + TIE)));
     let mixed = num(r, "joint_recomputations").unwrap_or(0.0) > 0.0
         && num(r, "joint_copies").unwrap_or(0.0) > 0.0;
-    let mixed_strict = (mixed && reference.is_some()).then(|| {
-        joint
-            .zip(reference)
-            .is_some_and(|(j, m)| j < m * (1.0 - TIE))
-    });
-    let below_recompute = (r["status"] != "below-floor" && rec.is_none())
-        .then(|| (joint.is_some(), pol.is_some() || off.is_some()));
+    let below = live && rec.is_none();
     Verdict {
-        has_plan: joint.is_some(),
-        not_slower,
-        mixed_strict,
-        below_recompute,
+        not_slower: reference.map(at_most),
+        mixed_strict: reference
+            .filter(|_| mixed)
+            .map(|m| joint.is_some_and(|j| j < m * (1.0 - TIE))),
+        models50: (live && is_model && r["budget_pct"] == "50").then(|| {
+            num(r, "joint_gap").is_some_and(|g| g <= 0.02)
+                && num(r, "joint_solve_s").is_some_and(|t| t <= SIXTY_S)
+        }),
+        below_recompute: below.then_some(joint.is_some()),
+        below_recompute_possible: (below && (pol.is_some() || off.is_some()))
+            .then_some(joint.is_some()),
+        not_slower_offload: off.map(at_most),
     }
 }
+
+/// One instance's figures on a line, for the lists of misses.
+fn miss_line(r: &BTreeMap<String, String>) -> String {
+    let cell = |c: &str| r.get(c).filter(|v| !v.is_empty()).map_or("–", |v| v);
+    format!(
+        "- {} on {} at {}%: remat-tiered {} s (bound {}, gap {}, {} s, from {}); \
+         recompute-only {} s; best policy {} {} s; offload-only {} s",
+        r["graph"],
+        r["device"],
+        r["budget_pct"],
+        cell("joint_step_s"),
+        cell("joint_bound_s"),
+        pct_cell(num(r, "joint_gap")),
+        cell("joint_solve_s"),
+        cell("joint_from"),
+        cell("recompute_step_s"),
+        cell("best_policy"),
+        cell("policy_step_s"),
+        cell("offload_only_step_s"),
+    )
+}
+
+type Target = (&'static str, fn(&Verdict) -> Option<bool>);
+
+const TARGETS: [Target; 6] = [
+    (
+        "remat-tiered's step ≤ min(recompute-only, best seed policy), where either has a plan",
+        |v| v.not_slower,
+    ),
+    (
+        "strictly lower where remat-tiered's plan both recomputes and copies",
+        |v| v.mixed_strict,
+    ),
+    (
+        "every model in models/ at 50% above the floor: within 2% of its bound in ≤ 60 s (+5% + 1 s)",
+        |v| v.models50,
+    ),
+    (
+        "no recompute-only plan, above the floor: remat-tiered has a plan",
+        |v| v.below_recompute,
+    ),
+    (
+        "… of those, where a policy or offload-only shows that a plan exists",
+        |v| v.below_recompute_possible,
+    ),
+    (
+        "(a check, not a target) remat-tiered's step ≤ offload-only's, a subset of its plans",
+        |v| v.not_slower_offload,
+    ),
+];
 
 fn report(
     rows: &[BTreeMap<String, String>],
@@ -420,101 +481,43 @@ fn report(
          2-core machine.\n",
         lim.exact, lim.policy, lim.joint, lim.joint_models50, lim.offload
     );
-    // Targets.
-    let live: Vec<_> = rows
+    let vs: Vec<Verdict> = rows
         .iter()
-        .filter(|r| r["status"] != "below-floor")
+        .map(|r| verdict(r, is_model(&r["graph"])))
         .collect();
-    let floor_rows = rows.len() - live.len();
-    let vs: Vec<Verdict> = live.iter().map(|r| verdict(r)).collect();
-    let count = |f: &dyn Fn(&Verdict) -> Option<bool>| {
-        let judged: Vec<bool> = vs.iter().filter_map(f).collect();
-        (judged.iter().filter(|&&b| b).count(), judged.len())
-    };
-    let (ns_ok, ns_n) = count(&|v| v.not_slower);
-    let (mx_ok, mx_n) = count(&|v| v.mixed_strict);
-    let (br_ok, br_n) = count(&|v| v.below_recompute.map(|b| b.0));
-    let (br_poss_ok, br_poss_n) = count(&|v| v.below_recompute.filter(|b| b.1).map(|b| b.0));
-    let m50: Vec<_> = rows
-        .iter()
-        .filter(|r| r["budget_pct"] == "50" && is_model(&r["graph"]))
-        .collect();
-    let m50_ok = m50
-        .iter()
-        .filter(|r| {
-            num(r, "joint_gap").is_some_and(|g| g <= 0.02)
-                && num(r, "joint_solve_s").is_some_and(|t| t <= 60.0)
-        })
-        .count();
+    let mut graphs: Vec<&String> = rows.iter().map(|r| &r["graph"]).collect();
+    graphs.sort();
+    graphs.dedup();
     let _ = writeln!(
         s,
         "## Targets\n\n\
-         {} instances measured ({} graphs × devices × budgets), {} below the pipeline's floor \
+         {} instances ({} graphs × devices × budgets), {} below the pipeline's floor \
          (no plan can exist: the largest node with its inputs, or on the GH200, whose kernels \
-         read host memory directly, the largest output), {} with a joint plan.\n\n\
-         | target | met |\n|---|---|\n\
-         | remat-tiered's step ≤ min(recompute-only, best seed policy), where either has a plan | {ns_ok} / {ns_n} |\n\
-         | strictly lower where the joint plan both recomputes and copies | {mx_ok} / {mx_n} |\n\
-         | every model in models/ at 50%: within 2% of its bound in ≤ 60 s | {m50_ok} / {} |\n\
-         | no recompute-only plan, above the floor: remat-tiered has a plan | {br_ok} / {br_n} |\n\
-         | … of those where some offloading plan (a policy or offload-only) exists | {br_poss_ok} / {br_poss_n} |\n",
+         read host memory directly, the largest output), {} with a remat-tiered plan.\n\n\
+         | target | met |\n|---|---|",
         rows.len(),
-        {
-            let mut g: Vec<&String> = rows.iter().map(|r| &r["graph"]).collect();
-            g.sort();
-            g.dedup();
-            g.len()
-        },
-        floor_rows,
-        vs.iter().filter(|v| v.has_plan).count(),
-        m50.len(),
+        graphs.len(),
+        rows.iter().filter(|r| r["status"] == "below-floor").count(),
+        rows.iter()
+            .filter(|r| num(r, "joint_step_s").is_some())
+            .count(),
     );
-    let misses: Vec<String> = live
-        .iter()
-        .zip(&vs)
-        .filter(|(_, v)| v.not_slower == Some(false))
-        .map(|(r, _)| {
-            format!(
-                "- {} on {} at {}%: joint {} s, recompute-only {} s, best policy {} {} s",
-                r["graph"],
-                r["device"],
-                r["budget_pct"],
-                r["joint_step_s"],
-                r["recompute_step_s"],
-                r["best_policy"],
-                r["policy_step_s"]
-            )
-        })
-        .collect();
-    if !misses.is_empty() {
-        let _ = writeln!(
-            s,
-            "Instances where remat-tiered is slower than recompute-only or a policy:\n\n{}\n",
-            misses.join("\n")
-        );
+    for (label, f) in TARGETS {
+        let judged: Vec<bool> = vs.iter().filter_map(f).collect();
+        let met = judged.iter().filter(|&&b| b).count();
+        let _ = writeln!(s, "| {label} | {met} / {} |", judged.len());
     }
-    let m50_miss: Vec<String> = m50
-        .iter()
-        .filter(|r| {
-            !(num(r, "joint_gap").is_some_and(|g| g <= 0.02)
-                && num(r, "joint_solve_s").is_some_and(|t| t <= 60.0))
-        })
-        .map(|r| {
-            format!(
-                "- {} on {}: gap {}, {} s",
-                r["graph"],
-                r["device"],
-                pct_cell(num(r, "joint_gap")),
-                r["joint_solve_s"]
-            )
-        })
-        .collect();
-    if !m50_miss.is_empty() {
-        let _ = writeln!(
-            s,
-            "Models at 50% not within 2% in 60 s:\n\n{}\n",
-            m50_miss.join("\n")
-        );
+    s.push('\n');
+    for (label, f) in TARGETS {
+        let misses: Vec<String> = rows
+            .iter()
+            .zip(&vs)
+            .filter(|(_, v)| f(v) == Some(false))
+            .map(|(r, _)| miss_line(r))
+            .collect();
+        if !misses.is_empty() {
+            let _ = writeln!(s, "Not met: {label}\n\n{}\n", misses.join("\n"));
+        }
     }
     // The table.
     let _ = writeln!(
@@ -569,36 +572,9 @@ fn report(
 
 /// A panel per graph, the three lines where each has a plan.
 fn plot(rows: &[BTreeMap<String, String>], device: &str, path: &Path) -> Result<(), String> {
-    let rows: Vec<_> = rows.iter().filter(|r| r["device"] == device).collect();
-    let mut names: Vec<&String> = Vec::new();
-    for r in &rows {
-        if !names.contains(&&r["graph"]) {
-            names.push(&r["graph"]);
-        }
-    }
     let cols = ["recompute_step_s", "offload_only_step_s", "joint_step_s"];
-    let panels: Vec<Panel> = names
-        .iter()
-        .map(|name| Panel {
-            title: name.to_string(),
-            lines: cols
-                .iter()
-                .map(|col| {
-                    rows.iter()
-                        .filter(|r| &&r["graph"] == name)
-                        .filter_map(|r| Some((num(r, "budget_pct")?, overhead(r, col)?)))
-                        .collect()
-                })
-                .collect(),
-        })
-        .collect();
-    plot_overhead_panels(
-        path,
-        &format!(
-            "{device}: step time over the all-fast step, by budget (% of checkpoint-all peak)"
-        ),
-        &LINES,
-        &panels,
-        (15.0, 75.0),
-    )
+    let point = |r: &BTreeMap<String, String>, k: usize| {
+        Some((num(r, "budget_pct")?, overhead(r, cols[k])?))
+    };
+    common::plot_device(rows, device, path, "graph", &LINES, (15.0, 75.0), &point)
 }

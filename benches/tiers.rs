@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::{plot_overhead_panels, read_rows, Panel};
+use common::read_rows;
 use remat::device::Device;
 use remat::graph::analysis;
 use remat::schedule::{generate_plan, simulate_on, SimReport};
@@ -252,37 +252,12 @@ fn status_of_error(e: &SolveError) -> (String, Option<SimReport>, String) {
 }
 
 /// One panel per model, a line per policy through the budgets where it
-/// has a plan (common::plot_overhead_panels).
+/// has a plan.
 fn plot(rows: &[BTreeMap<String, String>], device: &str, path: &Path) -> Result<(), String> {
-    let rows: Vec<_> = rows.iter().filter(|r| r["device"] == device).collect();
-    let mut models: Vec<String> = rows.iter().map(|r| r["model"].clone()).collect();
-    models.sort();
-    models.dedup();
     let labels: Vec<&str> = std::iter::once(RECOMPUTE.0).chain(POLICIES).collect();
-    let panels: Vec<Panel> = models
-        .iter()
-        .map(|model| Panel {
-            title: model.clone(),
-            lines: labels
-                .iter()
-                .map(|label| {
-                    rows.iter()
-                        .filter(|r| &r["model"] == model && r["strategy"] == *label)
-                        .filter_map(|r| {
-                            Some((r["budget_pct"].parse().ok()?, r["overhead"].parse().ok()?))
-                        })
-                        .collect()
-                })
-                .collect(),
-        })
-        .collect();
-    plot_overhead_panels(
-        path,
-        &format!(
-            "{device}: step time over the all-fast step, by budget (% of checkpoint-all peak)"
-        ),
-        &labels,
-        &panels,
-        (25.0, 95.0),
-    )
+    let point = |r: &BTreeMap<String, String>, k: usize| {
+        (r["strategy"] == labels[k])
+            .then(|| Some((r["budget_pct"].parse().ok()?, r["overhead"].parse().ok()?)))?
+    };
+    common::plot_device(rows, device, path, "model", &labels, (25.0, 95.0), &point)
 }

@@ -83,6 +83,50 @@ pub const COLORS: [RGBColor; 7] = [
     RGBColor(140, 86, 75),
 ];
 
+/// One PNG for one device: a panel per distinct `panel_col` value (in
+/// the rows' order), line `k` through `point(row, k)` where it is `Some`
+/// ((budget %, overhead as a fraction)).
+pub fn plot_device(
+    rows: &[BTreeMap<String, String>],
+    device: &str,
+    path: &Path,
+    panel_col: &str,
+    labels: &[&str],
+    x_range: (f64, f64),
+    point: &dyn Fn(&BTreeMap<String, String>, usize) -> Option<(f64, f64)>,
+) -> Result<(), String> {
+    let rows: Vec<_> = rows.iter().filter(|r| r["device"] == device).collect();
+    let mut names: Vec<&String> = Vec::new();
+    for r in &rows {
+        if !names.contains(&&r[panel_col]) {
+            names.push(&r[panel_col]);
+        }
+    }
+    let panels: Vec<Panel> = names
+        .iter()
+        .map(|name| Panel {
+            title: name.to_string(),
+            lines: (0..labels.len())
+                .map(|k| {
+                    rows.iter()
+                        .filter(|r| &&r[panel_col] == name)
+                        .filter_map(|r| point(r, k))
+                        .collect()
+                })
+                .collect(),
+        })
+        .collect();
+    plot_overhead_panels(
+        path,
+        &format!(
+            "{device}: step time over the all-fast step, by budget (% of checkpoint-all peak)"
+        ),
+        labels,
+        &panels,
+        x_range,
+    )
+}
+
 /// One panel's lines: for each label, (budget %, overhead over all-fast as
 /// a fraction) where that line has a plan.
 pub struct Panel {
