@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::read_rows;
+use common::{read_rows, Row};
 use remat::device::Device;
 use remat::graph::analysis;
 use remat::schedule::{generate_plan, simulate_on, SimReport};
@@ -32,7 +32,7 @@ use remat::solve::{self, SolveError};
 use remat::strategies::{self, SolveOptions, Strategy};
 use remat::units::{BudgetSpec, Bytes};
 use remat::Graph;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -253,11 +253,11 @@ fn status_of_error(e: &SolveError) -> (String, Option<SimReport>, String) {
 
 /// One panel per model, a line per policy through the budgets where it
 /// has a plan.
-fn plot(rows: &[BTreeMap<String, String>], device: &str, path: &Path) -> Result<(), String> {
+fn plot(rows: &[Row], device: &str, path: &Path) -> Result<(), String> {
     let labels: Vec<&str> = std::iter::once(RECOMPUTE.0).chain(POLICIES).collect();
-    let point = |r: &BTreeMap<String, String>, k: usize| {
+    let point = |r: &Row, k: usize| {
         (r["strategy"] == labels[k])
             .then(|| Some((r["budget_pct"].parse().ok()?, r["overhead"].parse().ok()?)))?
     };
-    common::plot_device(rows, device, path, "model", &labels, (25.0, 95.0), &point)
+    common::plot_device(rows, device, path, "model", &labels, (25.0, 95.0), point)
 }

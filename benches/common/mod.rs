@@ -43,8 +43,11 @@ pub fn resume_by(out: &Path, header: &str, cols: &[usize]) -> (String, HashSet<V
     (text, done)
 }
 
+/// One CSV row, column → value.
+pub type Row = BTreeMap<String, String>;
+
 /// Every row of a CSV as column → value (empty if the file is missing).
-pub fn read_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+pub fn read_rows(path: &Path) -> Vec<Row> {
     let Ok(mut r) = csv::Reader::from_path(path) else {
         return Vec::new();
     };
@@ -87,13 +90,13 @@ pub const COLORS: [RGBColor; 7] = [
 /// the rows' order), line `k` through `point(row, k)` where it is `Some`
 /// ((budget %, overhead as a fraction)).
 pub fn plot_device(
-    rows: &[BTreeMap<String, String>],
+    rows: &[Row],
     device: &str,
     path: &Path,
     panel_col: &str,
     labels: &[&str],
     x_range: (f64, f64),
-    point: &dyn Fn(&BTreeMap<String, String>, usize) -> Option<(f64, f64)>,
+    point: impl Fn(&Row, usize) -> Option<(f64, f64)>,
 ) -> Result<(), String> {
     let rows: Vec<_> = rows.iter().filter(|r| r["device"] == device).collect();
     let mut names: Vec<&String> = Vec::new();
