@@ -400,7 +400,10 @@ fn verdict(r: &Row, is_model: bool) -> Verdict {
     };
     let mixed = num(r, "joint_recomputations").unwrap_or(0.0) > 0.0
         && num(r, "joint_copies").unwrap_or(0.0) > 0.0;
-    let below = live && rec.is_none();
+    // Below the recompute-only minimum: remat-exact proved that no plan
+    // without the slow tier fits (no-fit through the pipeline on a device
+    // with direct reads), not merely ran out of time (no-solution).
+    let below = live && matches!(r["recompute_status"].as_str(), "no-fit" | "infeasible");
     Verdict {
         not_slower: reference.map(at_most),
         mixed_strict: reference
@@ -454,7 +457,7 @@ const TARGETS: [Target; 6] = [
         |v| v.models50,
     ),
     (
-        "no recompute-only plan, above the floor: remat-tiered has a plan",
+        "below the recompute-only minimum (remat-exact: no-fit), above the floor: remat-tiered has a plan",
         |v| v.below_recompute,
     ),
     (
