@@ -22,7 +22,9 @@
 //! file. Then one PNG per device, results/tiers_<device>.png: overhead
 //! against budget, a panel per model, a line per policy.
 
-use plotters::prelude::*;
+mod common;
+
+use common::{read_rows, Row};
 use remat::device::Device;
 use remat::graph::analysis;
 use remat::schedule::{generate_plan, simulate_on, SimReport};
@@ -30,7 +32,7 @@ use remat::solve::{self, SolveError};
 use remat::strategies::{self, SolveOptions, Strategy};
 use remat::units::{BudgetSpec, Bytes};
 use remat::Graph;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,8 +69,6 @@ const POLICIES: [&str; 6] = [
     "autotm-sync",
     "autotm-async",
 ];
-
-static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -248,149 +248,16 @@ fn run_one(
 }
 
 fn status_of_error(e: &SolveError) -> (String, Option<SimReport>, String) {
-    let status = match e {
-        SolveError::BelowMinimum { .. } => "below-minimum",
-        SolveError::Strategy(remat::strategies::StrategyError::NotApplicable { .. }) => {
-            "not-applicable"
-        }
-        _ => "error",
-    };
-    (status.to_string(), None, e.to_string())
+    (common::status_of_error(e).to_string(), None, e.to_string())
 }
 
-fn read_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
-    let Ok(mut r) = csv::Reader::from_path(path) else {
-        return Vec::new();
-    };
-    let Ok(head) = r.headers().cloned() else {
-        return Vec::new();
-    };
-    r.records()
-        .filter_map(|rec| rec.ok())
-        .map(|rec| {
-            head.iter()
-                .zip(rec.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
-}
-
-const COLORS: [RGBColor; 7] = [
-    RGBColor(0, 0, 0),
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
-
-/// One panel per model: step time over the all-fast step (1 + overhead,
-/// on a log axis, drawn as log10 on a linear one so that narrow ranges
-/// still get labels: overheads span 0.1% to 60x) against the budget (% of the
-/// checkpoint-all peak), a line per policy through the budgets where it has
-/// a plan.
-fn plot(rows: &[BTreeMap<String, String>], device: &str, path: &Path) -> Result<(), String> {
-    let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
-    let rows: Vec<_> = rows.iter().filter(|r| r["device"] == device).collect();
-    let mut models: Vec<String> = rows.iter().map(|r| r["model"].clone()).collect();
-    models.sort();
-    models.dedup();
-    if models.is_empty() {
-        return Err("no rows".into());
-    }
+/// One panel per model, a line per policy through the budgets where it
+/// has a plan.
+fn plot(rows: &[Row], device: &str, path: &Path) -> Result<(), String> {
     let labels: Vec<&str> = std::iter::once(RECOMPUTE.0).chain(POLICIES).collect();
-    let cols = 4;
-    let nrows = models.len().div_ceil(cols);
-    let tmp = path.with_extension("tmp.png");
-    {
-        let root = BitMapBackend::new(&tmp, (1600, 420 * nrows as u32 + 110)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| x.to_string())?;
-        let (top, body) = root.split_vertically(110);
-        top.draw(&Text::new(
-            format!(
-                "{device}: step time over the all-fast step, by budget (% of checkpoint-all peak)"
-            ),
-            (20, 12),
-            ("sans-serif", 26),
-        ))
-        .map_err(|x| x.to_string())?;
-        for (k, label) in labels.iter().enumerate() {
-            let x = 20 + 215 * k as i32;
-            let c = COLORS[k];
-            top.draw(&PathElement::new(
-                vec![(x, 72), (x + 30, 72)],
-                c.stroke_width(3),
-            ))
-            .map_err(|x| x.to_string())?;
-            top.draw(&Text::new(
-                label.to_string(),
-                (x + 36, 62),
-                ("sans-serif", 19),
-            ))
-            .map_err(|x| x.to_string())?;
-        }
-        let panels = body.split_evenly((nrows, cols));
-        for (panel, model) in panels.iter().zip(&models) {
-            let series: Vec<(usize, Vec<(f64, f64)>)> = labels
-                .iter()
-                .enumerate()
-                .map(|(k, label)| {
-                    let mut pts: Vec<(f64, f64)> = rows
-                        .iter()
-                        .filter(|r| &r["model"] == model && r["strategy"] == *label)
-                        .filter_map(|r| {
-                            let x: f64 = r["budget_pct"].parse().ok()?;
-                            let y: f64 = r["overhead"].parse().ok()?;
-                            Some((x, (1.0 + y).log10()))
-                        })
-                        .collect();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    (k, pts)
-                })
-                .collect();
-            let ymax = series
-                .iter()
-                .flat_map(|(_, p)| p.iter().map(|q| q.1))
-                .fold(1.1f64.log10(), f64::max)
-                + 0.06;
-            let mut chart = ChartBuilder::on(panel)
-                .caption(model, ("sans-serif", 20))
-                .margin(10)
-                .x_label_area_size(36)
-                .y_label_area_size(56)
-                .build_cartesian_2d(25.0..95.0, 0.98f64.log10()..ymax)
-                .map_err(|x| x.to_string())?;
-            chart
-                .configure_mesh()
-                .x_desc("budget (%)")
-                .y_desc("step / all-fast step (log)")
-                .y_labels(12)
-                .y_label_formatter(&|v| {
-                    let y = 10f64.powf(*v);
-                    if y >= 10.0 {
-                        format!("{y:.0}")
-                    } else {
-                        format!("{y:.2}")
-                    }
-                })
-                .label_style(("sans-serif", 13))
-                .axis_desc_style(("sans-serif", 14))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()
-                .map_err(|x| x.to_string())?;
-            for (k, pts) in series {
-                let c = COLORS[k];
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                    .map_err(|x| x.to_string())?;
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
-                    .map_err(|x| x.to_string())?;
-            }
-        }
-        root.present().map_err(|x| x.to_string())?;
-    }
-    std::fs::rename(&tmp, path).map_err(|x| x.to_string())
+    let point = |r: &Row, k: usize| {
+        (r["strategy"] == labels[k])
+            .then(|| Some((r["budget_pct"].parse().ok()?, r["overhead"].parse().ok()?)))?
+    };
+    common::plot_device(rows, device, path, "model", &labels, (25.0, 95.0), point)
 }
