@@ -143,15 +143,18 @@ pub fn solve_by_points(
     let mut best: Option<(Evaluated, Schedule)> = None;
     let mut error: Option<StrategyError> = None;
     let mut timed_out = false;
-    // The longest one setting took to generate and evaluate: no setting
-    // starts unless it and the pipeline's final evaluation of the answer
-    // (as long again) end within the limit (a 20,001-node chain: seconds
-    // each).
-    let mut slowest = std::time::Duration::ZERO;
+    // The time settings take to generate and evaluate, on average (a
+    // 20,001-node chain: seconds each): no setting starts unless it ends
+    // within the limit, and, once a plan is in hand, the pipeline's final
+    // evaluation of the answer too. Without a plan the next setting may
+    // still be the first that fits, which is worth its evaluation.
+    let mut spent = std::time::Duration::ZERO;
     let mut consider = |i: usize| -> bool {
         // A dense grid on a large graph can take minutes; past the time
         // limit the answer is the best setting so far, and says so.
-        if error.is_some() || (tried > 0 && Instant::now() + slowest * 2 >= deadline) {
+        let mean = spent / (tried.max(1) as u32);
+        let keep_back = if best.is_some() { mean * 2 } else { mean };
+        if error.is_some() || (tried > 0 && Instant::now() + keep_back >= deadline) {
             timed_out |= error.is_none();
             return false;
         }
@@ -159,7 +162,7 @@ pub fn solve_by_points(
         let began = Instant::now();
         let p = (points.at)(i);
         let evaluated = evaluate(g, name, &p);
-        slowest = slowest.max(began.elapsed());
+        spent += began.elapsed();
         let e = match evaluated {
             Ok(e) => e,
             Err(err) => {
