@@ -104,6 +104,53 @@ pub(crate) fn sorted_edges(g: &Graph) -> (Vec<(usize, usize)>, Vec<usize>) {
     (edges, start)
 }
 
+/// One stage's columns as the memory recurrence reads them: U by node,
+/// R and S by node, FREE by edge index.
+pub(crate) struct StageCols<'a> {
+    pub u: &'a dyn Fn(usize) -> Col,
+    pub r: &'a dyn Fn(usize) -> Col,
+    pub s: &'a dyn Fn(usize) -> Col,
+    pub free: &'a dyn Fn(usize) -> Col,
+}
+
+/// Checkmate's memory recurrence for stage `t`, shared by both MILPs:
+/// U[t,0] = R[t,0]·m_0 + Σ S[t,i]·m_i + Σ `start` (further (column,
+/// memory) terms held from the stage's start), then
+/// U[t,k+1] = U[t,k] + R[t,k+1]·m_{k+1} − Σ FREE[t,(i,k)]·m_i.
+pub(crate) fn memory_rows(
+    m: &mut Model,
+    t: usize,
+    mem: &[f64],
+    edges: &[(usize, usize)],
+    edge_start: &[usize],
+    c: &StageCols,
+    start: &[(Col, f64)],
+) {
+    let mut row: Vec<(Col, f64)> = Vec::with_capacity(t + 2 + start.len());
+    row.push(((c.u)(0), 1.0));
+    row.push(((c.r)(0), -mem[0]));
+    for (i, &mi) in mem.iter().enumerate().take(t) {
+        row.push(((c.s)(i), -mi));
+    }
+    row.extend(start.iter().map(|&(col, v)| (col, -v)));
+    m.add_row(0.0, 0.0, &row);
+    for k in 0..t {
+        row.clear();
+        row.push(((c.u)(k + 1), 1.0));
+        row.push(((c.u)(k), -1.0));
+        row.push(((c.r)(k + 1), -mem[k + 1]));
+        for (e, &(i, _)) in edges
+            .iter()
+            .enumerate()
+            .take(edge_start[k + 1])
+            .skip(edge_start[k])
+        {
+            row.push(((c.free)(e), mem[i]));
+        }
+        m.add_row(0.0, 0.0, &row);
+    }
+}
+
 /// The most columns a Checkmate model may have before the strategies that
 /// build it decline to. Memory grows about 2.3 KB per column (measured RSS:
 /// random-layered-n500, 1.0 M columns, 2.5 GB; n1000, 4.4 M columns,
@@ -275,26 +322,14 @@ impl Formulation {
                 m.add_row(1.0 - kappa, inf, &row);
             }
         }
-        // Memory recurrence.
         for t in 0..n {
-            row.clear();
-            row.push((f.u(t, 0), 1.0));
-            row.push((f.r(t, 0), -mem[0]));
-            for (i, &mi) in mem.iter().enumerate().take(t) {
-                row.push((f.s(t, i), -mi));
-            }
-            m.add_row(0.0, 0.0, &row);
-            for k in 0..t {
-                row.clear();
-                row.push((f.u(t, k + 1), 1.0));
-                row.push((f.u(t, k), -1.0));
-                row.push((f.r(t, k + 1), -mem[k + 1]));
-                for e in f.edge_start[k]..f.edge_start[k + 1] {
-                    let (i, _) = f.edges[e];
-                    row.push((f.free(t, e), mem[i]));
-                }
-                m.add_row(0.0, 0.0, &row);
-            }
+            let cols = StageCols {
+                u: &|k| f.u(t, k),
+                r: &|i| f.r(t, i),
+                s: &|i| f.s(t, i),
+                free: &|e| f.free(t, e),
+            };
+            memory_rows(&mut m, t, &mem, &f.edges, &f.edge_start, &cols, &[]);
         }
         if let Some(b) = cost_bound {
             row.clear();

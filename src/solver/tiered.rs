@@ -31,7 +31,7 @@
 //! Columns exist only where they can matter: no transfer variable for a
 //! value of zero bytes, and none after a value's last read.
 
-use super::checkmate::{sorted_edges, tri};
+use super::checkmate::{memory_rows, sorted_edges, tri, StageCols};
 use super::{Col, Model};
 use crate::device::{Device, Engines, Throughput};
 use crate::graph::{analysis, Graph, NodeId};
@@ -320,27 +320,16 @@ impl TieredFormulation {
             }
             // Memory: U[t,0] = R[t,0]·m_0 + Σ S[t,i]·m_i + Σ P[t,i]·m_i, then
             // the Checkmate recurrence.
-            row.clear();
-            row.push((f.u(t, 0), 1.0));
-            row.push((f.r(t, 0), -mem[0]));
-            for (i, &mi) in mem.iter().enumerate().take(t) {
-                row.push((f.s(t, i), -mi));
-                if let Some(pc) = f.p(t, i) {
-                    row.push((pc, -mi));
-                }
-            }
-            m.add_row(0.0, 0.0, &row);
-            for k in 0..t {
-                row.clear();
-                row.push((f.u(t, k + 1), 1.0));
-                row.push((f.u(t, k), -1.0));
-                row.push((f.r(t, k + 1), -mem[k + 1]));
-                for e in f.edge_start[k]..f.edge_start[k + 1] {
-                    let (i, _) = f.edges[e];
-                    row.push((f.free(t, e), mem[i]));
-                }
-                m.add_row(0.0, 0.0, &row);
-            }
+            let start: Vec<(Col, f64)> = (0..t)
+                .filter_map(|i| f.p(t, i).map(|pc| (pc, mem[i])))
+                .collect();
+            let cols = StageCols {
+                u: &|k| f.u(t, k),
+                r: &|i| f.r(t, i),
+                s: &|i| f.s(t, i),
+                free: &|e| f.free(t, e),
+            };
+            memory_rows(&mut m, t, &mem, &f.edges, &f.edge_start, &cols, &start);
             // Stage time.
             let ts = f.time_scale;
             let mut compute: Vec<(Col, f64)> =
