@@ -734,7 +734,7 @@ fn offload_search(
         seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
     }
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
-    let policies = super::tiered_policies();
+    let policies = super::seed_policies();
     let n_pol = policies.len();
     for (k, p) in policies.into_iter().enumerate() {
         let left = end.saturating_duration_since(Instant::now());
