@@ -396,19 +396,7 @@ pub(crate) fn solve_milp(
             "{seed_note}; {why}, so the {} is the bound; time: {timing}",
             bound.note
         );
-        return Ok(match seed {
-            Some(s) => Solution {
-                lower_bound: Some(floor.min(s.cost)),
-                trace,
-                ..Solution::feasible(s.schedule, Some(note))
-            },
-            None => Solution {
-                status: Status::NoSolution,
-                lower_bound: Some(floor),
-                trace,
-                ..Solution::infeasible(note)
-            },
-        });
+        return Ok(answer_without_milp(seed, floor, trace, note));
     }
     let ctx = MilpPhase {
         g: std::sync::Arc::new(g.clone()),
@@ -550,19 +538,7 @@ fn watchdog(g: &Graph, mut ctx: MilpPhase, seed: Option<Seed>) -> Result<Solutio
         cost: fallback.as_ref().map(|s| s.cost),
         bound: Some(floor),
     });
-    Ok(match fallback {
-        Some(s) => Solution {
-            lower_bound: Some(floor.min(s.cost)),
-            trace,
-            ..Solution::feasible(s.schedule, Some(note))
-        },
-        None => Solution {
-            status: Status::NoSolution,
-            lower_bound: Some(floor),
-            trace,
-            ..Solution::infeasible(note)
-        },
-    })
+    Ok(answer_without_milp(fallback, floor, trace, note))
 }
 
 /// The worker's answer once it has been abandoned: nobody reads it.
@@ -855,6 +831,29 @@ fn decide(
             solver_peak: None,
             trace: Vec::new(),
             step_bound: None,
+        },
+    }
+}
+
+/// The answer when the MILP gives none (too large a model, or abandoned at
+/// the time limit): the best plan in hand with the bound, or no solution.
+fn answer_without_milp(
+    plan: Option<Seed>,
+    floor: f64,
+    trace: Vec<Progress>,
+    note: String,
+) -> Solution {
+    match plan {
+        Some(s) => Solution {
+            lower_bound: Some(floor.min(s.cost)),
+            trace,
+            ..Solution::feasible(s.schedule, Some(note))
+        },
+        None => Solution {
+            status: Status::NoSolution,
+            lower_bound: Some(floor),
+            trace,
+            ..Solution::infeasible(note)
         },
     }
 }
