@@ -7,14 +7,32 @@ Public API (stable; ``compare-pytorch`` and the executor build on it)::
     cap.nodes                                 # list[GraphNode], in FX (topological) order
     cap.node_of[fx_node]                      # GraphNode owning the storage of an FX value, or None
     cap.by_name["addmm"]                      # GraphNode by graph-file name
+    cap.members[fx_node]                      # a kernel's GraphNodes (one, or a group's members)
+    cap.bases[fx_node]                        # the GraphNodes whose storage an FX value lives in
 
 Tracing runs under ``FakeTensorMode`` (inside AOTAutograd): no activation is
 allocated, only the parameters the model already holds.
 
-Node naming: a graph-file node is one FX ``call_function`` node that runs a
-kernel producing fresh storage; its graph-file name is the FX node's name in
-the joint graph (``addmm``, ``native_layer_norm_1``, ``mm_2``...). Those names
-are deterministic for a given model, batch shape and torch version.
+Node naming: a graph-file node is one fresh output storage of a kernel (an FX
+``call_function`` node of the joint graph that produces fresh storage).
+
+* A kernel with one fresh output storage (``addmm``, ``relu``...) is one plain
+  node named after the FX node (``addmm``, ``mm_2``...).
+* A kernel with several (``native_layer_norm`` -> out, mean, rstd;
+  ``native_dropout`` -> out, mask; ``max_pool2d_with_indices``;
+  ``convolution_backward``...) is split into **members**, one per distinct
+  fresh output storage (outputs sharing a storage are one member), listed
+  consecutively in output order, all carrying ``group = <FX name>``. The
+  first member is named after the FX node, the others ``<FX name>.<k>`` with
+  ``k`` the index of the member's first tuple output (``native_layer_norm``,
+  ``native_layer_norm.1``, ``native_layer_norm.2``). Every member has the
+  kernel's full dependency list; each is freed on its own, so layer norm's
+  small ``rstd`` saved for the backward no longer pins the large output.
+  The kernel still runs once (see ``executor``).
+
+Those names are deterministic for a given model, batch shape and torch
+version. ``capture(..., groups=False)`` gives the format before groups (one
+node per kernel, memory the sum of its outputs), for comparisons.
 
 Everything else is not a node:
 
@@ -22,9 +40,14 @@ Everything else is not a node:
   resident all step (``fixed_memory``);
 * alias values (``getitem`` of a multi-output kernel, ops whose schema returns
   an alias such as ``view``/``t``/``detach``/``expand``, and any op whose
-  output shares its input's storage) belong to their base kernel: a reader of
-  an alias depends on the base, and the executor re-derives the alias from the
-  base when it needs it.
+  output shares its input's storage) belong to their base node: a reader of
+  an alias depends on the base (for ``getitem(kernel, j)``: the member owning
+  output ``j``'s storage), and the executor re-derives the alias from the
+  base when it needs it;
+* a kernel output that shares an input's storage is not a member (it is an
+  alias of that input); a reader of it depends on the kernel's first member
+  (which carries it) and on the input's bases. No kernel of the examples or
+  resnet18 has one.
 """
 
 from __future__ import annotations
@@ -33,7 +56,7 @@ import contextlib
 import hashlib
 import json
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -62,12 +85,13 @@ class LossWrapper(torch.nn.Module):
 
 @dataclass
 class GraphNode:
-    """One graph-file node: a kernel in the joint graph that produces fresh storage."""
+    """One graph-file node: a kernel's fresh output storage (or all of them, for a kernel
+    with one). Members of a multi-output kernel share ``fx_node``, ``deps`` and ``group``."""
 
     name: str
-    fx_node: fx.Node
+    fx_node: fx.Node  # the kernel (shared by all members of a group)
     deps: List[str]
-    memory: int  # bytes: sum of the kernel's distinct output storages
+    memory: int  # bytes: the distinct fresh storages of this node's outputs
     op: str  # "aten.addmm.default"
     module: str  # module path ("encoder.0.attn"), "" for the top level
     shapes: List[List[int]]
@@ -75,6 +99,12 @@ class GraphNode:
     random: bool  # torch.Tag.nondeterministic_seeded
     backward: bool  # reads the loss tangent (transitively)
     index: int = 0
+    # the kernel's FX name for members of a multi-output kernel, None for a plain node
+    group: Optional[str] = None
+    # tuple indices of the kernel's outputs this node's storage backs ([0] for a kernel
+    # returning one tensor)
+    outputs: List[int] = field(default_factory=list)
+    member: int = 0  # position in its group (0: the first member, which runs the kernel)
 
 
 @dataclass
@@ -95,6 +125,18 @@ class Capture:
     batch_meta: List[Tuple[List[int], str]]
     api: str  # which AOTAutograd entry point captured it
     fingerprint: str = ""
+    # kernel FX node -> its graph nodes in member order (one for a plain node)
+    members: Dict[fx.Node, List[GraphNode]] = field(default_factory=dict)
+    # FX value -> the graph nodes whose storage it lives in (readers depend on them)
+    bases: Dict[fx.Node, List[GraphNode]] = field(default_factory=dict)
+
+    def kernel_members(self, g: GraphNode) -> List[GraphNode]:
+        """All members of ``g``'s kernel (``[g]`` for a plain node)."""
+        return self.members[g.fx_node]
+
+    def kernels(self) -> List[GraphNode]:
+        """The first member of every kernel, in graph order: one entry per kernel run."""
+        return [g for g in self.nodes if g.member == 0]
 
 
 def _strip(fqn: str) -> str:
@@ -285,25 +327,27 @@ def _shape_dtype(val) -> Tuple[List[List[int]], List[str]]:
 
 
 def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any],
-            api: Optional[str] = None) -> Capture:
+            api: Optional[str] = None, groups: bool = True) -> Capture:
     """Capture the joint forward+backward graph of ``loss_fn(model(batch[0]), *batch[1:])``.
 
     ``api`` forces the entry point ("descriptors" or "aot_module"); by default the
-    descriptor API is used where torch has it.
+    descriptor API is used where torch has it. ``groups=False`` keeps each
+    multi-output kernel one node (all its outputs freed together), as before the
+    graph format had groups: only for comparing the two.
     """
     # capturing must not consume the global RNG (the step that follows would then
     # draw other dropout masks than an uncaptured one): save and restore it
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     try:
-        return _capture(model, batch, loss_fn, api)
+        return _capture(model, batch, loss_fn, api, groups)
     finally:
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
 
 
-def _capture(model, batch, loss_fn, api) -> Capture:
+def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     import torch._functorch.aot_autograd as aa
 
     model.train()
@@ -325,7 +369,7 @@ def _capture(model, batch, loss_fn, api) -> Capture:
     if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
         shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
         raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
-    return _build(gm, phs, loss, grads, muts, used, model, batch)
+    return _build(gm, phs, loss, grads, muts, used, model, batch, groups)
 
 
 def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],
@@ -337,9 +381,10 @@ def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Ten
         raise RematInputError(f"{spec.rpartition(':')[0]}: {spec.rpartition(':')[2]}: {e}") from e
 
 
-def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:
+def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Capture:
     node_of: Dict[fx.Node, Optional[GraphNode]] = {}
     bases: Dict[fx.Node, List[GraphNode]] = {}
+    members: Dict[fx.Node, List[GraphNode]] = {}
     backward: Dict[fx.Node, bool] = {}
     nodes: List[GraphNode] = []
     for n in gm.graph.nodes:
@@ -361,46 +406,121 @@ def _build(gm, phs, loss, grads, muts, api, model, batch) -> Capture:
                     dep_list.append(b)
         val = n.meta.get("val")
         alias = _is_alias_op(n)
+        in_st: Dict[int, int] = {}
+        for a in inputs:
+            in_st.update(_storages(a.meta.get("val")))
         if not alias and val is not None:
             # storage level: an op whose output shares an input's storage is an alias too
-            in_st = {}
-            for a in inputs:
-                in_st.update(_storages(a.meta.get("val")))
             out_st = _storages(val)
             if out_st and all(s in in_st for s in out_st):
                 alias = True
         if alias:
-            bases[n] = dep_list
-            node_of[n] = dep_list[0] if len(dep_list) == 1 else None
+            src = n.args[0] if n.target is operator.getitem and n.args else None
+            if isinstance(src, fx.Node) and src in members and _is_tuple(src.meta.get("val")):
+                # getitem(kernel, j): the member owning output j's storage, only
+                bases[n] = _output_bases(src, n.args[1], members[src], bases)
+            else:
+                bases[n] = dep_list
+            node_of[n] = bases[n][0] if len(bases[n]) == 1 else None
             continue
         if not isinstance(n.target, torch._ops.OpOverload):
             raise RematInputError(f"unsupported FX node {n.name}: target {n.target!r}")
-        shapes, dtypes = _shape_dtype(val)
-        mem = sum(_storages(val).values())
+        parts = _split_outputs(val, in_st, groups)
         if _scalar_outputs(val) and torch.Tag.nondeterministic_seeded not in n.target.tags:
-            mem = max(mem, _probe_storage_bytes(n))
+            probed = _probe_storage_bytes(n)
+            if probed is not None:
+                for p in parts:
+                    p["bytes"] = max(p["bytes"], sum(probed[j] for j in p["outputs"]
+                                                     if j < len(probed)))
         module = (n.meta.get("custom") or {}).get("module", "")
-        gn = GraphNode(
-            name=n.name, fx_node=n, deps=[d.name for d in dep_list], memory=int(mem),
-            op=str(n.target), module=module, shapes=shapes, dtypes=dtypes,
-            random=torch.Tag.nondeterministic_seeded in n.target.tags,
-            backward=backward[n], index=len(nodes))
-        nodes.append(gn)
-        bases[n] = [gn]
-        node_of[n] = gn
+        random = torch.Tag.nondeterministic_seeded in n.target.tags
+        group = n.name if len(parts) > 1 else None
+        ms: List[GraphNode] = []
+        for k, p in enumerate(parts):
+            if group is None:
+                shapes, dtypes = _shape_dtype(val)  # a plain node: every output, as before
+            else:
+                shapes, dtypes = _shape_dtype([val[j] for j in p["outputs"]])
+            gn = GraphNode(
+                name=n.name if k == 0 else f"{n.name}.{p['outputs'][0]}", fx_node=n,
+                deps=[d.name for d in dep_list], memory=int(p["bytes"]), op=str(n.target),
+                module=module, shapes=shapes, dtypes=dtypes, random=random,
+                backward=backward[n], index=len(nodes), group=group,
+                outputs=list(p["outputs"]), member=k)
+            nodes.append(gn)
+            ms.append(gn)
+        members[n] = ms
+        bases[n] = list(ms)
+        node_of[n] = ms[0] if len(ms) == 1 else None
     by_name = {g.name: g for g in nodes}
+    if len(by_name) != len(nodes):
+        dup = next(g.name for g in nodes if sum(x.name == g.name for x in nodes) > 1)
+        raise RematInputError(f"two graph nodes are named '{dup}'")
     params = {_strip("model." + k): p for k, p in model.named_parameters()}
     buffers = {_strip("model." + k): b for k, b in model.named_buffers()}
     batch_meta = [(list(map(int, t.shape)), str(t.dtype).replace("torch.", "")) for t in batch]
     cap = Capture(gm=gm, nodes=nodes, by_name=by_name, node_of=node_of, placeholders=phs,
                   loss=loss, grads=grads, mutations=muts, params=params, buffers=buffers,
-                  batch_meta=batch_meta, api=api)
+                  batch_meta=batch_meta, api=api, members=members, bases=bases)
     for what, v in [("loss", loss)] + [(f"grad of {k}", v) for k, v in grads.items()] + [
             (f"new value of buffer {k}", v) for k, v in muts.items()]:
         if len(bases[v]) > 1:
             raise RematInputError(f"{what} ({v.name}) is an alias of several kernels: unsupported")
     cap.fingerprint = fingerprint(cap)
     return cap
+
+
+def _is_tuple(val) -> bool:
+    return isinstance(val, (tuple, list))
+
+
+def _split_outputs(val, in_st: Dict[int, int], groups: bool) -> List[Dict[str, Any]]:
+    """A kernel's members: ``[{"outputs": [j, ...], "bytes": b}]`` in output order.
+
+    One member per distinct fresh output storage: outputs that share a storage are
+    merged into one member (placed at the first of them); outputs that are None, not
+    tensors, or live in an input's storage belong to no member. ``groups=False``
+    merges all into one. A kernel with no fresh storage (outputs all empty) still
+    gets one member of 0 bytes, as before groups."""
+    outs = list(enumerate(val)) if _is_tuple(val) else [(0, val)]
+    parts: List[Dict[str, Any]] = []
+    for j, x in outs:
+        st = {k: b for k, b in _storages(x).items() if k not in in_st}
+        if not st:
+            continue
+        if groups:
+            hit = [p for p in parts if set(p["st"]) & set(st)]
+        else:
+            hit = parts[:1]
+        if not hit:
+            parts.append({"outputs": [j], "st": dict(st)})
+            continue
+        keep = hit[0]
+        for p in hit[1:]:  # output j shares storages of several members: they are one
+            keep["outputs"] += p["outputs"]
+            keep["st"].update(p["st"])
+            parts.remove(p)
+        keep["outputs"] = sorted(keep["outputs"] + [j])
+        keep["st"].update(st)
+    if not parts:
+        parts = [{"outputs": [j for j, _ in outs], "st": {}}]
+    return [{"outputs": p["outputs"], "bytes": sum(p["st"].values())} for p in parts]
+
+
+def _output_bases(kernel: fx.Node, j: Any, ms: List[GraphNode],
+                  bases: Dict[fx.Node, List[GraphNode]]) -> List[GraphNode]:
+    """The graph nodes ``getitem(kernel, j)`` lives in: the member owning output ``j``;
+    for an output in an input's storage (no member owns it), the first member, which
+    carries it, then the bases of the kernel's inputs."""
+    for m in ms:
+        if j in m.outputs:
+            return [m]
+    out = [ms[0]]
+    for a in kernel.all_input_nodes:
+        for b in bases[a]:
+            if b not in out:
+                out.append(b)
+    return out
 
 
 def _scalar_outputs(val) -> bool:
@@ -411,8 +531,9 @@ def _scalar_outputs(val) -> bool:
 PROBE_DIM = 3  # dimensions are clipped to this for the first, cheap probe
 
 
-def _probe_storage_bytes(n: fx.Node) -> int:
-    """Real output storage bytes of a kernel whose outputs are all 0-dim.
+def _probe_storage_bytes(n: fx.Node) -> Optional[List[int]]:
+    """Real output storage bytes, per tuple output, of a kernel whose outputs are all
+    0-dim; None where the fake sizes are right.
 
     Fake (meta) kernels say 4 bytes, but some real kernels return a 0-dim view
     into a buffer the size of their input: on CPU, ``mse_loss``,
@@ -423,15 +544,16 @@ def _probe_storage_bytes(n: fx.Node) -> int:
     RNG is untouched). Only if that shows more storage than the outputs need is
     the size found for the real shapes: by running it on inputs of the real
     shapes when they total at most ``PROBE_LIMIT`` bytes, else by scaling with
-    the largest input's element count.
+    the largest input's element count. Per output, so that each member of a
+    multi-output kernel gets its own storage's size.
     """
     small = _run_probe(n, clip=True)
     if small is None:
-        return 0
+        return None
     real_bytes, small_largest = small
     need = sum(t.element_size() for t in _tensor_leaves(n.meta.get("val")))
-    if real_bytes <= need:
-        return 0
+    if sum(real_bytes) <= need:
+        return None
     in_vals = [a.meta.get("val") for a in n.all_input_nodes]
     in_tensors = [t for v in in_vals for t in _tensor_leaves(v)]
     total = sum(t.numel() * t.element_size() for t in in_tensors)
@@ -440,14 +562,15 @@ def _probe_storage_bytes(n: fx.Node) -> int:
         if full is not None:
             return full[0]
     largest = max((t.numel() for t in in_tensors), default=1)
-    return real_bytes * largest // max(small_largest, 1)
+    return [b * largest // max(small_largest, 1) for b in real_bytes]
 
 
 PROBE_LIMIT = 256 * 2**20
 
 
 def _run_probe(n: fx.Node, clip: bool):
-    """(output storage bytes, largest input numel) of running ``n`` for real, or None."""
+    """(output storage bytes per tuple output, largest input numel) of running ``n`` for
+    real, or None. A storage shared by several outputs counts at the first of them."""
     largest = [1]
 
     def real(a):
@@ -470,16 +593,24 @@ def _run_probe(n: fx.Node, clip: bool):
             out = n.target(*fx.node.map_arg(n.args, real), **fx.node.map_arg(n.kwargs, real))
     except Exception:  # noqa: BLE001 - a probe that cannot run keeps the fake size
         return None
-    return sum(_storages(out).values()), largest[0]
+    seen: set = set()
+    per: List[int] = []
+    for x in (out if _is_tuple(out) else [out]):
+        st = {k: b for k, b in _storages(x).items() if k not in seen}
+        seen.update(st)
+        per.append(sum(st.values()))
+    return per, largest[0]
 
 
 def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:
-    """The graph nodes whose storage an FX value lives in (empty for placeholder-derived)."""
+    """The graph nodes whose storage an FX value lives in (empty for placeholder-derived).
+
+    For ``getitem(kernel, j)`` of a multi-output kernel that is the member owning
+    output ``j`` only, not the whole group."""
+    if v in cap.bases:
+        return list(cap.bases[v])
     if v.op == "placeholder":
         return []
-    gn = cap.by_name.get(v.name)
-    if gn is not None and gn.fx_node is v:
-        return [gn]
     out: List[GraphNode] = []
     for a in v.all_input_nodes:
         for b in base_nodes(cap, a):
@@ -492,13 +623,18 @@ def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:
 
 
 def fingerprint(cap: Capture) -> str:
-    """sha256 of the node list (names, targets, shapes, dtypes, deps) and the placeholders."""
+    """sha256 of the node list (names, targets, shapes, dtypes, deps, memory, and the
+    group of a group's members) and the placeholders. A plain node's entry is what it
+    was before groups."""
     items: List[Any] = []
     for n, (kind, key) in cap.placeholders.items():
         shapes, dtypes = _shape_dtype(n.meta.get("val"))
         items.append(["placeholder", n.name, kind, key, shapes, dtypes])
     for g in cap.nodes:
-        items.append([g.name, g.op, g.shapes, g.dtypes, g.deps, g.memory])
+        item: List[Any] = [g.name, g.op, g.shapes, g.dtypes, g.deps, g.memory]
+        if g.group is not None:
+            item.append({"group": g.group, "outputs": g.outputs})
+        items.append(item)
     blob = json.dumps(items, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
 
