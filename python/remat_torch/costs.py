@@ -9,6 +9,11 @@
   figures are those of a named device (``DEVICES``) or given by flags.
 * ``measured``: each node run on the current device with real tensors
   (one warm-up, then the median of ``repeats`` timings), in microseconds.
+
+A multi-output kernel split into group members runs once whenever any member is
+computed (all members are computed together), so in every mode its whole cost
+is on its first member and the other members cost 0: the sum over members is
+the kernel's cost, and the solver counts it once per kernel run.
 """
 
 from __future__ import annotations
@@ -47,8 +52,8 @@ def node_flops(cap: Capture) -> Dict[str, int]:
     from torch.utils.flop_counter import FlopCounterMode
 
     fm = _fake_mode(cap)
-    out: Dict[str, int] = {}
-    for g in cap.nodes:
+    out: Dict[str, int] = {g.name: 0 for g in cap.nodes}  # members after the first: 0
+    for g in cap.kernels():
         n = g.fx_node
         args = fx.node.map_arg(n.args, lambda a: a.meta["val"])
         kwargs = fx.node.map_arg(n.kwargs, lambda a: a.meta["val"])
@@ -64,7 +69,8 @@ def node_flops(cap: Capture) -> Dict[str, int]:
 
 
 def node_bytes(g: GraphNode) -> int:
-    """Bytes a kernel moves: each distinct input tensor read once, plus its outputs."""
+    """Bytes a kernel moves: each distinct input tensor read once, plus all its outputs
+    (every member's, for a group: this is the kernel's figure, for its first member)."""
     n = g.fx_node
     seen = set()
     read = 0
@@ -78,10 +84,11 @@ def node_bytes(g: GraphNode) -> int:
 
 
 def roofline(cap: Capture, peak_flops: float, bandwidth: float) -> Dict[str, float]:
-    """Microseconds per node: max(FLOPs / peak, bytes / bandwidth)."""
+    """Microseconds per node: max(FLOPs / peak, bytes / bandwidth); 0 for a group's
+    members after the first."""
     flops = node_flops(cap)
-    return {g.name: 1e6 * max(flops[g.name] / peak_flops, node_bytes(g) / bandwidth)
-            for g in cap.nodes}
+    return {g.name: (1e6 * max(flops[g.name] / peak_flops, node_bytes(g) / bandwidth)
+                     if g.member == 0 else 0.0) for g in cap.nodes}
 
 
 def measured(cap: Capture, batch, repeats: int = 5) -> Dict[str, float]:
@@ -107,9 +114,9 @@ def measured(cap: Capture, batch, repeats: int = 5) -> Dict[str, float]:
             return values[v]
         return v.target(*fx.node.map_arg(v.args, ev), **fx.node.map_arg(v.kwargs, ev))
 
-    out: Dict[str, float] = {}
+    out: Dict[str, float] = {g.name: 0.0 for g in cap.nodes}  # members after the first: 0
     with torch.no_grad():
-        for g in cap.nodes:
+        for g in cap.kernels():
             n = g.fx_node
             args = fx.node.map_arg(n.args, ev)
             kwargs = fx.node.map_arg(n.kwargs, ev)

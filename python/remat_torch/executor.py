@@ -8,11 +8,19 @@ and each BatchNorm running statistic into its buffer, and returns the loss.
 
 Semantics (see docs/pytorch.md):
 
-* registers hold a kernel's whole output (a tensor or a tuple of tensors);
-  ``deallocate`` drops the register, freeing all of the kernel's outputs;
+* a register holds one graph node's tensors: a plain node's whole output (a
+  tensor, or a kernel's tuple), a group member's own outputs only;
+  ``deallocate`` drops the register, freeing that node's storages;
+* a multi-output kernel split into group members runs once per computation of
+  the group: on its first member's ``compute``; the following members'
+  ``compute`` statements, which must come right after (only their
+  ``allocate`` in between), take their outputs from that result, and the
+  result itself is dropped at the last member's ``compute``, so no output
+  outlives the register that owns it. A plan that computes some members of a
+  group but not all, or not consecutively in member order, is refused;
 * alias values (views, ``t``, ``getitem``...) are re-derived from the base
   register each time a kernel reads them, so no register pins a freed base;
-* a kernel's sink actions (copy into ``p.grad``, into a buffer, record the
+* a node's sink actions (copy into ``p.grad``, into a buffer, record the
   loss) run on its first computation only, never on a recomputation;
 * a random kernel (``torch.Tag.nondeterministic_seeded``, e.g. dropout) that the
   plan recomputes gets the RNG state recorded before its first computation
@@ -25,6 +33,7 @@ Semantics (see docs/pytorch.md):
 from __future__ import annotations
 
 import json
+import operator
 import os
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -102,6 +111,8 @@ class Executor:
                 f"{path}: the plan is for model '{name}', whose fingerprint does not match "
                 f"this model's joint graph ({cap.fingerprint[:12]})")
         regs: Dict[int, GraphNode] = {}
+        # the group being computed: (its members, index of the member that must come next)
+        pending: Optional[tuple] = None
         for i, st in enumerate(plan["statements"]):
             op = st.get("op")
             if op == "allocate":
@@ -113,6 +124,8 @@ class Executor:
                     raise RematInputError(
                         f"{path}: node '{gn.name}': the plan allocates {st.get('bytes')} bytes, "
                         f"the joint graph's kernel outputs {gn.memory}")
+                if pending is not None and gn is not pending[0][pending[1]]:
+                    raise RematInputError(_interrupted(path, pending, f"allocates '{gn.name}'"))
                 regs[st["register"]] = gn
             elif op == "compute":
                 gn = cap.by_name.get(st.get("node"))
@@ -127,12 +140,27 @@ class Executor:
                     raise RematInputError(
                         f"{path}: node '{gn.name}': the plan's arguments do not match its "
                         f"dependencies in the joint graph ({', '.join(gn.deps) or 'none'})")
+                ms = cap.kernel_members(gn)
+                if pending is not None and gn is not pending[0][pending[1]]:
+                    raise RematInputError(_interrupted(path, pending, f"computes '{gn.name}'"))
+                if pending is None and gn.member != 0:
+                    raise RematInputError(
+                        f"{path}: node '{gn.name}': computed without '{ms[0].name}' right "
+                        f"before it: the members of group '{gn.group}' "
+                        f"({', '.join(m.name for m in ms)}) are computed together, in order")
+                nxt = gn.member + 1
+                pending = (ms, nxt) if nxt < len(ms) else None
             elif op == "deallocate":
                 if st.get("register") not in regs:
                     raise RematInputError(f"{path}: statement {i}: deallocates unknown register "
                                           f"{st.get('register')}")
+                if pending is not None:
+                    raise RematInputError(_interrupted(
+                        path, pending, f"deallocates register {st.get('register')}"))
             else:
                 raise RematInputError(f"{path}: statement {i}: unknown op '{op}'")
+        if pending is not None:
+            raise RematInputError(_interrupted(path, pending, "ends"))
         computed = {st["node"] for st in plan["statements"] if st["op"] == "compute"}
         missing = [g.name for g in cap.nodes if g.name not in computed]
         if missing:
@@ -155,7 +183,9 @@ class Executor:
         for st in self.plan["statements"]:
             if st["op"] == "compute":
                 counts[st["node"]] = counts.get(st["node"], 0) + 1
-        self.replay_rng = {n for n, c in counts.items() if c > 1 and cap.by_name[n].random}
+        # kernels (named by their first member, which runs them) whose RNG is replayed
+        self.replay_rng = {n for n, c in counts.items()
+                           if c > 1 and cap.by_name[n].random and cap.by_name[n].member == 0}
         self.phs: Dict[str, List[fx.Node]] = {}
 
     # ------------------------------------------------------------------ running
@@ -203,6 +233,7 @@ class Executor:
         tangent = torch.ones((), dtype=cap.loss.meta["val"].dtype, device=dev)
         env = self._placeholder_env(batch, tangent)
         regs: Dict[int, Any] = {}
+        result: Any = None  # a group's kernel result, between its first and last member
         done: set = set()
         rng: Dict[str, Any] = {}
         loss_value: List[float] = []
@@ -214,12 +245,20 @@ class Executor:
         tracker = StorageTracker(resident) if measure else None
 
         def evaluate(v: fx.Node, live: Dict[str, Any]):
-            """An FX value from the placeholders and the live kernel outputs ``live``."""
+            """An FX value from the placeholders and the live graph-node values ``live``
+            (node name -> register value)."""
             if v.op == "placeholder":
                 return env[v]
-            gn = cap.by_name.get(v.name)
-            if gn is not None and gn.fx_node is v:
-                return live[gn.name]
+            ms = cap.members.get(v)
+            if ms is not None:  # a kernel
+                if not _is_tuple(v.meta.get("val")):
+                    return live[ms[0].name]
+                return _whole(v, ms, live)
+            src = v.args[0] if v.target is operator.getitem else None
+            if isinstance(src, fx.Node) and src in cap.members and _is_tuple(
+                    src.meta.get("val")):
+                # getitem(kernel, j): from the register of the member that owns output j
+                return live[cap.bases[v][0].name][v.args[1]]
             return v.target(*fx.node.map_arg(v.args, lambda a: evaluate(a, live)),
                             **fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live)))
 
@@ -247,39 +286,50 @@ class Executor:
                         name = st["node"]
                         gn = cap.by_name[name]
                         n = gn.fx_node
-                        live = {d: regs[r] for d, r in zip(gn.deps, st["args"])}
-                        def read(a, live=live):
-                            return evaluate(a, live)
+                        if gn.member == 0:
+                            live = {d: regs[r] for d, r in zip(gn.deps, st["args"])}
 
-                        args = fx.node.map_arg(n.args, read)
-                        kwargs = fx.node.map_arg(n.kwargs, read)
-                        first = name not in done
-                        if first and name in self.replay_rng:
-                            rng[name] = _get_rng(cuda)
-                        if not first and name in rng:
-                            saved = _get_rng(cuda)
-                            _set_rng(rng[name], cuda)
-                            out = n.target(*args, **kwargs)
-                            _set_rng(saved, cuda)
+                            def read(a, live=live):
+                                return evaluate(a, live)
+
+                            args = fx.node.map_arg(n.args, read)
+                            kwargs = fx.node.map_arg(n.kwargs, read)
+                            first_run = name not in done
+                            if first_run and name in self.replay_rng:
+                                rng[name] = _get_rng(cuda)
+                            if not first_run and name in rng:
+                                saved = _get_rng(cuda)
+                                _set_rng(rng[name], cuda)
+                                out = n.target(*args, **kwargs)
+                                _set_rng(saved, cuda)
+                            else:
+                                out = n.target(*args, **kwargs)
+                            del args, kwargs, live, read
                         else:
-                            out = n.target(*args, **kwargs)
-                        del args, kwargs, live, read
-                        regs[st["register"]] = out
+                            out = result  # the kernel ran at the group's first member
+                        value = _member_value(gn, out, cap.kernel_members(gn))
+                        # the whole result is kept only until the group's last member takes
+                        # its outputs: then every output is held by its own register only
+                        result = out if gn.member + 1 < len(cap.kernel_members(gn)) else None
+                        del out
+                        regs[st["register"]] = value
+                        first = name not in done
                         if tracker is not None and first:
-                            real = _fresh_storage_bytes(out, tracker.resident)
+                            real = _fresh_storage_bytes(value, tracker.resident)
                             if real != gn.memory:
                                 self.size_mismatches[name] = (gn.memory, real)
                         self.computations[name] = self.computations.get(name, 0) + 1
                         if first:
                             done.add(name)
                             for kind, key, v in self.sinks.get(name, ()):
-                                sink(kind, key, v, {name: out})
-                        del out
+                                sink(kind, key, v, {name: value})
+                        del value
                     elif op == "deallocate":
                         regs.pop(st["register"], None)
                     if self.trace is not None and tracker is not None:
                         self.trace(i_st, tracker.live, tracker.peak)
                 regs.clear()
+                result = None
         if tracker is not None:
             # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
             # the graph file's fixed_memory without optimizer state, when all is as captured
@@ -293,16 +343,56 @@ class Executor:
         return torch.tensor(loss_value[0])
 
 
+def _is_tuple(val) -> bool:
+    return isinstance(val, (tuple, list))
+
+
+def _member_value(gn: GraphNode, out: Any, members: List[GraphNode]) -> Any:
+    """What ``gn``'s register holds of its kernel's result ``out``: a plain node of a
+    kernel returning one tensor holds it; otherwise ``{j: out[j]}`` over the tuple
+    outputs it owns (the first member also carries the outputs no member owns: None,
+    or a view of an input), so that dropping the register frees its storages only."""
+    if not _is_tuple(out):
+        return out
+    keep = set(gn.outputs)
+    if gn.member == 0:
+        owned = {j for m in members for j in m.outputs}
+        keep |= {j for j in range(len(out)) if j not in owned}
+    return {j: out[j] for j in sorted(keep)}
+
+
+def _whole(v: fx.Node, ms: List[GraphNode], live: Dict[str, Any]) -> tuple:
+    """A multi-member kernel's tuple value, from whichever members' registers are live."""
+    n_out = len(v.meta["val"])
+    vals: List[Any] = [None] * n_out
+    for m in ms:
+        if m.name in live:
+            for j, t in live[m.name].items():
+                vals[j] = t
+    return tuple(vals)
+
+
 def _fresh_storage_bytes(out, resident) -> int:
     """Bytes of the distinct storages of a kernel's outputs (resident ones excluded)."""
     from .capture import _tensor_leaves, storage_key
 
+    if isinstance(out, dict):  # a member's register: {tuple index: output}
+        out = list(out.values())
     seen: Dict[int, int] = {}
     for t in _tensor_leaves(out):
         k = storage_key(t)
         if k not in resident:
             seen[k] = t.untyped_storage().nbytes()
     return sum(seen.values())
+
+
+def _interrupted(path: str, pending: tuple, what: str) -> str:
+    """The one-line refusal of a plan that leaves a group's members half computed."""
+    ms, k = pending
+    return (f"{path}: node '{ms[k].name}': the plan {what} after computing "
+            f"'{ms[k - 1].name}' and before '{ms[k].name}': the members of group "
+            f"'{ms[0].group}' ({', '.join(m.name for m in ms)}) must be computed together, "
+            "consecutively and in order (only their allocations in between)")
 
 
 class _null:
@@ -324,12 +414,19 @@ def _set_rng(state, cuda: bool) -> None:
 
 
 def no_remat_statements(cap: Capture) -> List[Dict[str, Any]]:
-    """Every node once in graph order, each freed right after its last reader."""
+    """Every node once in graph order, each freed right after its last reader (a node
+    nothing reads: right after its computation). A group's members are allocated and
+    computed consecutively, and nothing is freed before the group's last member (the
+    kernel allocates all its outputs at once), as remat's plans do."""
+    # position of the last member of each node's group: reads and frees happen there
+    end: Dict[str, int] = {}
+    for g in cap.nodes:
+        end[g.name] = g.index + len(cap.kernel_members(g)) - 1 - g.member
     last: Dict[str, int] = {}
-    for i, g in enumerate(cap.nodes):
-        last.setdefault(g.name, i)
+    for g in cap.nodes:
+        last.setdefault(g.name, end[g.name])
         for d in g.deps:
-            last[d] = i
+            last[d] = end[g.name]
     regs = {g.name: i for i, g in enumerate(cap.nodes)}
     frees: Dict[int, List[str]] = {}
     for name, i in last.items():

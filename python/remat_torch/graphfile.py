@@ -3,6 +3,11 @@
 The file follows docs/format.md. Per-node details that the format has no key
 for (module path, shapes, dtypes, randomness) go into the top-level ``meta``
 map as ``node.<name>`` entries; the solver ignores ``meta``.
+
+The members of a multi-output kernel (see ``capture``) are written
+consecutively, in output order, each with ``group: <the kernel's FX name>``;
+the kernel's cost is on the first member and the others cost 0. A plain node
+has no ``group`` key, as before groups.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ def render(cap: Capture, name: str, batch_size: int, costs: Dict[str, float], co
                  f"deps: [{deps}]"]
         if g.backward:
             parts.append("backward: true")
+        if g.group is not None:
+            parts.append(f"group: {_q(g.group)}")
         parts.append(f"op: {_q(g.op)}")
         lines.append("  - {" + ", ".join(parts) + "}")
     return "\n".join(lines) + "\n"
@@ -64,7 +71,9 @@ def node_meta(cap: Capture) -> Dict[str, str]:
     for g in cap.nodes:
         shapes = ";".join("x".join(map(str, s)) or "scalar" for s in g.shapes)
         out[f"node.{g.name}"] = (f"module={g.module or '-'} shape={shapes} "
-                                 f"dtype={';'.join(g.dtypes)} random={str(g.random).lower()}")
+                                 f"dtype={';'.join(g.dtypes)} random={str(g.random).lower()}"
+                                 + (f" outputs={','.join(map(str, g.outputs))}"
+                                    if g.group is not None else ""))
     return out
 
 
@@ -107,6 +116,7 @@ def export(cap: Capture, batch, name: str, batch_size: int, cost: str = "rooflin
         "optimizer": optimizer,
         "optimizer_bytes": str(opt),
         "nodes": str(len(cap.nodes)),
+        "kernels": str(len(cap.kernels())),
     }
     meta.update(node_meta(cap))
     return render(cap, name, batch_size, costs, unit, fixed, meta)
