@@ -13,7 +13,9 @@ For a model factory, this:
    the forward module's kernels in order, then the backward module's; every
    value is allocated when it is computed and freed after its last reader; a
    forward kernel that the backward module computes again is a second compute
-   of the same graph node (a recomputation);
+   of the same graph node (a recomputation); a multi-output kernel is all its
+   group's members, computed consecutively, each freed after its own last
+   reader (not before the group's last member is computed);
 4. has ``remat simulate`` measure that plan (PyTorch's cost and peak), then
    gives ``remat solve -s remat-exact`` that peak as the budget;
 5. sweeps remat below PyTorch's smallest peak, down to the smallest feasible
@@ -188,19 +190,26 @@ def partition_statements(cap: Capture, fw: fx.GraphModule, bw: fx.GraphModule) -
             ins: Dict[str, int] = {}
             for a in n.all_input_nodes:
                 ins.update(env[a])
-            g = cap.by_name.get(n.name)
-            if g is None or g.fx_node is not orig:
-                env[n] = ins  # an alias: lives in its bases' registers
+            ms = cap.members.get(orig)
+            if ms is None:
+                # an alias: lives in its bases' registers (getitem(kernel, j): only the
+                # member owning output j, not the whole group)
+                keep = {b.name for b in cap.bases.get(orig, [])}
+                env[n] = {k: r for k, r in ins.items() if k in keep}
                 continue
+            g = ms[0]
             missing = [d for d in g.deps if d not in ins]
             extra = sorted(set(ins) - set(g.deps))
             if missing or extra:
                 raise RematInputError(f"{which} partition node {n.name}: its inputs live in "
                                       f"{sorted(ins)}, the graph file says deps {g.deps}")
-            r = len(reg_node)
-            reg_node.append(g.name)
-            computes.append((g.name, r, [ins[d] for d in g.deps]))
-            env[n] = {g.name: r}
+            # a multi-output kernel: all its members, consecutively, each its own register
+            env[n] = {}
+            for m in ms:
+                r = len(reg_node)
+                reg_node.append(m.name)
+                computes.append((m.name, r, [ins[d] for d in m.deps]))
+                env[n][m.name] = r
         return {n.name: env[n] for n in env}
 
     fw_env = run(fw, "forward")
@@ -210,12 +219,18 @@ def partition_statements(cap: Capture, fw: fx.GraphModule, bw: fx.GraphModule) -
                     for gn in fw_regs[n.name]})
     run(bw, "backward")
 
-    # free each register after its last reader (right after its compute if none reads it)
+    # free each register after its last reader (right after its compute if none reads it);
+    # within a group nothing is freed before its last member is computed (the kernel
+    # allocates all members at once), so reads and frees count at the group's end
+    ends = []
+    for i, (name, _, _) in enumerate(computes):
+        g = cap.by_name[name]
+        ends.append(i + len(cap.kernel_members(g)) - 1 - g.member)
     last: Dict[int, int] = {}
     for i, (_, r, args) in enumerate(computes):
-        last[r] = i
+        last.setdefault(r, ends[i])
         for a in args:
-            last[a] = i
+            last[a] = ends[i]
     frees: Dict[int, List[int]] = {}
     for r, i in last.items():
         frees.setdefault(i, []).append(r)
