@@ -142,7 +142,7 @@ pub fn run(
         });
     }
     let start = Instant::now();
-    let mut sol = strategy.solve(g, budget, opts)?;
+    let mut sol = crate::strategies::solve_groups(strategy, g, budget, opts)?;
     let seconds = start.elapsed().as_secs_f64();
     if direct && sol.status == Status::Infeasible {
         // A recompute strategy's proof covers plans without the slow tier;
@@ -293,6 +293,18 @@ pub fn from_snapshot(
     let floor = analysis::eviction_bound(g, budget);
     let bound = snap.bound.map_or(floor, |b| b.max(floor));
     let checked = snap.plan.as_ref().and_then(|(_, sch, origin)| {
+        // A strategy that solved the merged graph reported its schedules.
+        let lifted;
+        let sch = if sch.stages() == g.len() {
+            sch
+        } else {
+            let merged = crate::schedule::groups::Merged::of(g);
+            if sch.stages() != merged.graph.len() {
+                return None;
+            }
+            lifted = merged.lift(g, sch);
+            &lifted
+        };
         let plan = generate_plan(g, sch).ok()?;
         let sim = simulate_on(g, &plan, device).ok()?;
         (sim.peak <= budget).then_some((plan, sim, origin.clone(), sch.has_transfers()))

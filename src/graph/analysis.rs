@@ -5,10 +5,15 @@ use crate::units::Bytes;
 use std::collections::BTreeSet;
 
 /// The last node (in topological order) that reads each node; a node
-/// nothing reads is its own last user.
+/// nothing reads is its own last user. A member of a multi-output kernel
+/// lives at least until the kernel's last output is made, so its last use
+/// is never before its group's end.
 pub fn last_use(g: &Graph) -> Vec<NodeId> {
     g.ids()
-        .map(|i| g.users(i).last().copied().unwrap_or(i))
+        .map(|i| {
+            let u = g.users(i).last().copied().unwrap_or(i);
+            u.max(NodeId::from(g.group_end(i)))
+        })
         .collect()
 }
 
@@ -38,9 +43,11 @@ pub fn checkpoint_all_peak(g: &Graph) -> Bytes {
 /// No plan can run with less: computing a node needs its output and all its
 /// inputs resident at once.
 pub fn min_feasible_budget(g: &Graph) -> Bytes {
+    // A kernel with several outputs makes all of them at once.
+    let outputs = |k: NodeId| g.group(k).map(|m| g.memory(NodeId::from(m))).sum::<Bytes>();
     let largest = g
         .ids()
-        .map(|k| g.memory(k) + g.deps(k).iter().map(|&d| g.memory(d)).sum::<Bytes>())
+        .map(|k| outputs(k) + g.deps(k).iter().map(|&d| g.memory(d)).sum::<Bytes>())
         .max()
         .unwrap_or(Bytes::ZERO);
     g.fixed_memory + largest
@@ -106,6 +113,10 @@ pub fn for_each_forced_eviction(
     let mut crossing_bytes = 0.0;
     for t in g.ids() {
         let deps = g.deps(t);
+        // A group is made in the stage of its last member, with the earlier
+        // members among the crossing values: they must all be resident then.
+        let first = g.group_start(t);
+        let frontier = g.group_end(t) == t.idx();
         let mut need = g.memory(t).as_f64() + crossing_bytes - avail;
         for d in deps {
             need += if crossing.contains(&key(d.idx())) {
@@ -114,11 +125,11 @@ pub fn for_each_forced_eviction(
                 g.memory(*d).as_f64()
             };
         }
-        if need > 0.0 {
+        if frontier && need > 0.0 {
             let mut cands = crossing
                 .iter()
                 .map(|&(_, v)| NodeId::from(v))
-                .filter(|id| !deps.contains(id))
+                .filter(|id| id.idx() < first && !deps.contains(id))
                 .map(|id| (g.memory(id).as_f64(), g.cost(id)));
             visit(need, &mut cands);
         }

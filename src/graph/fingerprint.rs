@@ -56,6 +56,12 @@ impl Fingerprint {
             for d in &n.deps {
                 h.u64(d.0 as u64);
             }
+            // Hashed only when present, so that graphs without groups keep
+            // the fingerprints their plans and sweep rows carry.
+            if let Some(gr) = &n.group {
+                h.bytes(&[0xff]);
+                h.str(gr);
+            }
         }
         h.u64(g.batch_size as u64);
         h.u64(g.fixed_memory.get());

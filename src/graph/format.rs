@@ -83,6 +83,11 @@ pub struct NodeSpec {
     pub grad_memory: Option<f64>,
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub requires_grad: bool,
+    /// Training graphs only: nodes sharing a group are the outputs of one
+    /// kernel. They are computed together (the kernel runs once) but freed
+    /// one by one, so a small saved statistic does not pin a large output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl NodeSpec {
@@ -99,6 +104,7 @@ impl NodeSpec {
             grad_cost: None,
             grad_memory: None,
             requires_grad: true,
+            group: None,
         }
     }
 }
@@ -263,6 +269,9 @@ impl GraphFile {
             }
             if !n.requires_grad {
                 out.push_str(", requires_grad: false");
+            }
+            if let Some(gr) = &n.group {
+                out.push_str(&format!(", group: {}", yaml_scalar(gr)));
             }
             out.push_str("}\n");
         }

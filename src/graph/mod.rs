@@ -53,6 +53,9 @@ pub struct Node {
     pub deps: Vec<NodeId>,
     pub backward: bool,
     pub op: Option<String>,
+    /// The kernel this node is one output of, when the kernel has several
+    /// (see [`Graph::group`]).
+    pub group: Option<String>,
 }
 
 /// A validated training graph. Construction goes through validation, so
@@ -66,6 +69,10 @@ pub struct Graph {
     nodes: Vec<Node>,
     users: Vec<Vec<NodeId>>,
     index: HashMap<String, NodeId>,
+    /// Per node, the first and last member of its group (itself when it is
+    /// alone); empty when the graph has no groups, so that the common case
+    /// costs nothing.
+    groups: Vec<(u32, u32)>,
 }
 
 impl Graph {
@@ -91,6 +98,22 @@ impl Graph {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), NodeId::from(i)))
             .collect();
+        let mut groups = Vec::new();
+        if nodes.iter().any(|n| n.group.is_some()) {
+            groups = (0..nodes.len() as u32).map(|i| (i, i)).collect();
+            let mut start = 0;
+            for k in 1..=nodes.len() {
+                let same = k < nodes.len()
+                    && nodes[k].group.is_some()
+                    && nodes[k].group == nodes[start].group;
+                if !same {
+                    for m in start..k {
+                        groups[m] = (start as u32, (k - 1) as u32);
+                    }
+                    start = k;
+                }
+            }
+        }
         Graph {
             name,
             cost_unit,
@@ -99,6 +122,7 @@ impl Graph {
             nodes,
             users,
             index,
+            groups,
         }
     }
 
@@ -147,6 +171,33 @@ impl Graph {
 
     pub fn memory(&self, id: NodeId) -> Bytes {
         self.nodes[id.idx()].memory
+    }
+
+    /// True when some kernel has several outputs (see [`Graph::group`]).
+    pub fn has_groups(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    /// The members of `id`'s group, first to last: the outputs of one
+    /// kernel, consecutive in the order and with the same inputs. A plan
+    /// computes them together, in the stage of the last one (which is the
+    /// group's frontier), and frees each on its own. A node that is alone
+    /// is a group of one.
+    pub fn group(&self, id: NodeId) -> std::ops::RangeInclusive<usize> {
+        match self.groups.get(id.idx()) {
+            Some(&(a, b)) => a as usize..=b as usize,
+            None => id.idx()..=id.idx(),
+        }
+    }
+
+    /// The first member of `id`'s group.
+    pub fn group_start(&self, id: NodeId) -> usize {
+        self.groups.get(id.idx()).map_or(id.idx(), |g| g.0 as usize)
+    }
+
+    /// The last member of `id`'s group: the stage that computes it first.
+    pub fn group_end(&self, id: NodeId) -> usize {
+        self.groups.get(id.idx()).map_or(id.idx(), |g| g.1 as usize)
     }
 
     pub fn find(&self, name: &str) -> Option<NodeId> {
@@ -206,6 +257,7 @@ impl Graph {
                 .map(|n| NodeSpec {
                     backward: n.backward,
                     op: n.op.clone(),
+                    group: n.group.clone(),
                     ..NodeSpec::new(
                         n.name.clone(),
                         n.cost,

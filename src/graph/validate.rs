@@ -165,6 +165,12 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
             order.iter().map(|&i| file.nodes[i].clone()).collect()
         }
         GraphKind::Forward => {
+            if let Some(n) = file.nodes.iter().find(|n| n.group.is_some()) {
+                return Err(Problem::Node {
+                    node: n.name.clone(),
+                    msg: "'group' is only meaningful in 'graph: training' files (a forward graph's gradients have no kernels to share)".into(),
+                });
+            }
             let ordered: Vec<&NodeSpec> = order.iter().map(|&i| &file.nodes[i]).collect();
             backward::generate(&ordered)?
         }
@@ -214,8 +220,10 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
             deps,
             backward: spec.backward,
             op: spec.op.clone(),
+            group: spec.group.clone(),
         });
     }
+    check_groups(&nodes)?;
     check_totals(&nodes, Bytes(file.fixed_memory as u64))?;
     Ok(Graph::from_ordered(
         file.name.clone(),
@@ -224,6 +232,58 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
         Bytes(file.fixed_memory as u64),
         nodes,
     ))
+}
+
+/// The members of a group are the outputs of one kernel: the plan computes
+/// them in one go, so they must sit together in the order (after their
+/// common inputs) and read exactly the same inputs, and none may read
+/// another (a kernel does not read its own outputs).
+fn check_groups(nodes: &[Node]) -> Result<(), Problem> {
+    let mut closed: HashSet<&str> = HashSet::new();
+    let mut k = 0;
+    while k < nodes.len() {
+        let Some(name) = nodes[k].group.as_deref() else {
+            k += 1;
+            continue;
+        };
+        let bad = |node: &Node, msg: String| Problem::Node {
+            node: node.name.clone(),
+            msg,
+        };
+        if closed.contains(name) {
+            return Err(bad(
+                &nodes[k],
+                format!(
+                    "group '{name}' is split: list its members together, after all their inputs"
+                ),
+            ));
+        }
+        let start = k;
+        while k < nodes.len() && nodes[k].group.as_deref() == Some(name) {
+            let n = &nodes[k];
+            if let Some(d) = n.deps.iter().find(|d| d.idx() >= start) {
+                return Err(bad(
+                    n,
+                    format!(
+                        "reads '{}', a member of its own group '{name}' (outputs of one kernel cannot read each other)",
+                        nodes[d.idx()].name
+                    ),
+                ));
+            }
+            if n.deps != nodes[start].deps {
+                return Err(bad(
+                    n,
+                    format!(
+                        "its deps differ from those of '{}': members of group '{name}' are outputs of one kernel and list the same inputs",
+                        nodes[start].name
+                    ),
+                ));
+            }
+            k += 1;
+        }
+        closed.insert(name);
+    }
+    Ok(())
 }
 
 /// Every node finite is not enough: the solvers add costs and sizes up. A

@@ -7,6 +7,7 @@
 //! (O), which are copied back in (P), and which slow copies exist (H), per
 //! stage: the tiered MILP's variables, one for one (see [`Transfers`]).
 
+pub mod groups;
 pub mod plan;
 pub mod simulator;
 pub mod solve_r;
@@ -88,6 +89,8 @@ pub enum ScheduleError {
     Size { got: usize, want: usize },
     #[error("stage {t} does not compute its frontier node {t}")]
     NoFrontier { t: usize },
+    #[error("stage {t} computes node {k} but not node {i}, another output of the same kernel (a kernel's outputs are computed together)")]
+    PartialGroup { t: usize, i: usize, k: usize },
     #[error("stage {t} computes or keeps node {i}, which is not yet reachable (i must be < t for S, <= t for R)")]
     Ahead { t: usize, i: usize },
     #[error("stage {t} keeps node {i}, which was neither computed nor kept in stage {}", t - 1)]
@@ -125,13 +128,32 @@ impl Schedule {
         }
     }
 
+    /// Each stage computes its frontier only, as [`Schedule::identity`],
+    /// except that a kernel with several outputs computes all of them in
+    /// the stage of its last one, and the stages of the others compute
+    /// nothing (see [`Graph::group`]).
+    pub fn frontiers(g: &Graph) -> Schedule {
+        let mut sch = Schedule::identity(g.len());
+        if g.has_groups() {
+            for t in g.ids() {
+                let (a, b) = (g.group_start(t), g.group_end(t));
+                if b != t.idx() {
+                    sch.r[t.idx()].set(t.idx(), false);
+                } else {
+                    sch.r[t.idx()].insert_range(a..b + 1);
+                }
+            }
+        }
+        sch
+    }
+
     /// Every value is computed once and kept while anything later reads it:
     /// the schedule frameworks run by default.
     pub fn checkpoint_all(g: &Graph) -> Schedule {
-        let mut sch = Schedule::identity(g.len());
+        let mut sch = Schedule::frontiers(g);
         let last = crate::graph::analysis::last_use(g);
         for i in g.ids() {
-            for t in i.idx() + 1..=last[i.idx()].idx() {
+            for t in g.group_end(i) + 1..=last[i.idx()].idx() {
                 sch.s[t].insert(i.idx());
             }
         }
@@ -325,8 +347,18 @@ impl Schedule {
             });
         }
         for t in 0..n {
-            if !self.r[t].contains(t) {
+            // A group's frontier is its last member (the others are made
+            // with it): see `Graph::group`.
+            if !self.r[t].contains(t) && g.group_end(NodeId::from(t)) == t {
                 return Err(ScheduleError::NoFrontier { t });
+            }
+            if g.has_groups() {
+                for k in self.r[t].ones() {
+                    let k_id = NodeId::from(k);
+                    if let Some(i) = g.group(k_id).find(|&i| !self.r[t].contains(i)) {
+                        return Err(ScheduleError::PartialGroup { t, i, k });
+                    }
+                }
             }
             if let Some(i) = self.r[t].ones().find(|&i| i > t) {
                 return Err(ScheduleError::Ahead { t, i });

@@ -154,6 +154,13 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 }
             }
             shadow[k] = Some(provisional);
+            // The outputs of one kernel exist together: an earlier member
+            // is held at least until the last one is made (validated: the
+            // members are consecutive in `order`).
+            let end = g.group_end(NodeId::from(k));
+            if end != k {
+                reads.insert(provisional, p + end - k);
+            }
         }
         // A value copied in is carried into the next stage (validated), and
         // nothing in this stage reads its buffer.
@@ -201,8 +208,20 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             }
         }
 
+        // Statements that would split a group's computations apart (a copy
+        // out, a superseded copy's free) wait for its last member, so that
+        // an executor sees one kernel's outputs made back to back.
+        let mut held_back: Vec<Statement> = Vec::new();
         for (p, &k) in order.iter().enumerate() {
             let node = NodeId::from(k);
+            let group_end = g.group_end(node);
+            let emit = |st: Statement, out: &mut Vec<Statement>, held: &mut Vec<Statement>| {
+                if group_end != k {
+                    held.push(st);
+                } else {
+                    out.push(st);
+                }
+            };
             // An argument without a fast copy is a direct read of the slow
             // copy (validated: H).
             let args: Vec<Register> = g
@@ -228,12 +247,19 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 register: reg,
                 args: args.clone(),
             });
+            if group_end == k {
+                out.append(&mut held_back);
+            }
             if !outs.is_empty() && sch.o(t, k) && !sch.s(t, k) {
                 let sreg = slow_id(k);
-                out.push(Statement::CopyOut {
-                    register: sreg,
-                    src: reg,
-                });
+                emit(
+                    Statement::CopyOut {
+                        register: sreg,
+                        src: reg,
+                    },
+                    &mut out,
+                    &mut held_back,
+                );
                 slow[k] = Some(sreg);
                 copying.push(reg);
                 pending.push(sreg);
@@ -245,7 +271,11 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                     if copying.contains(&o) {
                         deferred.push(o);
                     } else {
-                        out.push(Statement::Deallocate { register: o });
+                        emit(
+                            Statement::Deallocate { register: o },
+                            &mut out,
+                            &mut held_back,
+                        );
                     }
                 }
             }
@@ -267,6 +297,14 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             if reads.get(reg).is_none() && !survives(reg, k, &shadow) && !copying.contains(&reg) {
                 out.push(Statement::Deallocate { register: reg });
                 cur[k] = None;
+            }
+            // The kernel's other outputs that were held only for it.
+            for m in g.group(node).take_while(|&m| m < k) {
+                let Some(r) = cur[m] else { continue };
+                if reads.get(r) == Some(p) && !survives(r, m, &shadow) && !copying.contains(&r) {
+                    out.push(Statement::Deallocate { register: r });
+                    cur[m] = None;
+                }
             }
         }
         // Every copy completes within its stage; then the buffers it

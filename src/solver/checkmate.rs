@@ -71,6 +71,8 @@ impl Decoder {
     pub fn schedule(&self, x: &[f64]) -> Schedule {
         let mut sch = Schedule::identity(self.n);
         for t in 0..self.n {
+            // R[t,t] too: it is 0 in the stages of a group's earlier members.
+            sch.set_r(t, t, x[self.r_base + tri(t) + t] > 0.5);
             for i in 0..t {
                 if x[self.r_base + tri(t) + i] > 0.5 {
                     sch.set_r(t, i, true);
@@ -220,7 +222,12 @@ impl Formulation {
         let r_base = 0;
         for t in 0..n {
             for (i, &c) in cost.iter().enumerate().take(t + 1) {
-                m.add_col(if i == t { 1.0 } else { 0.0 }, 1.0, c, integer);
+                // A group is made in the stage of its last member, which is
+                // its frontier: no member is computable before it.
+                let end = g.group_end(NodeId::from(i));
+                let lo = if i == t && end == t { 1.0 } else { 0.0 };
+                let hi = if end > t { 0.0 } else { 1.0 };
+                m.add_col(lo, hi, c, integer);
             }
         }
         let s_base = m.num_cols();
@@ -270,6 +277,17 @@ impl Formulation {
                     row.push((f.s(t, i), -1.0));
                 }
                 m.add_row(-inf, 0.0, &row);
+            }
+        }
+        // A kernel's outputs are computed together: R[t,i] = R[t,end].
+        if g.has_groups() {
+            for t in 0..n {
+                for i in 0..=t {
+                    let end = g.group_end(NodeId::from(i));
+                    if end != i && end <= t {
+                        m.add_row(0.0, 0.0, &[(f.r(t, i), 1.0), (f.r(t, end), -1.0)]);
+                    }
+                }
             }
         }
         // (1c) R[t,k] <= R[t,i] + S[t,i] for every edge (i, k), k <= t.

@@ -247,6 +247,10 @@ impl Strategy for CheckmateIlp {
         "optimal: Checkmate's MILP (eq. 9) on HiGHS or CBC, warm-started from the best heuristic"
     }
 
+    fn handles_groups(&self) -> bool {
+        true
+    }
+
     fn solve(
         &self,
         g: &Graph,

@@ -17,6 +17,10 @@ impl Strategy for CheckpointAll {
         "keep every value until its last use; computes each node once"
     }
 
+    fn handles_groups(&self) -> bool {
+        true
+    }
+
     fn solve(&self, g: &Graph, budget: Bytes, _: &SolveOptions) -> Result<Solution, StrategyError> {
         if crate::graph::analysis::checkpoint_all_peak(g) > budget {
             return Ok(Solution::no_fit(

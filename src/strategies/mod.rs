@@ -232,6 +232,50 @@ pub trait Strategy: Send + Sync {
     fn makes_plans(&self) -> bool {
         true
     }
+    /// True for strategies whose model computes a multi-output kernel's
+    /// members together and frees them one by one (see `Graph::group`).
+    /// The others are given the graph with each kernel merged into one
+    /// node, and their schedule is lifted back ([`solve_groups`]).
+    fn handles_groups(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `strategy` on `g` as the pipeline does: a strategy that does not
+/// model multi-output kernels solves the merged graph, and its answer is
+/// lifted back to `g`. The merged graph's optimum may lie above `g`'s
+/// (merging forbids freeing one output before another), so its bounds and
+/// its claims of optimality or infeasibility are dropped, never passed on.
+pub fn solve_groups(
+    strategy: &dyn Strategy,
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+) -> Result<Solution, StrategyError> {
+    if !g.has_groups() || strategy.handles_groups() {
+        return strategy.solve(g, budget, opts);
+    }
+    let merged = crate::schedule::groups::Merged::of(g);
+    let mut o = opts.clone();
+    o.warm_start = None;
+    if let Some(w) = &o.watch {
+        w.merged_kernels();
+    }
+    let mut sol = strategy.solve(&merged.graph, budget, &o)?;
+    sol.schedule = sol.schedule.map(|s| merged.lift(g, &s));
+    sol.lower_bound = None;
+    sol.step_bound = None;
+    let note = "each multi-output kernel solved as one node, then its outputs freed one by one";
+    sol.status = match sol.status {
+        Status::Optimal => Status::Feasible,
+        Status::Infeasible => Status::NoFit,
+        s => s,
+    };
+    sol.detail = Some(match sol.detail {
+        Some(d) => format!("{d}; {note}"),
+        None => note.to_string(),
+    });
+    Ok(sol)
 }
 
 /// Every strategy the tool offers, in the order reports list them.
@@ -415,7 +459,13 @@ pub(crate) fn starting_bound(
     // A bound within the requested gap of the plan in hand proves it.
     let enough = known.map(|sch| sch.cost(g) * (1.0 - opts.gap));
     let eviction = cover::eviction(g, budget);
-    let details = cover::cover_programs(g, budget);
+    // The cover program's argument is per node; a multi-output kernel
+    // breaks it, while the eviction bound allows for groups.
+    let details = if g.has_groups() {
+        Vec::new()
+    } else {
+        cover::cover_programs(g, budget)
+    };
     if details.is_empty() || enough.is_some_and(|e| eviction.value >= e) {
         return eviction;
     }

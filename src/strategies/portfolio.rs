@@ -73,7 +73,7 @@ pub fn best_heuristic_with(
             device: None,
             ..opts.clone()
         };
-        let Ok(sol) = h.solve(g, budget, &left) else {
+        let Ok(sol) = super::solve_groups(h.as_ref(), g, budget, &left) else {
             continue;
         };
         let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) else {

@@ -83,6 +83,10 @@ impl Strategy for RematExact {
     ) -> Result<Solution, StrategyError> {
         solve_milp(g, budget, opts, FreeModel::Tight, Some(prepare))
     }
+
+    fn handles_groups(&self) -> bool {
+        true
+    }
 }
 
 fn solver_err(e: crate::solver::SolverError) -> StrategyError {
@@ -195,9 +199,12 @@ fn prepare(
     shared.enter("LP rounding repair");
     let repair_deadline = Instant::now() + left.mul_f64(REPAIR_TIME_SHARE);
     let mut repaired: Option<Seed> = None;
+    // The repair's local search moves single nodes, which would split a
+    // multi-output kernel: with groups, the seeds come from the merged
+    // graph's heuristics and the restricted MILPs below.
     for th in REPAIR_THRESHOLDS
         .into_iter()
-        .filter(|_| has_x && !stopped())
+        .filter(|_| has_x && !stopped() && !g.has_groups())
     {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
         let name = format!("LP rounding at {th} repaired by local search");

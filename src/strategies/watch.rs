@@ -9,11 +9,15 @@
 //! ([`crate::solve::from_snapshot`]).
 
 use crate::schedule::Schedule;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 #[derive(Debug, Default)]
 pub struct Watch {
     state: Mutex<Snapshot>,
+    /// Set when the strategy solves a graph with merged kernels: its bounds
+    /// hold for that graph, not for the real one, so they are ignored.
+    merged: AtomicBool,
 }
 
 /// What a solve knows at one moment.
@@ -48,9 +52,15 @@ impl Watch {
         self.with(|s| s.cost = Some(s.cost.map_or(cost, |c| c.min(cost))))
     }
 
+    /// From here on, schedules are of the merged graph and bounds are not
+    /// bounds of the real one (see `strategies::solve_groups`).
+    pub fn merged_kernels(&self) {
+        self.merged.store(true, Ordering::Relaxed);
+    }
+
     /// A proven lower bound; the highest is kept.
     pub fn bound(&self, bound: f64) {
-        if bound.is_finite() {
+        if bound.is_finite() && !self.merged.load(Ordering::Relaxed) {
             self.with(|s| s.bound = Some(s.bound.map_or(bound, |b| b.max(bound))))
         }
     }

@@ -424,8 +424,11 @@ impl Strategy for Recorder<'_> {
     fn describe(&self) -> &'static str {
         self.inner.describe()
     }
+    fn handles_groups(&self) -> bool {
+        true
+    }
     fn solve(&self, g: &Graph, b: Bytes, o: &SolveOptions) -> Result<Solution, StrategyError> {
-        let sol = self.inner.solve(g, b, o)?;
+        let sol = crate::strategies::solve_groups(self.inner, g, b, o)?;
         if sol.status.has_plan() {
             *self.schedule.lock().unwrap_or_else(|e| e.into_inner()) = sol.schedule.clone();
         }
