@@ -10,8 +10,9 @@ import torch
 from conftest import example, export_graph, inspect_bounds, run_main
 
 from remat_torch.capture import capture
-from remat_torch.executor import Executor, no_remat_statements
+from remat_torch.executor import Executor, graph_name, no_remat_statements
 from remat_torch.factory import call_factory
+from remat_torch.graphfile import export, read_graph
 
 EXAMPLES = ["mlp", "cnn", "transformer"]
 
@@ -41,29 +42,115 @@ def test_nodes_aliases_and_multi_output():
                   "aten.transpose.int", "aten.expand.default"):
         assert alias not in ops
     assert not any(g.name.startswith("getitem") for g in cap.nodes)
-    ln = next(g for g in cap.nodes if g.op == "aten.native_layer_norm.default")
-    # output (4x16x32 floats) + mean and rstd (4x16x1 floats each): one node, all three storages
-    assert ln.memory == 4 * 16 * 32 * 4 + 2 * 4 * 16 * 4
-    assert ln.module == "blocks.0.ln1"
+    # layer norm: three members, the output (4x16x32 floats), mean and rstd (4x16x1 floats)
+    ln = [g for g in cap.nodes if g.group == "native_layer_norm"]
+    assert [g.name for g in ln] == ["native_layer_norm", "native_layer_norm.1",
+                                    "native_layer_norm.2"]
+    assert [g.memory for g in ln] == [4 * 16 * 32 * 4, 4 * 16 * 1 * 4, 4 * 16 * 1 * 4]
+    assert [g.outputs for g in ln] == [[0], [1], [2]]
+    assert all(g.module == "blocks.0.ln1" and g.deps == ln[0].deps for g in ln)
     drop = [g for g in cap.nodes if g.op == "aten.native_dropout.default"]
     assert drop and all(g.random for g in drop)
-    # dropout: the output (float) and the mask (bool) are both stored
+    # dropout: the output (float) and the mask (bool), one member each
     for g in drop:
         numel = torch.Size(g.shapes[0]).numel()
-        assert g.dtypes == ["float32", "bool"]
-        assert g.memory == numel * 4 + numel * 1
+        assert g.dtypes == (["float32"] if g.member == 0 else ["bool"])
+        assert g.memory == numel * (4 if g.member == 0 else 1)
+    assert len(drop) == 2 * len({g.group for g in drop})
     assert any(g.backward for g in cap.nodes) and not cap.nodes[0].backward
     # every parameter gets a gradient
     assert set(cap.grads) == {k for k, _ in model.named_parameters()}
 
 
-def test_batchnorm_is_one_node_with_its_statistics():
+class LayerNormDropout(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(hidden)
+        self.drop = torch.nn.Dropout(0.25)
+        self.fc = torch.nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        return self.fc(self.drop(self.ln(x)))
+
+
+def layer_norm_dropout(batch, seq=5, hidden=7):
+    torch.manual_seed(0)
+    return (LayerNormDropout(hidden), (torch.randn(batch, seq, hidden),),
+            lambda out: out.square().mean())
+
+
+def test_layer_norm_and_dropout_members_have_their_own_sizes(workdir):
+    """LayerNorm then Dropout: each kernel output is its own member, with the size its
+    FakeTensor implies, written consecutively with the kernel's cost on the first."""
+    b, t, h = 3, 5, 7
+    model, data, loss_fn = layer_norm_dropout(b)
+    cap = capture(model, data, loss_fn)
+    ln = cap.members[cap.by_name["native_layer_norm"].fx_node]
+    assert [(g.name, g.memory, g.dtypes) for g in ln] == [
+        ("native_layer_norm", b * t * h * 4, ["float32"]),
+        ("native_layer_norm.1", b * t * 1 * 4, ["float32"]),
+        ("native_layer_norm.2", b * t * 1 * 4, ["float32"])]
+    dr = cap.members[cap.by_name["native_dropout"].fx_node]
+    assert [(g.name, g.memory, g.dtypes, g.random) for g in dr] == [
+        ("native_dropout", b * t * h * 4, ["float32"], True),
+        ("native_dropout.1", b * t * h * 1, ["bool"], True)]
+    # readers depend on the member they read: dropout reads the normalised output only,
+    # layer norm's backward reads mean and rstd, dropout's backward the mask; so no
+    # backward node reads the normalised output, which can be freed after the forward
+    assert cap.by_name["native_dropout"].deps == ["native_layer_norm"]
+    lnb = next(g for g in cap.nodes if g.op == "aten.native_layer_norm_backward.default")
+    assert "native_layer_norm.1" in lnb.deps and "native_layer_norm.2" in lnb.deps
+    assert not any("native_layer_norm" in g.deps for g in cap.nodes if g.backward)
+    assert any("native_dropout.1" in g.deps for g in cap.nodes if g.backward)
+    # the file: members consecutive, in output order, with the group key; cost on the first
+    path = workdir / "ln-dropout.yaml"
+    path.write_text(export(cap, data, graph_name("lnd", b, cap.fingerprint), b))
+    nodes = read_graph(str(path))["nodes"]
+    names = [n["name"] for n in nodes]
+    i = names.index("native_layer_norm")
+    assert names[i:i + 3] == ["native_layer_norm", "native_layer_norm.1", "native_layer_norm.2"]
+    assert [n.get("group") for n in nodes[i:i + 3]] == ["native_layer_norm"] * 3
+    assert nodes[i]["cost"] > 0 and nodes[i + 1]["cost"] == nodes[i + 2]["cost"] == 0
+    assert all(n["deps"] == nodes[i]["deps"] for n in nodes[i:i + 3])
+    plain = [n for n in nodes if cap.by_name[n["name"]].group is None]
+    assert plain and all("group" not in n for n in plain)
+
+
+def test_plain_kernels_are_unchanged_by_groups():
+    """A graph without multi-output kernels is the same with and without groups (names,
+    sizes, fingerprint); with them, the old figure is the sum of a group's members."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    data = (torch.randn(3, 8), torch.randn(3, 4))
+    a = capture(model, data, torch.nn.functional.mse_loss)
+    b = capture(model, data, torch.nn.functional.mse_loss, groups=False)
+    assert all(g.group is None for g in a.nodes)
+    assert a.fingerprint == b.fingerprint
+    assert [(g.name, g.memory, g.deps) for g in a.nodes] == [
+        (g.name, g.memory, g.deps) for g in b.nodes]
+    model, data, loss_fn = call_factory(example("transformer"), 4)
+    a = capture(model, data, loss_fn)
+    b = capture(model, data, loss_fn, groups=False)
+    assert a.fingerprint != b.fingerprint
+    assert len(b.nodes) == len(a.kernels()) < len(a.nodes)
+    for k in b.nodes:
+        ms = a.kernel_members(a.by_name[k.name])
+        assert ms[0].name == k.name and sum(m.memory for m in ms) == k.memory
+
+
+def test_batchnorm_members_and_statistics():
     model, data, loss_fn = call_factory(example("cnn"), 4)
     cap = capture(model, data, loss_fn)
     bn = [g for g in cap.nodes if "batch_norm" in g.op and not g.backward]
-    assert len(bn) == 2
-    # output (4x8x16x16 floats) + saved mean, rstd, new running mean and var (8 floats each)
-    assert bn[0].memory == 4 * 8 * 16 * 16 * 4 + 4 * 8 * 4
+    assert len(bn) == 2 * 5
+    # output (4x8x16x16 floats), then saved mean, rstd, new running mean and var (8 floats)
+    assert [g.memory for g in bn[:5]] == [4 * 8 * 16 * 16 * 4] + [8 * 4] * 4
+    assert [g.name for g in bn[:5]] == ["_native_batch_norm_legit_functional"] + [
+        f"_native_batch_norm_legit_functional.{k}" for k in range(1, 5)]
+    # each new running statistic is copied from its own member
+    assert {cap.bases[cap.mutations[f"bn1.{s}"]][0].name
+            for s in ("running_mean", "running_var")} == {
+        "_native_batch_norm_legit_functional.3", "_native_batch_norm_legit_functional.4"}
     assert set(cap.mutations) == {f"bn{i}.{s}" for i in (1, 2)
                                   for s in ("running_mean", "running_var", "num_batches_tracked")}
 
@@ -94,7 +181,7 @@ def test_export_cli_and_optimizer_state(workdir):
     out = workdir / "cli-mlp.yaml"
     proc = run_main("export", example("mlp"), "--batch", "4", "-o", str(out), "--optimizer", "adam")
     assert proc.returncode == 0, proc.stderr
-    assert "19 nodes" in proc.stdout
+    assert "20 nodes" in proc.stdout  # 19 kernels: nll_loss_forward is two members
     text = out.read_text()
     model, data, _ = call_factory(example("mlp"), 4)
     params = sum(p.numel() * 4 for p in model.parameters())
@@ -166,4 +253,6 @@ def test_scalar_loss_probe_scales_without_allocating(limit, monkeypatch):
         (loss,) = [g for g in cap.nodes if g.shapes == [[]]]
         assert loss.memory == 8 * 10 * 64 * 4
     cap = capture(model, (x[:, 0], torch.randint(0, 64, (8,))), torch.nn.functional.cross_entropy)
-    assert cap.by_name["nll_loss_forward"].memory == 8  # loss and total weight: exact
+    # loss and total weight, one member each: exact
+    assert cap.by_name["nll_loss_forward"].memory == 4
+    assert cap.by_name["nll_loss_forward.1"].memory == 4
