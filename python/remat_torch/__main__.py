@@ -42,7 +42,8 @@ def _export(a) -> int:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, a.output)
-    print(f"{a.output}: {name}, {len(cap.nodes)} nodes, cost {a.cost}, "
+    print(f"{a.output}: {name}, {len(cap.nodes)} nodes ({len(cap.kernels())} kernels), "
+          f"cost {a.cost}, "
           f"captured and written in {time.perf_counter() - t0:.2f} s")
     return 0
 

@@ -158,6 +158,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
     L = rep.lines = [] + rep.lines
     L.append(f"model            {plan.get('model')} ({len(cap.nodes)} nodes, "
+             f"{len(cap.kernels())} kernels, "
              f"{len(cap.grads)} gradients, {len(cap.mutations)} buffer updates)")
     L.append(f"plan             {plan_path} (strategy {plan.get('strategy')}, "
              f"{recomputed} recomputations)")
