@@ -176,3 +176,47 @@ def test_verify_refuses_a_plan_computing_one_member(remat_bin, workdir):
     assert str(bad) in lines[0] and "node 'native_layer_norm_1.1'" in lines[0], lines[0]
     # control: the plan as remat wrote it verifies
     assert run_main("verify", example("transformer"), str(good), "--graph", graph).returncode == 0
+
+
+def test_pytorch_partition_plan_frees_each_member_at_its_last_reader(remat_bin, workdir):
+    """compare-pytorch's plans: a group's members computed back to back, and each
+    member's register freed after its own last reader (no compute in between); PyTorch's
+    partition, so planned, measures what remat simulates."""
+    from remat_torch import compare as C
+
+    graph, cap = write_graph(workdir, "transformer", 4, groups=True)
+    costs = {g.name: 1.0 for g in cap.nodes}
+    fw, bw, _ = C.partition(cap, 1.0, costs)
+    pp = C.partition_statements(cap, fw, bw)
+    sts = pp.statements
+    computes = [i for i, s in enumerate(sts) if s["op"] == "compute"]
+    node_at = {s["register"]: s["node"] for s in sts if s["op"] == "allocate"}
+    frees = {}  # group -> where its members are freed (budget 1.0: each computed once)
+    for r, name in node_at.items():
+        g = cap.by_name[name]
+        ms = cap.kernel_members(g)
+        own = next(i for i in computes if sts[i]["register"] == r)
+        end = own + 2 * (len(ms) - 1 - g.member)  # the group's last compute
+        assert sts[end]["node"] == ms[-1].name
+        used = max([end] + [i for i in computes if r in sts[i]["args"]])
+        free = next(i for i, s in enumerate(sts) if s["op"] == "deallocate" and s["register"] == r)
+        assert free > used and not [i for i in computes if used < i < free], name
+        if g.group is not None:
+            frees.setdefault(g.group, []).append(free)
+    # members of one group freed at different times, kernels computed in between (dropout's
+    # output freed long before its mask, say): the point of groups
+    apart = [grp for grp, fs in frees.items()
+             if any(min(fs) < i < max(fs) for i in computes)]
+    assert len(apart) >= len(frees) // 2, (apart, frees)
+    path = workdir / "groups-pytorch-1.0.json"
+    C.write_plan(str(path), read_name(graph), 0, "pytorch@1", sts)
+    cost, peak = C.simulate(graph, str(path))
+    C.write_plan(str(path), read_name(graph), 0, "pytorch@1", sts, cost, peak)
+    rep = verify(example("transformer"), str(path), graph_path=graph)
+    assert rep.ok and rep.measured_peak == rep.simulated_peak == peak, "\n".join(rep.lines)
+
+
+def read_name(graph):
+    from remat_torch.graphfile import read_graph
+
+    return read_graph(graph)["name"]
