@@ -106,7 +106,9 @@ def _estimator_class():
         """remat's own node costs (from the graph file) for the partitioner's knapsack.
 
         An FX node that is a graph-file node costs what the file says; an alias
-        (a view, a ``getitem``) costs 0, as in the graph file."""
+        (a view, a ``getitem``) costs 0, as in the graph file. A multi-output
+        kernel's FX name is its first member's, which carries the kernel's whole
+        cost (the other members cost 0), so the kernel is priced once."""
 
         def __init__(self, costs: Dict[str, float]):
             self.costs = costs

@@ -234,6 +234,7 @@ class Executor:
         env = self._placeholder_env(batch, tangent)
         regs: Dict[int, Any] = {}
         result: Any = None  # a group's kernel result, between its first and last member
+        result_of: Optional[fx.Node] = None  # ... and that kernel
         done: set = set()
         rng: Dict[str, Any] = {}
         loss_value: List[float] = []
@@ -306,11 +307,18 @@ class Executor:
                                 out = n.target(*args, **kwargs)
                             del args, kwargs, live, read
                         else:
-                            out = result  # the kernel ran at the group's first member
+                            # the kernel ran at the group's first member, just before
+                            # (_check_plan holds plans to that; this guards run()'s callers)
+                            if result_of is not n:
+                                raise RematInputError(
+                                    f"{self.path}: node '{name}': computed without "
+                                    f"'{cap.kernel_members(gn)[0].name}' right before it")
+                            out = result
                         value = _member_value(gn, out, cap.kernel_members(gn))
                         # the whole result is kept only until the group's last member takes
                         # its outputs: then every output is held by its own register only
                         result = out if gn.member + 1 < len(cap.kernel_members(gn)) else None
+                        result_of = n if result is not None else None
                         del out
                         regs[st["register"]] = value
                         first = name not in done

@@ -151,8 +151,13 @@ def test_executor_refuses_a_broken_group():
         assert "\n" not in msg and msg.startswith(f"{label}.json: node '{node}'"), (label, msg)
         assert "group 'native_layer_norm'" in msg, (label, msg)
     # control: the unedited plan is accepted
-    Executor(model, loss_fn, data, {"model": f"x-{cap.fingerprint[:12]}",
-                                    "statements": no_remat_statements(cap)}, cap=cap)
+    ex = Executor(model, loss_fn, data, {"model": f"x-{cap.fingerprint[:12]}",
+                                         "statements": no_remat_statements(cap)}, cap=cap)
+    # statements handed to run() directly are not checked up front, but a member computed
+    # without its group's kernel having just run is still refused, not given stale outputs
+    alone = dict((label, sts) for label, sts, _ in _partial_plans(cap))["member-alone"]
+    with pytest.raises(RematInputError, match="node 'native_layer_norm.2': computed without"):
+        ex.run(alone, data)
 
 
 def test_verify_refuses_a_plan_computing_one_member(remat_bin, workdir):
