@@ -107,9 +107,7 @@ impl Graph {
                     && nodes[k].group.is_some()
                     && nodes[k].group == nodes[start].group;
                 if !same {
-                    for m in start..k {
-                        groups[m] = (start as u32, (k - 1) as u32);
-                    }
+                    groups[start..k].fill((start as u32, (k - 1) as u32));
                     start = k;
                 }
             }

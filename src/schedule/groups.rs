@@ -27,9 +27,7 @@ impl Merged {
         let mut t = 0;
         while t < g.len() {
             let b = g.group_end(NodeId::from(t));
-            for m in t..=b {
-                of[m] = span.len() as u32;
-            }
+            of[t..=b].fill(span.len() as u32);
             span.push((t, b));
             t = b + 1;
         }

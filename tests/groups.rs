@@ -1,0 +1,290 @@
+//! Multi-output kernels (`group` in the graph format): computed together,
+//! freed one by one, by every strategy, through the one plan generator and
+//! simulator.
+
+use proptest::prelude::*;
+use remat::graph::analysis;
+use remat::graph::{GraphFile, NodeSpec};
+use remat::schedule::groups::Merged;
+use remat::schedule::{generate_plan, simulate, Schedule, Statement};
+use remat::solve;
+use remat::solver::Backend;
+use remat::strategies::checkmate_ilp::CheckmateIlp;
+use remat::strategies::remat_exact::RematExact;
+use remat::strategies::{self, SolveOptions};
+use remat::zoo::synthetic::{self, RandomDag};
+use remat::{Bytes, Graph, NodeId};
+use std::time::Duration;
+
+fn opts() -> SolveOptions {
+    SolveOptions {
+        time_limit: Duration::from_secs(60),
+        gap: 1e-6,
+        threads: 1,
+        backend: Backend::Highs,
+        ..SolveOptions::default()
+    }
+}
+
+/// A layer norm (output, mean, rstd) whose statistics the backward reads
+/// long after its output could go, and a dropout whose mask does too.
+const TOY: &str = r#"
+name: groups-toy
+graph: training
+batch_size: 1
+fixed_memory: 0
+nodes:
+  - {name: x1, cost: 1, memory: 100, deps: []}
+  - {name: ln, cost: 2, memory: 100, deps: [x1], group: ln}
+  - {name: ln.1, cost: 0, memory: 1, deps: [x1], group: ln}
+  - {name: ln.2, cost: 0, memory: 1, deps: [x1], group: ln}
+  - {name: mm, cost: 5, memory: 100, deps: [ln]}
+  - {name: do, cost: 1, memory: 100, deps: [mm], group: do}
+  - {name: do.1, cost: 0, memory: 25, deps: [mm], group: do}
+  - {name: loss, cost: 1, memory: 4, deps: [do]}
+  - {name: g_do, cost: 1, memory: 100, deps: [loss, do.1], backward: true}
+  - {name: g_mm, cost: 10, memory: 100, deps: [g_do, ln], backward: true}
+  - {name: g_ln, cost: 2, memory: 100, deps: [g_mm, x1, ln.1, ln.2], backward: true, group: g_ln}
+  - {name: g_ln.1, cost: 0, memory: 8, deps: [g_mm, x1, ln.1, ln.2], backward: true, group: g_ln}
+  - {name: g_x1, cost: 1, memory: 100, deps: [g_ln], backward: true}
+"#;
+
+fn toy() -> Graph {
+    Graph::from_file(&GraphFile::parse(TOY).unwrap(), "toy").unwrap()
+}
+
+/// Every group's members are computed back to back (allocate, compute per
+/// member, nothing in between) and none is freed before the last is made.
+fn assert_groups_back_to_back(g: &Graph, statements: &[Statement]) {
+    let mut k = 0;
+    while k < statements.len() {
+        let Statement::Compute { node, .. } = &statements[k] else {
+            k += 1;
+            continue;
+        };
+        let members = g.group(*node);
+        if members.clone().count() == 1 {
+            k += 1;
+            continue;
+        }
+        assert_eq!(
+            node.idx(),
+            *members.start(),
+            "a group starts with its first member"
+        );
+        for (j, m) in members.clone().enumerate().skip(1) {
+            let at = k + 2 * j;
+            assert!(
+                matches!(statements[at - 1], Statement::Allocate { node, .. } if node.idx() == m)
+                    && matches!(statements[at], Statement::Compute { node, .. } if node.idx() == m),
+                "member {m} of the group of {} is not made right after the one before it",
+                node.idx()
+            );
+        }
+        k += 2 * members.count() - 1;
+    }
+}
+
+#[test]
+fn checkpoint_all_frees_the_dropout_output_before_its_mask() {
+    let g = toy();
+    assert!(g.has_groups());
+    assert_eq!(g.group(NodeId(2)), 1..=3);
+    assert_eq!(g.group_end(NodeId(1)), 3);
+    // Checkpoint-all, counted by hand. Grouped, the peak is at the dropout
+    // kernel: x1 (100), the three layer-norm outputs (102), mm (100) and
+    // both dropout outputs (125) = 427; then the dropout output goes after
+    // `loss` reads it, and only its mask (25) waits for g_do, where 331
+    // bytes are live. Merged, the dropout node (125) stays whole until
+    // g_do, which then holds 431.
+    let peak = analysis::checkpoint_all_peak(&g);
+    let merged = Merged::of(&g);
+    let merged_peak = analysis::checkpoint_all_peak(&merged.graph);
+    assert_eq!(merged.graph.len(), g.len() - 4);
+    assert_eq!(peak, Bytes(427));
+    assert_eq!(merged_peak, Bytes(431));
+    let sch = Schedule::checkpoint_all(&g);
+    let plan = generate_plan(&g, &sch).unwrap();
+    assert_eq!(simulate(&g, &plan).unwrap().peak, peak);
+    assert_groups_back_to_back(&g, &plan.statements);
+}
+
+#[test]
+fn the_group_aware_milps_agree_and_beat_the_merged_graph() {
+    let g = toy();
+    let merged = Merged::of(&g);
+    let lo = analysis::min_feasible_budget(&g);
+    let hi = analysis::checkpoint_all_peak(&g);
+    // The kernel with the most bytes: g_ln's 108 plus its inputs
+    // g_mm, x1, ln.1, ln.2 (202).
+    assert_eq!(lo, Bytes(310));
+    let mut beat = 0;
+    for b in (lo.get()..=hi.get()).step_by(7) {
+        let budget = Bytes(b);
+        let exact = solve::run(&g, &RematExact, budget, &opts()).unwrap();
+        let ilp = solve::run(&g, &CheckmateIlp, budget, &opts()).unwrap();
+        assert_eq!(exact.cost(), ilp.cost(), "at {b} bytes");
+        let on_merged = solve::run(&merged.graph, &CheckmateIlp, budget, &opts());
+        let merged_cost = on_merged.ok().and_then(|o| o.cost());
+        if let Some(c) = exact.cost() {
+            assert_eq!(exact.status, strategies::Status::Optimal, "at {b} bytes");
+            assert_groups_back_to_back(&g, &exact.plan.as_ref().unwrap().statements);
+            match merged_cost {
+                Some(m) => {
+                    assert!(c <= m + 1e-9, "at {b}: grouped {c} > merged {m}");
+                    beat += (c < m - 1e-9) as usize;
+                }
+                None => beat += 1,
+            }
+        }
+    }
+    assert!(beat > 0, "freeing outputs one by one never helped");
+}
+
+#[test]
+fn bad_groups_are_refused_with_the_node_named() {
+    let cases = [
+        (
+            "{name: a, cost: 1, memory: 1, deps: [], group: k}\n  - {name: b, cost: 1, memory: 1, deps: [a]}\n  - {name: c, cost: 1, memory: 1, deps: [], group: k}",
+            "'c'",
+            "split",
+        ),
+        (
+            "{name: a, cost: 1, memory: 1, deps: [], group: k}\n  - {name: b, cost: 1, memory: 1, deps: [a], group: k}",
+            "'b'",
+            "its own group",
+        ),
+        (
+            "{name: z, cost: 1, memory: 1, deps: []}\n  - {name: a, cost: 1, memory: 1, deps: [z], group: k}\n  - {name: b, cost: 1, memory: 1, deps: [], group: k}",
+            "'b'",
+            "deps differ",
+        ),
+    ];
+    for (nodes, node, what) in cases {
+        let text = format!(
+            "name: bad\ngraph: training\nbatch_size: 1\nfixed_memory: 0\nnodes:\n  - {nodes}\n"
+        );
+        let err = Graph::from_file(&GraphFile::parse(&text).unwrap(), "bad.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("bad.yaml") && err.contains(node) && err.contains(what),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+    }
+    let fwd = "name: f\ngraph: forward\nbatch_size: 1\nfixed_memory: 0\nnodes:\n  - {name: a, cost: 1, memory: 1, deps: [], group: k}\n";
+    let err = Graph::from_file(&GraphFile::parse(fwd).unwrap(), "f.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("'a'") && err.contains("training"), "{err}");
+}
+
+/// A random training graph with some nodes split into kernels of two or
+/// three outputs: each reader of the old node reads one output, and the
+/// kernel's cost sits on its first output.
+fn grouped(seed: u64, nodes: usize) -> Graph {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes,
+        seed,
+        forward: true,
+        cost: synthetic::Dist::Uniform(1, 20),
+        memory: synthetic::Dist::Uniform(1, 30),
+        ..RandomDag::default()
+    });
+    let file = g.to_file();
+    let mut rng = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut next = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        rng >> 33
+    };
+    let mut out: Vec<NodeSpec> = Vec::new();
+    let mut renamed: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for n in &file.nodes {
+        let mut n = n.clone();
+        // Readers pick one of the outputs of a split dep.
+        for d in n.deps.iter_mut() {
+            if let Some(outs) = renamed.get(d) {
+                *d = outs[next() as usize % outs.len()].clone();
+            }
+        }
+        n.deps.dedup();
+        let k = match next() % 3 {
+            0 => 2 + (next() % 2) as usize,
+            _ => 1,
+        };
+        if k == 1 {
+            out.push(n);
+            continue;
+        }
+        let names: Vec<String> = (0..k)
+            .map(|j| {
+                if j == 0 {
+                    n.name.clone()
+                } else {
+                    format!("{}.{j}", n.name)
+                }
+            })
+            .collect();
+        for (j, name) in names.iter().enumerate() {
+            let mut m = n.clone();
+            m.name = name.clone();
+            m.group = Some(n.name.clone());
+            if j > 0 {
+                m.cost = 0.0;
+                m.memory = (1 + next() % 8) as f64;
+            }
+            out.push(m);
+        }
+        renamed.insert(n.name.clone(), names);
+    }
+    let file = GraphFile { nodes: out, ..file };
+    Graph::from_file(&file, "random-grouped").unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    /// Every strategy, at budgets across the whole range, gives plans that
+    /// make each kernel's outputs together and fit; the two group-aware
+    /// MILPs prove the same optimum, which no other strategy undercuts,
+    /// and which the graph's bound does not exceed.
+    #[test]
+    fn every_strategy_respects_groups_on_random_graphs(
+        seed in 0u64..10_000, nodes in 5usize..=9, frac in 0.0f64..=1.0
+    ) {
+        let g = grouped(seed, nodes);
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        let budget = Bytes(lo + ((hi - lo) as f64 * frac).round() as u64);
+        let all = Schedule::checkpoint_all(&g);
+        let sim = simulate(&g, &generate_plan(&g, &all).unwrap()).unwrap();
+        prop_assert_eq!(sim.peak.get(), hi);
+        prop_assert!(hi <= analysis::checkpoint_all_peak(&Merged::of(&g).graph).get());
+        let exact = solve::run(&g, &RematExact, budget, &opts()).unwrap();
+        let ilp = solve::run(&g, &CheckmateIlp, budget, &opts()).unwrap();
+        prop_assert_eq!(exact.cost(), ilp.cost());
+        let Some(best) = exact.cost() else {
+            return Ok(());
+        };
+        prop_assert!(analysis::eviction_bound(&g, budget) <= best * (1.0 + 1e-9));
+        for s in strategies::all() {
+            let out = match solve::run(&g, s.as_ref(), budget, &opts()) {
+                Ok(o) => o,
+                Err(solve::SolveError::Bug { msg, .. }) => {
+                    return Err(TestCaseError::fail(format!("{}: {msg}", s.name())));
+                }
+                Err(_) => continue,
+            };
+            if let (Some(c), Some(plan)) = (out.cost(), out.plan.as_ref()) {
+                prop_assert!(c >= best * (1.0 - 1e-9), "{} costs {} below the optimum {}", s.name(), c, best);
+                prop_assert!(out.peak().unwrap() <= budget);
+                assert_groups_back_to_back(&g, &plan.statements);
+            }
+        }
+    }
+}
