@@ -12,11 +12,7 @@ import pytest
 from conftest import example, export_graph, inspect_bounds
 
 from remat_torch import binary
-from remat_torch.capture import capture
-from remat_torch.errors import RematInputError
-from remat_torch.executor import graph_name
-from remat_torch.factory import call_factory
-from remat_torch.graphfile import export, read_graph
+from remat_torch.graphfile import read_graph
 from remat_torch.verify import verify
 
 EXAMPLES = ["mlp", "cnn", "transformer"]
@@ -30,26 +26,8 @@ def solve(remat_bin, workdir, name, strategy, fraction, batch=4):
     lo, hi = inspect_bounds(remat_bin, graph)
     budget = lo + (hi - lo) * fraction // 100
     plan = workdir / f"{name}-{strategy}-{fraction}.json"
-    try:
-        binary.solve(graph, str(budget), str(plan), strategy=strategy, time_limit=3)
-    except RematInputError:
-        merged_lo = merged_smallest_budget(remat_bin, workdir, name, batch)
-        if strategy == "remat-fast" and budget < merged_lo:
-            # remat-fast does not model groups: it solves the graph with each group merged
-            # into one node, where nothing fits below that graph's smallest budget
-            pytest.xfail(f"remat-fast solves the merged graph: budget {budget} is below its "
-                         f"smallest budget {merged_lo}")
-        raise
+    binary.solve(graph, str(budget), str(plan), strategy=strategy, time_limit=3)
     return graph, str(plan), budget, hi
-
-
-def merged_smallest_budget(remat_bin, workdir, name, batch):
-    """``remat inspect``'s smallest budget of the example's graph without groups."""
-    model, data, loss_fn = call_factory(example(name), batch)
-    cap = capture(model, data, loss_fn, groups=False)
-    path = workdir / f"{name}-b{batch}-merged.yaml"
-    path.write_text(export(cap, data, graph_name(name, batch, cap.fingerprint), batch))
-    return inspect_bounds(remat_bin, str(path))[0]
 
 
 @pytest.mark.parametrize("fraction", FRACTIONS)
