@@ -256,3 +256,21 @@ def test_scalar_loss_probe_scales_without_allocating(limit, monkeypatch):
     # loss and total weight, one member each: exact
     assert cap.by_name["nll_loss_forward"].memory == 4
     assert cap.by_name["nll_loss_forward.1"].memory == 4
+
+
+def test_split_outputs_one_member_per_fresh_storage():
+    """Outputs sharing a storage are one member (at the first of them); outputs that are
+    None or live in an input's storage are no member; groups=False merges all."""
+    from remat_torch.capture import _split_outputs, _storages
+
+    inp = torch.zeros(5)
+    a, c, x = torch.zeros(4), torch.zeros(3), torch.zeros(6)
+    in_st = _storages(inp)
+    out = (c, a, a[:2], inp[1:], None, x[:2], torch.zeros(1, dtype=torch.bool), x[3:])
+    assert _split_outputs(out, in_st, True) == [
+        {"outputs": [0], "bytes": 12}, {"outputs": [1, 2], "bytes": 16},
+        {"outputs": [5, 7], "bytes": 24}, {"outputs": [6], "bytes": 1}]
+    assert _split_outputs(out, in_st, False) == [{"outputs": [0, 1, 2, 5, 6, 7], "bytes": 53}]
+    # a single tensor is output 0; a kernel with nothing fresh keeps one empty member
+    assert _split_outputs(a, in_st, True) == [{"outputs": [0], "bytes": 16}]
+    assert _split_outputs((inp[:1], None), in_st, True) == [{"outputs": [0, 1], "bytes": 0}]
