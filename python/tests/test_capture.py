@@ -170,6 +170,11 @@ def test_cost_models(workdir, remat_bin):
         unit = {"flops": "flop", "roofline": "us (roofline, a100", "measured": "us (measured"}
         assert f'cost_unit: "{unit[cost]}' in text
         subprocess.run([remat_bin, "inspect", g], check=True, capture_output=True)
+        # the loss kernel's second member (total weight) costs 0 in every mode: the
+        # kernel's cost is on its first member only
+        assert '{name: "nll_loss_forward.1", cost: 0,' in text
+        if cost != "flops":
+            assert '{name: "nll_loss_forward", cost: 0,' not in text
     flops = open(export_graph(workdir, "mlp", 4, cost="flops")).read()
     # first layer: 2 * batch * in * out multiply-adds
     assert '{name: "addmm", cost: ' + str(2 * 4 * 64 * 128) + "," in flops
