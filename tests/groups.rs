@@ -247,7 +247,7 @@ fn grouped(seed: u64, nodes: usize) -> Graph {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
     /// Every strategy, at budgets across the whole range, gives plans that
     /// make each kernel's outputs together and fit; the two group-aware
@@ -284,6 +284,31 @@ proptest! {
                 prop_assert!(c >= best * (1.0 - 1e-9), "{} costs {} below the optimum {}", s.name(), c, best);
                 prop_assert!(out.peak().unwrap() <= budget);
                 assert_groups_back_to_back(&g, &plan.statements);
+            }
+        }
+        // On a device, the offload searches and policies too (a GH200,
+        // whose link makes offloading worth it at these sizes).
+        let dev = remat::device::Device::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/gh200.yaml"),
+        )
+        .unwrap();
+        let on_dev = SolveOptions {
+            device: Some(std::sync::Arc::new(dev)),
+            time_limit: Duration::from_secs(3),
+            ..opts()
+        };
+        for s in [strategies::by_name("remat-fast").unwrap(), strategies::by_name("remat-tiered").unwrap(), strategies::by_name("autotm-async").unwrap()] {
+            match solve::run(&g, s.as_ref(), budget, &on_dev) {
+                Ok(out) => {
+                    if let Some(plan) = out.plan.as_ref() {
+                        prop_assert!(out.peak().unwrap() <= budget);
+                        assert_groups_back_to_back(&g, &plan.statements);
+                    }
+                }
+                Err(solve::SolveError::Bug { msg, .. }) => {
+                    return Err(TestCaseError::fail(format!("{} on a device: {msg}", s.name())));
+                }
+                Err(_) => {}
             }
         }
     }

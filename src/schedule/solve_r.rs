@@ -36,6 +36,9 @@ pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
     let mut sch = s;
     let n = g.len();
     debug_assert_eq!(sch.stages(), n);
+    if g.has_groups() {
+        return solve_r_groups(g, sch, direct_reads);
+    }
     for t in 0..n {
         sch.r[t].clear();
         sch.r[t].insert(t);
@@ -63,6 +66,60 @@ pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
                 let read_slow = direct_reads && sch.h(t, u);
                 if !sch.s[t].contains(u) && !read_slow {
                     sch.r[t].insert(u);
+                }
+            }
+        }
+    }
+    sch
+}
+
+/// [`solve_r_tiered`] on a graph with multi-output kernels: computing one
+/// member computes its whole group, and a group is first made in the stage
+/// of its last member. Both are monotone implications too, so the least R
+/// is still unique. A kept member before its group is made (an S bit no
+/// schedule can honour) is dropped first, so that moves on S need not know
+/// about groups.
+fn solve_r_groups(g: &Graph, mut sch: Schedule, direct_reads: bool) -> Schedule {
+    let n = g.len();
+    for t in 0..n {
+        let early: Vec<usize> = sch.s[t]
+            .ones()
+            .filter(|&i| g.group_end(NodeId::from(i)) >= t)
+            .collect();
+        for i in early {
+            sch.s[t].set(i, false);
+        }
+        sch.r[t].clear();
+        let id = NodeId::from(t);
+        if g.group_end(id) == t {
+            sch.r[t].insert_range(g.group_start(id)..t + 1);
+        }
+    }
+    let add_group = |row: &mut fixedbitset::FixedBitSet, i: usize| {
+        let id = NodeId::from(i);
+        row.insert_range(g.group_start(id)..g.group_end(id) + 1);
+    };
+    for t in (1..n).rev() {
+        let mut need = sch.s[t].clone();
+        need.difference_with(&sch.s[t - 1]);
+        for &i in sch.p_row(t - 1) {
+            need.set(i as usize, false);
+        }
+        need.difference_with(&sch.r[t - 1]);
+        for i in need.ones().collect::<Vec<_>>() {
+            add_group(&mut sch.r[t - 1], i);
+        }
+    }
+    for t in 0..n {
+        for v in (0..=t).rev() {
+            if !sch.r[t].contains(v) {
+                continue;
+            }
+            for &u in g.deps(NodeId::from(v)) {
+                let u = u.idx();
+                let read_slow = direct_reads && sch.h(t, u);
+                if !sch.s[t].contains(u) && !read_slow && !sch.r[t].contains(u) {
+                    add_group(&mut sch.r[t], u);
                 }
             }
         }

@@ -532,6 +532,10 @@ impl Strategy for RematFast {
         "fast plan, no solver for the plan: local search on S (solve_r prices each move), DTR eviction and the baselines, cheapest wins; optimal when within the gap of the cover-program bound. On a device (--device) it searches offload moves too (from its plan, the seed policies' and checkpoint-all; least simulated step time wins); remat-exact stays recompute-only"
     }
 
+    fn handles_groups(&self) -> bool {
+        true
+    }
+
     fn solve(
         &self,
         g: &Graph,
@@ -556,7 +560,15 @@ impl Strategy for RematFast {
         // DTR first: a plan in milliseconds. Then the search, since it
         // usually finds the best plan, but not all the time: the baselines
         // must still get their turn.
-        let (quick, sim_time) = dtr::best_timed(g, budget, start + limit);
+        // DTR evicts single nodes: with multi-output kernels it runs on
+        // the merged graph, and its schedule is lifted back.
+        let (quick, sim_time) = if g.has_groups() {
+            let merged = crate::schedule::groups::Merged::of(g);
+            let (q, t) = dtr::best_timed(&merged.graph, budget, start + limit);
+            (q.map(|(c, sch, how)| (c, merged.lift(g, &sch), how)), t)
+        } else {
+            dtr::best_timed(g, budget, start + limit)
+        };
         if let Some((_, sch, how)) = quick {
             inc.consider(g, sch, format!("DTR eviction ({how})"));
         }
@@ -646,7 +658,7 @@ impl Strategy for RematFast {
                 time_limit: left,
                 ..opts.clone()
             };
-            let Ok(sol) = b.solve(g, budget, &o) else {
+            let Ok(sol) = super::solve_groups(b.as_ref(), g, budget, &o) else {
                 continue;
             };
             if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
@@ -748,7 +760,7 @@ fn offload_search(
             watch: None,
             ..opts.clone()
         };
-        if let Ok(sol) = p.solve(g, budget, &o) {
+        if let Ok(sol) = super::solve_groups(p.as_ref(), g, budget, &o) {
             if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
                 seeds.push((p.name().to_string(), sch, 1.0));
             }
