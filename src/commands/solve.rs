@@ -216,9 +216,14 @@ fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
             out.strategy,
             budget.show(),
             if tiers {
-                "a tiered strategy (remat strategies lists them), e.g. -s autotm-sync"
+                "a tiered strategy (remat strategies lists them), e.g. -s autotm-sync".to_string()
             } else {
-                "-s remat-fast or remat-exact"
+                // Never the strategy that just failed.
+                let others: Vec<&str> = ["remat-exact", "remat-fast"]
+                    .into_iter()
+                    .filter(|s| *s != out.strategy)
+                    .collect();
+                format!("-s {}", others.join(" or "))
             }
         ),
         Status::NoSolution => anyhow::bail!(
