@@ -206,13 +206,17 @@ fn grouped(seed: u64, nodes: usize) -> Graph {
     let mut renamed: std::collections::HashMap<String, Vec<String>> = Default::default();
     for n in &file.nodes {
         let mut n = n.clone();
-        // Readers pick one of the outputs of a split dep.
-        for d in n.deps.iter_mut() {
-            if let Some(outs) = renamed.get(d) {
-                *d = outs[next() as usize % outs.len()].clone();
+        // Readers pick one of the outputs of a split dep, or read them all
+        // (as a norm's backward reads both statistics).
+        let mut deps = Vec::new();
+        for d in &n.deps {
+            match renamed.get(d) {
+                Some(outs) if next() % 3 == 0 => deps.extend(outs.iter().cloned()),
+                Some(outs) => deps.push(outs[next() as usize % outs.len()].clone()),
+                None => deps.push(d.clone()),
             }
         }
-        n.deps.dedup();
+        n.deps = deps;
         let k = match next() % 3 {
             0 => 2 + (next() % 2) as usize,
             _ => 1,

@@ -36,11 +36,20 @@ impl Merged {
             .map(|&(a, b)| {
                 let first = g.node(NodeId::from(a));
                 let members = (a..=b).map(|m| g.node(NodeId::from(m)));
+                // Reading two outputs of one earlier kernel is one edge to
+                // its merged node (solvers reject repeated edges).
+                let mut deps: Vec<NodeId> = Vec::with_capacity(first.deps.len());
+                for d in &first.deps {
+                    let c = NodeId(of[d.idx()]);
+                    if !deps.contains(&c) {
+                        deps.push(c);
+                    }
+                }
                 Node {
                     name: first.name.clone(),
                     cost: members.clone().map(|n| n.cost).sum(),
                     memory: members.clone().map(|n| n.memory).sum(),
-                    deps: first.deps.iter().map(|d| NodeId(of[d.idx()])).collect(),
+                    deps,
                     backward: members.clone().any(|n| n.backward),
                     op: first.op.clone(),
                     group: None,
