@@ -33,61 +33,28 @@ pub fn solve_r(g: &Graph, s: Schedule) -> Schedule {
 /// the same reason as without transfers. On a schedule without transfers
 /// it is exactly [`solve_r`].
 pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
-    let mut sch = s;
-    let n = g.len();
-    debug_assert_eq!(sch.stages(), n);
-    if g.has_groups() {
-        return solve_r_groups(g, sch, direct_reads);
-    }
-    for t in 0..n {
-        sch.r[t].clear();
-        sch.r[t].insert(t);
-    }
-    // (1b) A value carried into stage t must exist in stage t-1: computed
-    // there if stage t-1 does not already carry it (or copy it in).
-    for t in (1..n).rev() {
-        let mut need = sch.s[t].clone();
-        need.difference_with(&sch.s[t - 1]);
-        for &i in sch.p_row(t - 1) {
-            need.set(i as usize, false);
-        }
-        sch.r[t - 1].union_with(&need);
-    }
-    // (1c) Every computed node needs its inputs computed or carried in the
-    // same stage; users come after their inputs, so one reverse sweep closes
-    // the set.
-    for t in 0..n {
-        for v in (0..=t).rev() {
-            if !sch.r[t].contains(v) {
-                continue;
-            }
-            for &u in g.deps(NodeId::from(v)) {
-                let u = u.idx();
-                let read_slow = direct_reads && sch.h(t, u);
-                if !sch.s[t].contains(u) && !read_slow {
-                    sch.r[t].insert(u);
-                }
-            }
-        }
-    }
-    sch
+    debug_assert_eq!(s.stages(), g.len());
+    solve_r_groups(g, s, direct_reads)
 }
 
-/// [`solve_r_tiered`] on a graph with multi-output kernels: computing one
-/// member computes its whole group, and a group is first made in the stage
-/// of its last member. Both are monotone implications too, so the least R
-/// is still unique. A kept member before its group is made (an S bit no
+/// The closure itself. With multi-output kernels, computing one member
+/// computes its whole group, and a group is first made in the stage of its
+/// last member: both are monotone implications too, so the least R is
+/// still unique. A kept member before its group is made (an S bit no
 /// schedule can honour) is dropped first, so that moves on S need not know
-/// about groups.
+/// about groups. Without groups every group is one node and this is
+/// Checkmate's closure as it stands.
 fn solve_r_groups(g: &Graph, mut sch: Schedule, direct_reads: bool) -> Schedule {
     let n = g.len();
     for t in 0..n {
-        let early: Vec<usize> = sch.s[t]
-            .ones()
-            .filter(|&i| g.group_end(NodeId::from(i)) >= t)
-            .collect();
-        for i in early {
-            sch.s[t].set(i, false);
+        if g.has_groups() {
+            let early: Vec<usize> = sch.s[t]
+                .ones()
+                .filter(|&i| g.group_end(NodeId::from(i)) >= t)
+                .collect();
+            for i in early {
+                sch.s[t].set(i, false);
+            }
         }
         sch.r[t].clear();
         let id = NodeId::from(t);
