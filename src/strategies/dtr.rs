@@ -194,9 +194,10 @@ pub fn best(g: &Graph, budget: Bytes) -> Option<(f64, Schedule, String)> {
 }
 
 /// [`best`] under a deadline. Scores not yet run when it passes are
-/// skipped; a schedule already in hand is still simulated, since an answer
-/// late by one simulation is better than none (the callers keep that
-/// simulation's time back from their limit).
+/// skipped. The first may run past it by half the time it was given, and is
+/// then abandoned (no plan); a schedule in hand is still simulated, since
+/// an answer late by one simulation is better than none (the callers keep
+/// that simulation's time back from their limit).
 pub fn best_until(g: &Graph, budget: Bytes, deadline: Instant) -> Option<(f64, Schedule, String)> {
     best_within(g, budget, Some(deadline)).0
 }
@@ -217,16 +218,31 @@ fn best_within(
     budget: Bytes,
     deadline: Option<Instant>,
 ) -> (Option<(f64, Schedule, String)>, std::time::Duration) {
+    // Eviction moves single nodes: a graph with multi-output kernels is
+    // evicted with each kernel merged, and the schedules lifted back.
+    let merged = g
+        .has_groups()
+        .then(|| crate::schedule::groups::Merged::of(g));
+    let on = merged.as_ref().map_or(g, |m| &m.graph);
     let avail = budget.saturating_sub(g.fixed_memory);
     let mut found: Vec<(f64, Schedule, Score)> = Vec::new();
+    let started = Instant::now();
     for score in SCORES {
-        // The first score always runs to the end: a plan late by one DTR
-        // pass is better than no plan.
-        let d = deadline.filter(|_| !found.is_empty());
+        // The first score may run past the deadline by half the time it
+        // was given (a plan a little late is better than none), but no
+        // further: the caller's time limit must hold.
+        let d = match deadline {
+            Some(d) if found.is_empty() => Some(d + d.saturating_duration_since(started) / 2),
+            d => d,
+        };
         if d.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        if let Some(s) = schedule_until(g, avail, score, d) {
+        if let Some(s) = schedule_until(on, avail, score, d) {
+            let s = match &merged {
+                Some(m) => m.lift(g, &s),
+                None => s,
+            };
             found.push((s.cost(g), s, score));
         }
     }
