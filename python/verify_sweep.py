@@ -28,6 +28,17 @@ MODELS = {"mlp": 4, "cnn": 4, "transformer": 4, "block": 2, "resnet18": 2}
 FRACTIONS = [10, 50, 100]
 
 
+def outcome(error: str) -> str:
+    """The answer's status (as `remat solve` prints it) from its one-line error."""
+    if "found no plan that fits" in error:
+        return "no-fit"
+    if "no plan found within the time limit" in error:
+        return "no-solution"
+    if "infeasible" in error:
+        return "infeasible"
+    return error.rsplit(": ", 1)[-1][:60]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(HERE.parent / "results" / "pytorch_verify.csv"))
@@ -77,7 +88,7 @@ def main() -> int:
                         binary.solve(str(graph), str(budget), str(plan), strategy=strategy,
                                      time_limit=args.time_limit)
                     except RematInputError as e:
-                        row["status"] = str(e).rsplit(": ", 1)[-1][:60]
+                        row["status"] = outcome(str(e))
                         w.writerow(row)
                         f.flush()
                         print(row, flush=True)
