@@ -19,6 +19,9 @@ pub struct Args {
 pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
     let g = load_graph(&args.model)?;
     let s = analysis::summarize(&g);
+    // Kernels: a multi-output kernel's group counts once.
+    let kernels = g.ids().filter(|&i| g.group_end(i) == i.idx()).count();
+    let in_groups = g.ids().filter(|&i| g.group(i).count() > 1).count();
     if args.json {
         let v = serde_json::json!({
             "model": g.name,
@@ -27,6 +30,7 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
             "forward_nodes": s.forward,
             "backward_nodes": s.backward,
             "edges": s.edges,
+            "kernels": kernels,
             "batch_size": g.batch_size,
             "cost_unit": g.cost_unit,
             "total_cost": s.total_cost,
@@ -44,6 +48,11 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
         "nodes            {} ({} forward, {} backward), {} edges",
         s.nodes, s.forward, s.backward, s.edges
     );
+    if g.has_groups() {
+        println!(
+            "kernels          {kernels} ({in_groups} nodes are outputs of multi-output kernels, computed together)"
+        );
+    }
     println!("batch size       {}", g.batch_size);
     let unit = g.cost_unit.as_deref().unwrap_or("units");
     println!(
