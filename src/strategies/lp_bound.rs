@@ -99,6 +99,11 @@ impl Strategy for LpBound {
         "lower bound only: the LP relaxation of the Checkmate MILP (no plan)"
     }
 
+    /// The formulation models groups exactly, so its bound holds for them.
+    fn handles_groups(&self) -> bool {
+        true
+    }
+
     fn solve(
         &self,
         g: &Graph,
