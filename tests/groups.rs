@@ -8,6 +8,7 @@ use remat::graph::{GraphFile, NodeSpec};
 use remat::schedule::groups::Merged;
 use remat::schedule::{generate_plan, simulate, Schedule, Statement};
 use remat::solve;
+use remat::solver::checkmate::{milp_usage, Formulation};
 use remat::solver::Backend;
 use remat::strategies::checkmate_ilp::CheckmateIlp;
 use remat::strategies::remat_exact::RematExact;
@@ -316,4 +317,54 @@ proptest! {
             }
         }
     }
+}
+
+/// A kernel recomputed for one small output: the MILP frees the unread
+/// large one right after the kernel, as the plan does, so the MILP's memory
+/// equals the simulated peak and its model admits the plan at that budget.
+/// (Held to the stage's end, it would charge 10 bytes more: c would be
+/// made beside k.)
+#[test]
+fn the_milp_frees_a_recomputed_kernels_unread_outputs() {
+    let g = Graph::from_file(
+        &GraphFile::parse(
+            r#"
+name: unread-output
+graph: training
+batch_size: 1
+fixed_memory: 0
+nodes:
+  - {name: a, cost: 1, memory: 10, deps: []}
+  - {name: k, cost: 5, memory: 100, deps: [a], group: k}
+  - {name: k.1, cost: 0, memory: 1, deps: [a], group: k}
+  - {name: b, cost: 1, memory: 10, deps: [k]}
+  - {name: c, cost: 1, memory: 10, deps: [b, k.1, a], backward: true}
+"#,
+        )
+        .unwrap(),
+        "unread-output",
+    )
+    .unwrap();
+    // Stage 4 keeps a and b and recomputes the kernel for k.1 alone.
+    let mut sch = Schedule::frontiers(&g);
+    for (t, kept) in [(1, vec![0]), (2, vec![0]), (3, vec![0, 1]), (4, vec![0, 3])] {
+        for i in kept {
+            sch.set_s(t, i, true);
+        }
+    }
+    sch.set_r(4, 1, true);
+    sch.set_r(4, 2, true);
+    sch.validate(&g).unwrap();
+    let peak = simulate(&g, &generate_plan(&g, &sch).unwrap())
+        .unwrap()
+        .peak;
+    assert_eq!(peak, Bytes(121));
+    assert_eq!(milp_usage(&g, &sch).peak, Bytes(121));
+    let f = Formulation::build(&g, peak, true, None);
+    let (x, at) = f.vector_for(&g, &sch);
+    assert_eq!(at, Bytes(121));
+    assert!(f.model.max_violation(&x) <= 1e-7);
+    // And the MILP's optimum at that budget is no costlier than the plan.
+    let exact = solve::run(&g, &RematExact, peak, &opts()).unwrap();
+    assert!(exact.cost().unwrap() <= sch.cost(&g) + 1e-9);
 }

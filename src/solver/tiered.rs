@@ -329,7 +329,7 @@ impl TieredFormulation {
                 s: &|i| f.s(t, i),
                 free: &|e| f.free(t, e),
             };
-            memory_rows(&mut m, t, &mem, &f.edges, &f.edge_start, &cols, &start);
+            memory_rows(&mut m, t, t, &mem, &f.edges, &f.edge_start, &cols, &start);
             // Stage time.
             let ts = f.time_scale;
             let mut compute: Vec<(Col, f64)> =

@@ -199,12 +199,9 @@ fn prepare(
     shared.enter("LP rounding repair");
     let repair_deadline = Instant::now() + left.mul_f64(REPAIR_TIME_SHARE);
     let mut repaired: Option<Seed> = None;
-    // The repair's local search moves single nodes, which would split a
-    // multi-output kernel: with groups, the seeds come from the merged
-    // graph's heuristics and the restricted MILPs below.
     for th in REPAIR_THRESHOLDS
         .into_iter()
-        .filter(|_| has_x && !stopped() && !g.has_groups())
+        .filter(|_| has_x && !stopped())
     {
         let rounded = two_phase_round(g, |t, i| sf[t][i] >= th);
         let name = format!("LP rounding at {th} repaired by local search");
