@@ -244,10 +244,34 @@ fn drop_interval(g: &Graph, sch: &Schedule, v: usize, t: usize) -> Option<Drop> 
 /// Sets S for `d.node` over the drop's interval. Dropping `via_inputs` also
 /// keeps each input from the last stage that holds it through `d.to`.
 /// `resolved` (the current schedule, with R) says where an input is held.
+///
+/// Keeping one output of a multi-output kernel that stage `d.to`
+/// recomputes saves nothing while the stage still needs another output of
+/// it: the kernel runs for that one. So a keep also keeps every other
+/// output the stage needs (reads, or passes on), each from where it is
+/// last held; without this, remat-fast's plans for ResNet-18 recomputed
+/// batch norms twice, once for the output and once for the statistics.
 pub(crate) fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, keep: bool) {
     for t in d.from..=d.to {
         if t > d.node {
             s.set_s(t, d.node, keep);
+        }
+    }
+    if keep && resolved.r(d.to, d.node) && g.group(NodeId::from(d.node)).count() > 1 {
+        let n = resolved.stages();
+        let end = g.group_end(NodeId::from(d.node));
+        for m in g.group(NodeId::from(d.node)).filter(|&m| m != d.node) {
+            let needed = reads(g, resolved, d.to, m) || (d.to + 1 < n && resolved.s(d.to + 1, m));
+            if !needed {
+                continue;
+            }
+            let mut from = d.to;
+            while from > end + 1 && !resolved.r(from - 1, m) && !resolved.s(from - 1, m) {
+                from -= 1;
+            }
+            for t in from..=d.to {
+                s.set_s(t, m, true);
+            }
         }
     }
     if keep || !d.via_inputs {
