@@ -367,12 +367,14 @@ pub(crate) fn solve_milp(
                 cost,
             })
     });
-    // With multi-output kernels the model has a node per output, often
-    // twice the kernels (ResNet-18: 303 for 162), and its MILP converges
-    // more slowly than the merged graph's. So the merged graph's MILP runs
-    // first on part of the time; its plan, lifted, is a plan here at the
-    // same cost, and seeds the exact model: never worse than solving the
-    // merged graph alone.
+    // With multi-output kernels the model keeps S and FREE per output
+    // (ResNet-18: 303 outputs for 162 kernels, 38k binaries against the
+    // merged graph's 26k), and its MILP converges more slowly than the
+    // merged graph's. So the merged graph's MILP runs first on part of the
+    // time; its plan, lifted, is a plan here at the same cost, and seeds
+    // the exact model: never worse than solving the merged graph alone.
+    // (Measured at PyTorch's 0.4 peak on ResNet-18, 60 s: 156.02 µs with
+    // this seed, 157.14 µs without.)
     let seed = match (g.has_groups() && too_large.is_none(), seed) {
         (true, seed) => {
             let merged = crate::schedule::groups::Merged::of(g);
