@@ -241,6 +241,18 @@ fn drop_interval(g: &Graph, sch: &Schedule, v: usize, t: usize) -> Option<Drop> 
     })
 }
 
+/// The first stage of the run of stages up to `t` that `v` could be kept
+/// over: the stage after the last one before `t` that computes or keeps it
+/// (at the earliest, the stage after its kernel is first made).
+fn held_since(g: &Graph, sch: &Schedule, v: usize, t: usize) -> usize {
+    let floor = g.group_end(NodeId::from(v)) + 1;
+    let mut from = t;
+    while from > floor && !sch.r(from - 1, v) && !sch.s(from - 1, v) {
+        from -= 1;
+    }
+    from
+}
+
 /// Sets S for `d.node` over the drop's interval. Dropping `via_inputs` also
 /// keeps each input from the last stage that holds it through `d.to`.
 /// `resolved` (the current schedule, with R) says where an input is held.
@@ -259,17 +271,12 @@ pub(crate) fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, k
     }
     if keep && resolved.r(d.to, d.node) && g.group(NodeId::from(d.node)).count() > 1 {
         let n = resolved.stages();
-        let end = g.group_end(NodeId::from(d.node));
         for m in g.group(NodeId::from(d.node)).filter(|&m| m != d.node) {
             let needed = reads(g, resolved, d.to, m) || (d.to + 1 < n && resolved.s(d.to + 1, m));
             if !needed {
                 continue;
             }
-            let mut from = d.to;
-            while from > end + 1 && !resolved.r(from - 1, m) && !resolved.s(from - 1, m) {
-                from -= 1;
-            }
-            for t in from..=d.to {
+            for t in held_since(g, resolved, m, d.to)..=d.to {
                 s.set_s(t, m, true);
             }
         }
@@ -484,10 +491,7 @@ pub fn search_from(
                 return Some(cur.sch);
             }
             for v in cur.sch.r_row(t).ones().filter(|&v| v < t) {
-                let mut from = t;
-                while from > v + 1 && !cur.sch.r(from - 1, v) && !cur.sch.s(from - 1, v) {
-                    from -= 1;
-                }
+                let from = held_since(g, &cur.sch, v, t);
                 cands.push(Drop {
                     node: v,
                     from,
