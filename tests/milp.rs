@@ -789,3 +789,32 @@ fn approx_out_of_time_is_no_solution() {
     assert_eq!(sol.status, Status::NoSolution, "{:?}", sol.detail);
     assert!(sol.schedule.is_none());
 }
+
+/// remat-fast's batched drops on an operator-level chain at 50%: phase 1
+/// needs hundreds of drops there, and one move per exact evaluation found
+/// no plan in a minute on the 2,005-node chain (the answer was a Chen
+/// sweep's, 1.30× one pass). The batched search alone must fit the budget
+/// within 1% of every node once, the eviction bound. With batches that
+/// ignore the cascades behind their drops (each priced as if its inputs
+/// were at hand), this test fails at 1.30×.
+#[test]
+fn batched_drops_fit_an_operator_chain_at_half_its_peak() {
+    use remat::schedule::{generate_plan, simulate};
+    use remat::zoo::ops::{self, OpsChain};
+    let g = ops::chain(&OpsChain {
+        layers: 20,
+        ..OpsChain::default()
+    });
+    let budget = Bytes(analysis::checkpoint_all_peak(&g).0 / 2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    let sch = remat::strategies::local_search::search_batched(&g, budget, deadline)
+        .expect("a plan at 50%");
+    let sim = simulate(&g, &generate_plan(&g, &sch).unwrap()).unwrap();
+    assert!(sim.peak <= budget, "{} > {}", sim.peak.get(), budget.get());
+    let ratio = sim.cost / g.total_cost();
+    assert!(sim.cost > g.total_cost(), "no recomputation cannot fit");
+    assert!(
+        ratio <= 1.01,
+        "batched search at {ratio:.4}× every node once"
+    );
+}

@@ -59,6 +59,10 @@ pub enum Ranking {
 /// at twice the time per step.
 const FORECAST_EVALS: usize = 16;
 
+/// Share of remat-fast's time left after DTR that the batched search may
+/// use, before the one-move-at-a-time search.
+const BATCHED_TIME_SHARE: f64 = 0.6;
+
 /// Share of remat-fast's time the baselines' knob grids may use together.
 const BASELINE_TIME_SHARE: f64 = 0.25;
 
@@ -304,6 +308,154 @@ pub fn search(g: &Graph, budget: Bytes, ranking: Ranking, deadline: Instant) -> 
     search_from(g, Schedule::checkpoint_all(g), budget, ranking, deadline)
 }
 
+/// Local search from checkpoint-all whose phase 1 makes many drops per
+/// exact evaluation (see [`batch_step`]) while that pays, then one at a
+/// time as [`search`] does.
+pub fn search_batched(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Schedule> {
+    let batch = (g.len() / BATCH_DIVISOR).max(1);
+    search_inner(
+        g,
+        Schedule::checkpoint_all(g),
+        budget,
+        Ranking::Forecast,
+        batch,
+        deadline,
+    )
+}
+
+/// The first batch of a batched search is at most a node count over this
+/// many drops.
+const BATCH_DIVISOR: usize = 16;
+
+/// One batched phase-1 step: the drops of best forecast ratio, each priced
+/// against the excess that the drops picked before it leave, and no two
+/// touching the same node or a node and its input or user (a drop's
+/// forecast assumes its inputs are at hand, and two drops in a row turn
+/// into a cascade the forecast does not see). All of them are applied and
+/// evaluated once. `None` when the batch removes no excess.
+///
+/// One move per exact evaluation costs an evaluation per candidate per
+/// step; on a 2,000-node operator-level chain at 50%, phase 1 needs
+/// hundreds of drops, and it found no plan in a minute.
+fn batch_step(
+    g: &Graph,
+    s: &Schedule,
+    cur: &Eval,
+    cands: &[Drop],
+    budget: Bytes,
+    max: usize,
+) -> Option<(Vec<Drop>, Schedule, Eval)> {
+    let with_inputs = |d: &Drop| {
+        let via = Drop {
+            via_inputs: true,
+            ..*d
+        };
+        let has_inputs = !g.deps(NodeId::from(d.node)).is_empty();
+        std::iter::once(*d).chain(has_inputs.then_some(via))
+    };
+    let mut ranked: Vec<(f64, Drop, Cascade)> = cands
+        .iter()
+        .flat_map(with_inputs)
+        .filter_map(|d| {
+            let c = cascade(g, &cur.sch, d)?;
+            let (_, freed) = forecast(g, &cur.sch, &cur.stage_excess, d);
+            (freed > 0.0).then_some((c.cost / freed, d, c))
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut excess = cur.stage_excess.clone();
+    let mut left: f64 = excess.iter().sum();
+    // Nodes dropped by this batch, and nodes some picked drop's
+    // recomputation computes or reads: neither may change role.
+    let mut dropped = vec![false; g.len()];
+    let mut relied = vec![false; g.len()];
+    let mut picked: Vec<Drop> = Vec::new();
+    for (_, d, c) in ranked {
+        if picked.len() >= max || left <= 0.0 {
+            break;
+        }
+        if dropped[d.node] || relied[d.node] || c.nodes.iter().any(|&v| dropped[v]) {
+            continue;
+        }
+        let (_, freed) = forecast(g, &cur.sch, &excess, d);
+        if freed <= 0.0 {
+            continue;
+        }
+        let m = g.memory(NodeId::from(d.node)).as_f64();
+        for e in &mut excess[d.from.max(d.node + 1)..=d.to] {
+            let f = m.min(*e);
+            *e -= f;
+            left -= f;
+        }
+        dropped[d.node] = true;
+        for &v in &c.nodes {
+            relied[v] = true;
+        }
+        picked.push(d);
+    }
+    if picked.len() < 2 {
+        return None;
+    }
+    let mut trial = s.clone();
+    for d in &picked {
+        apply(g, &mut trial, &cur.sch, *d, false);
+    }
+    let e = eval(g, &trial, budget)?;
+    (e.excess < cur.excess).then_some((picked, trial, e))
+}
+
+/// What recomputing a dropped value at the end of its interval takes,
+/// cascades included: the ancestors that are not at hand there (computed
+/// again) and the values that are (read).
+struct Cascade {
+    cost: f64,
+    nodes: Vec<usize>,
+}
+
+/// Past this many ancestors to recompute, a drop is not a batch candidate:
+/// its cascade is what makes it costly, and walking it is what makes the
+/// batch slow.
+const MAX_CASCADE: usize = 64;
+
+/// The [`Cascade`] of a drop in `sch` (which holds R), or `None` when it is
+/// longer than [`MAX_CASCADE`]. A drop `via_inputs` reads its inputs.
+fn cascade(g: &Graph, sch: &Schedule, d: Drop) -> Option<Cascade> {
+    let t = d.to;
+    let mut c = Cascade {
+        cost: 0.0,
+        nodes: vec![d.node],
+    };
+    if !reads(g, sch, t, d.node) {
+        return Some(c);
+    }
+    c.cost = g.cost(NodeId::from(d.node));
+    if d.via_inputs {
+        c.nodes
+            .extend(g.deps(NodeId::from(d.node)).iter().map(|v| v.idx()));
+        return Some(c);
+    }
+    let mut stack = vec![d.node];
+    let mut recomputed = 0;
+    while let Some(v) = stack.pop() {
+        for dep in g.deps(NodeId::from(v)) {
+            let i = dep.idx();
+            if c.nodes.contains(&i) {
+                continue;
+            }
+            c.nodes.push(i);
+            if !sch.s(t, i) && !sch.r(t, i) {
+                recomputed += 1;
+                if recomputed > MAX_CASCADE {
+                    return None;
+                }
+                c.cost += g.cost(*dep);
+                stack.push(i);
+            }
+        }
+    }
+    Some(c)
+}
+
 /// Local search from any schedule's S (its R is re-derived): used to repair
 /// a rounded LP solution that overshoots the budget, which starts far
 /// closer to the optimum than checkpoint-all does on branchy DAGs.
@@ -312,6 +464,20 @@ pub fn search_from(
     start: Schedule,
     budget: Bytes,
     ranking: Ranking,
+    deadline: Instant,
+) -> Option<Schedule> {
+    search_inner(g, start, budget, ranking, 1, deadline)
+}
+
+/// The local search; phase 1 starts with batches of up to `batch` drops
+/// per evaluation and halves the batch each time one removes no excess,
+/// down to single moves.
+fn search_inner(
+    g: &Graph,
+    start: Schedule,
+    budget: Bytes,
+    ranking: Ranking,
+    mut batch: usize,
     deadline: Instant,
 ) -> Option<Schedule> {
     // Every loop below checks the clock: on 10^4-node graphs one exact
@@ -335,11 +501,20 @@ pub fn search_from(
             return None;
         }
         let mut cands: Vec<Drop> = Vec::new();
+        // Per value, the interval of its last candidate: most values are
+        // idle over all the worst stages at once, and one walk finds the
+        // interval for all of them (on a 20,001-node chain, walking it
+        // again for each stage took most of the search's time).
+        let mut seen: Vec<Option<(usize, usize)>> = vec![None; g.len()];
+        let mut listed = std::collections::HashSet::new();
         let mut visited = 0usize;
         for &t in cur.over.iter().take(OVER_STAGES) {
             for v in cur.sch.s_row(t).ones() {
+                if seen[v].is_some_and(|(from, to)| from <= t && t <= to) {
+                    continue;
+                }
                 // drop_interval walks stages: a candidate costs O(n), and
-                // a step on a 20,001-node chain visits 10^5 of them.
+                // a step on a 20,001-node chain visits 10^4 of them.
                 visited += 1;
                 if visited.is_multiple_of(64) && Instant::now() >= deadline {
                     return None;
@@ -348,11 +523,24 @@ pub fn search_from(
                     continue;
                 }
                 if let Some(d) = drop_interval(g, &cur.sch, v, t) {
-                    if !cands.iter().any(|c| c.node == d.node && c.from == d.from) {
+                    seen[v] = Some((d.from, d.to));
+                    if listed.insert((d.node, d.from)) {
                         cands.push(d);
                     }
                 }
             }
+        }
+        while batch > 1 {
+            if let Some((picked, trial, e)) = batch_step(g, &s, &cur, &cands, budget, batch) {
+                drops.extend(picked);
+                s = trial;
+                cur = e;
+                break;
+            }
+            batch /= 2;
+        }
+        if batch > 1 {
+            continue;
         }
         // Undoing an earlier drop whose recomputation lands in an
         // over-budget stage can remove a whole cascade of recomputations.
@@ -590,7 +778,7 @@ impl Strategy for RematFast {
         // must still get their turn.
         // DTR's later scores get half the limit; its first pass may take
         // three quarters (see `dtr::best_timed`).
-        let (quick, sim_time) = dtr::best_timed(g, budget, start + limit / 2);
+        let (quick, sim_time) = dtr::best_timed(g, budget, start + limit / 8);
         if let Some((_, sch, how)) = quick {
             inc.consider(g, sch, format!("DTR eviction ({how})"));
         }
@@ -607,6 +795,15 @@ impl Strategy for RematFast {
             .best
             .as_ref()
             .is_some_and(|b| b.0 <= super::within_gap(inc.floor, opts.gap));
+        if !dtr_optimal {
+            let batched_end = Instant::now()
+                + deadline
+                    .saturating_duration_since(Instant::now())
+                    .mul_f64(BATCHED_TIME_SHARE);
+            if let Some(sch) = search_batched(g, budget, batched_end) {
+                inc.consider(g, sch, "local search on S (batched drops)".into());
+            }
+        }
         let found = if dtr_optimal {
             None
         } else {
