@@ -677,9 +677,9 @@ mod tests {
             let want: Vec<usize> = (0..n).filter(|&i| row[i]).collect();
             let got: Vec<usize> = sch.kept(t).map(|i| i.idx()).collect();
             assert_eq!(got, want, "S[{t}]");
-            for i in 0..n {
-                assert_eq!(sch.s(t, i), row[i]);
-                assert_eq!(sweep.contains(i), row[i]);
+            for (i, &v) in row.iter().enumerate() {
+                assert_eq!(sch.s(t, i), v);
+                assert_eq!(sweep.contains(i), v);
             }
             let starts: Vec<u32> = (0..n)
                 .filter(|&i| row[i] && (t == 0 || !dense_s[t - 1][i]))
