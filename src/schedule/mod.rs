@@ -35,10 +35,11 @@ pub use solve_r::{solve_r, solve_r_tiered};
 ///   checkpoint-all has one interval per value.
 ///
 /// Why: with one bit row per stage for each of R and S, a schedule of a
-/// 20,000-node chain took ~100 MB, searches hold several, and remat-fast
-/// on a 40,000-node chain peaked at 2.4 GB while a 200,000-node graph was
-/// killed at 23 GB (results/rss_schedule.csv has the before/after figures;
-/// docs/scale.md summarises them).
+/// 20,000-node chain took ~100 MB and searches hold several. Measured
+/// (results/rss_schedule.csv, docs/scale.md): remat-fast on the
+/// 40,001-node linear graph peaked at 1.65 GB with bit rows and 0.10 GB
+/// with these, same plan; dtr-greedy and remat-fast on a 200,007-node
+/// chain went from 10.2 GB to 0.64 GB, what loading the graph takes.
 ///
 /// Whole-schedule passes (validation, plans, [`solve_r`], cost) walk the
 /// stages with [`KeepEvents`] (the values whose keep interval starts or
