@@ -128,3 +128,66 @@ fn every_plan_maps_into_the_cover_program_on_random_layered_n100() {
     }
     assert!(checked.len() >= 3, "plans checked: {checked:?}");
 }
+
+/// The eviction bound's Fenwick-tree cover equals the walk over the
+/// crossing values cheapest per byte first (the definition, as
+/// `for_each_forced_eviction` gives it) on random DAGs with groups of equal
+/// ratios and zero costs, on zoo networks and on an operator-level
+/// transformer with multi-output kernels, at budgets from the smallest to
+/// the peak.
+#[test]
+fn the_eviction_bound_equals_the_cheapest_first_walk() {
+    use remat::zoo::ops::{self, OpsChain};
+    let walk = |g: &Graph, budget: Bytes| {
+        let mut worst = 0.0f64;
+        analysis::for_each_forced_eviction(g, budget, |mut need, cands| {
+            let mut cover = 0.0;
+            for (m, cost) in cands {
+                if need <= 0.0 {
+                    break;
+                }
+                let take = (need / m).min(1.0);
+                cover += cost * take;
+                need -= m * take;
+            }
+            worst = worst.max(cover);
+        });
+        g.total_cost() + worst
+    };
+    let mut graphs: Vec<Graph> = (0..12)
+        .map(|seed| {
+            synthetic::random_layered(&RandomDag {
+                nodes: 60,
+                seed,
+                skip_prob: 0.3,
+                skip_span: 3,
+                cost: synthetic::Dist::Uniform(0, 4),
+                memory: synthetic::Dist::Uniform(1, 4),
+                forward: seed % 2 == 0,
+                ..RandomDag::default()
+            })
+        })
+        .collect();
+    graphs.push(ops::chain(&OpsChain {
+        layers: 6,
+        ..OpsChain::default()
+    }));
+    graphs.push(ops::transformer(&ops::OpsTransformer {
+        layers: 2,
+        ..Default::default()
+    }));
+    graphs.push(synthetic::linear(40));
+    let mut compared = 0;
+    for g in &graphs {
+        for budget in budgets(g, 12) {
+            let (fast, slow) = (analysis::eviction_bound(g, budget), walk(g, budget));
+            assert!(
+                (fast - slow).abs() <= 1e-9 * slow.abs().max(1.0),
+                "{fast} != {slow} at {}",
+                budget.get()
+            );
+            compared += (slow > g.total_cost()) as usize;
+        }
+    }
+    assert!(compared > 50, "only {compared} budgets force evictions");
+}

@@ -11,7 +11,6 @@
 
 use super::Schedule;
 use crate::graph::{Graph, Node, NodeId};
-use fixedbitset::FixedBitSet;
 
 /// The graph with every group merged into one node, and the way back.
 pub struct Merged {
@@ -72,15 +71,6 @@ impl Merged {
         a..=b
     }
 
-    fn expand_row(&self, row: impl Iterator<Item = usize>, n: usize) -> FixedBitSet {
-        let mut out = FixedBitSet::with_capacity(n);
-        for c in row {
-            let (a, b) = self.span[c];
-            out.insert_range(a..b + 1);
-        }
-        out
-    }
-
     fn expand_list(&self, row: &[u32]) -> Vec<usize> {
         row.iter().flat_map(|&c| self.members(c as usize)).collect()
     }
@@ -91,12 +81,14 @@ impl Merged {
         let n = g.len();
         let mut out = Schedule::identity(n);
         for (c, &(a, b)) in self.span.iter().enumerate() {
-            let kept = self.expand_row(sch.s_row(c).ones(), n);
             for t in a..=b {
-                out.s[t] = kept.clone();
                 out.r[t].clear();
             }
-            out.r[b] = self.expand_row(sch.r_row(c).ones(), n);
+            out.r[b] = self
+                .expand_list(sch.r_row(c))
+                .into_iter()
+                .map(|i| i as u32)
+                .collect();
             for t in a..=b {
                 for i in self.expand_list(sch.h_row(c)) {
                     out.set_h(t, i, true);
@@ -108,6 +100,14 @@ impl Merged {
             for i in self.expand_list(sch.p_row(c)) {
                 out.set_p(b, i, true);
             }
+            // Merged stages x..=y are the original stages from the first
+            // of x's span to the last of y's.
+            for &(x, y) in sch.keep_intervals(c) {
+                let stages = self.span[x as usize].0..=self.span[y as usize].1;
+                for m in self.members(c) {
+                    out.set_s_range(m, stages.clone(), true);
+                }
+            }
         }
         trim_keeps(g, &mut out);
         out
@@ -118,37 +118,89 @@ impl Merged {
 /// on to a later stage that needs it. Neither the cost nor any transfer
 /// changes, and memory only goes down; for a lifted schedule this is what
 /// frees a kernel's outputs one by one.
+///
+/// Backwards along each keep interval, a value is needed in stage `t` if
+/// the stage reads it (a computation's input it does not compute) or copies
+/// it out, or if stage `t+1` needs it and stage `t` neither computes nor
+/// fetches it; a value fetched during `t-1` is kept into `t` regardless.
+/// Only stages with such an event change the answer, so this walks the
+/// events of each value: O(R + edges read + transfers + intervals), not
+/// O(n) per stage.
 pub fn trim_keeps(g: &Graph, sch: &mut Schedule) {
+    const USE: u8 = 1;
+    const BREAK: u8 = 2;
+    const FORCE: u8 = 4;
     let n = sch.stages();
-    // Values stage t+1 needs carried in (after trimming it).
-    let mut need_next = FixedBitSet::with_capacity(n);
-    for t in (0..n).rev() {
-        let mut need = FixedBitSet::with_capacity(n);
-        for k in sch.r_row(t).ones() {
-            for d in g.deps(NodeId::from(k)) {
-                if !sch.r(t, d.idx()) {
-                    need.insert(d.idx());
+    // (value, stage, what happens to it there)
+    let mut ev: Vec<(u32, u32, u8)> = Vec::new();
+    for t in 0..n {
+        let row = sch.r_row(t);
+        for &k in row {
+            ev.push((k, t as u32, BREAK));
+            for d in g.deps(NodeId::from(k as usize)) {
+                if !super::row_has(row, d.idx()) {
+                    ev.push((d.idx() as u32, t as u32, USE));
                 }
             }
         }
         for &i in sch.o_row(t) {
-            need.insert(i as usize);
+            ev.push((i, t as u32, USE));
         }
-        for i in need_next.ones() {
-            if !sch.r(t, i) && !sch.p(t, i) {
-                need.insert(i);
+        for &i in sch.p_row(t) {
+            ev.push((i, t as u32, BREAK));
+            if t + 1 < n {
+                ev.push((i, t as u32 + 1, FORCE));
             }
         }
-        need.intersect_with(sch.s_row(t));
-        sch.s[t] = need;
-        // A value copied in during stage t-1 must be kept into stage t.
-        need_next = sch.s[t].clone();
-        if t > 0 {
-            let fetched: Vec<usize> = sch.p_row(t - 1).iter().map(|&i| i as usize).collect();
-            for i in fetched {
-                need_next.insert(i);
-                sch.s[t].insert(i);
+    }
+    for &(i, t, f) in &ev {
+        if f == FORCE {
+            super::intervals_set(&mut sch.s[i as usize], t, t, true);
+        }
+    }
+    ev.sort_unstable_by_key(|&(i, t, _)| (i, std::cmp::Reverse(t)));
+    let mut k = 0;
+    for (i, ivs) in sch.s.iter_mut().enumerate() {
+        let lo = k;
+        while k < ev.len() && ev[k].0 as usize == i {
+            k += 1;
+        }
+        if ivs.is_empty() {
+            continue;
+        }
+        let evs = &ev[lo..k];
+        // New intervals, last first.
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        let mut push = |lo: u32, hi: u32| match out.last_mut() {
+            Some(last) if hi + 1 == last.0 => last.0 = lo,
+            _ => out.push((lo, hi)),
+        };
+        let mut e = 0;
+        for &(a, b) in ivs.iter().rev() {
+            while e < evs.len() && evs[e].1 > b {
+                e += 1;
+            }
+            // Stage b+1 does not keep the value (intervals do not touch).
+            let (mut alive, mut top) = (false, b);
+            while e < evs.len() && evs[e].1 >= a {
+                let st = evs[e].1;
+                let mut flags = 0;
+                while e < evs.len() && evs[e].1 == st {
+                    flags |= evs[e].2;
+                    e += 1;
+                }
+                // Between events the answer carries down unchanged.
+                if alive && st < top {
+                    push(st + 1, top);
+                }
+                alive = flags & (USE | FORCE) != 0 || (alive && flags & BREAK == 0);
+                top = st;
+            }
+            if alive {
+                push(a, top);
             }
         }
+        out.reverse();
+        *ivs = out;
     }
 }

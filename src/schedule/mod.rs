@@ -22,15 +22,139 @@ pub use simulator::{
 };
 pub use solve_r::{solve_r, solve_r_tiered};
 
-/// Binary matrices R (compute) and S (keep), one bit row per stage. Rows are
-/// bitsets because schedules of 10^4-node graphs have 10^8 cells.
+/// The matrices R (compute) and S (keep), stored by their content rather
+/// than as n×n bits.
+///
+/// - R: per stage, the sorted indices of the nodes it computes. A stage
+///   computes its frontier and a few recomputations, so R is O(n + number
+///   of recomputations).
+/// - S: per value, the sorted, disjoint and non-adjacent inclusive stage
+///   intervals over which it is kept (normalised, so that equal matrices
+///   compare equal). On a training graph S has Θ(n²) ones (a forward value
+///   is kept from its forward stage to its backward use), but few runs:
+///   checkpoint-all has one interval per value.
+///
+/// Why: with one bit row per stage for each of R and S, a schedule of a
+/// 20,000-node chain took ~100 MB and searches hold several. Measured
+/// (results/rss_schedule.csv, docs/scale.md): remat-fast on the
+/// 40,001-node linear graph peaked at 1.65 GB with bit rows and 0.10 GB
+/// with these, same plan; dtr-greedy and remat-fast on a 200,007-node
+/// chain went from 10.2 GB to 0.64 GB, what loading the graph takes.
+///
+/// Whole-schedule passes (validation, plans, [`solve_r`], cost) walk the
+/// stages with [`KeepEvents`] (the values whose keep interval starts or
+/// ends at each stage) instead of asking every value at every stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
-    r: Vec<FixedBitSet>,
-    s: Vec<FixedBitSet>,
+    /// `r[t]`: nodes computed in stage `t`, ascending.
+    r: Vec<Vec<u32>>,
+    /// `s[i]`: the stage intervals `(from, to)` (inclusive) over which value
+    /// `i` is kept, ascending, disjoint and non-adjacent.
+    s: Vec<Vec<(u32, u32)>>,
     /// `None` for recompute-only schedules, so that they cost nothing extra
     /// and generate exactly the plans they always did.
     tr: Option<Box<Transfers>>,
+}
+
+/// Per stage, the values whose keep interval starts there (`S[t,i]` and
+/// not `S[t-1,i]`) and those whose interval ends there (`S[t,i]` and not
+/// `S[t+1,i]`), each list ascending. Built in O(n + intervals) by
+/// [`Schedule::keep_events`]: the way whole-schedule passes follow S
+/// without touching all n values per stage.
+#[derive(Debug, Clone)]
+pub struct KeepEvents {
+    start_at: Vec<u32>,
+    starts: Vec<u32>,
+    end_at: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+impl KeepEvents {
+    /// Values kept into stage `t` but not into stage `t-1`, ascending.
+    pub fn starts(&self, t: usize) -> &[u32] {
+        &self.starts[self.start_at[t] as usize..self.start_at[t + 1] as usize]
+    }
+
+    /// Values kept into stage `t` but not into stage `t+1`, ascending.
+    pub fn ends(&self, t: usize) -> &[u32] {
+        &self.ends[self.end_at[t] as usize..self.end_at[t + 1] as usize]
+    }
+}
+
+/// S one stage at a time, as a dense set of n bits updated from
+/// [`KeepEvents`]: O(1) membership, O(n + intervals) for a whole pass.
+/// Stages must be entered in order, 0, 1, 2, …
+pub struct KeptSweep {
+    ev: KeepEvents,
+    now: FixedBitSet,
+    next: usize,
+}
+
+impl KeptSweep {
+    /// Makes `S[t]` the current set. `t` must be the stage after the last
+    /// one entered (0 first).
+    pub fn enter(&mut self, t: usize) {
+        debug_assert_eq!(t, self.next, "stages are entered in order");
+        if t > 0 {
+            for &i in self.ev.ends(t - 1) {
+                self.now.set(i as usize, false);
+            }
+        }
+        for &i in self.ev.starts(t) {
+            self.now.insert(i as usize);
+        }
+        self.next = t + 1;
+    }
+
+    /// `S[t,i]` for the stage last entered.
+    pub fn contains(&self, i: usize) -> bool {
+        self.now.contains(i)
+    }
+
+    /// The events the sweep follows.
+    pub fn events(&self) -> &KeepEvents {
+        &self.ev
+    }
+}
+
+/// A dense bitset of `n` bits holding `ids`: for callers that need set
+/// operations on one stage of a small graph (the MILP decoders).
+pub fn dense(ids: impl IntoIterator<Item = usize>, n: usize) -> FixedBitSet {
+    let mut b = FixedBitSet::with_capacity(n);
+    b.extend(ids);
+    b
+}
+
+/// Sets (`v`) or clears the inclusive stage range `a..=b` in a normalised
+/// interval list.
+fn intervals_set(ivs: &mut Vec<(u32, u32)>, a: u32, b: u32, v: bool) {
+    debug_assert!(a <= b);
+    if v {
+        // Intervals that overlap or touch [a, b] merge with it.
+        let lo = ivs.partition_point(|iv| iv.1 as u64 + 1 < a as u64);
+        let hi = ivs.partition_point(|iv| iv.0 as u64 <= b as u64 + 1);
+        if lo < hi {
+            let from = a.min(ivs[lo].0);
+            let to = b.max(ivs[hi - 1].1);
+            ivs.splice(lo..hi, std::iter::once((from, to)));
+        } else {
+            ivs.insert(lo, (a, b));
+        }
+    } else {
+        let lo = ivs.partition_point(|iv| iv.1 < a);
+        let hi = ivs.partition_point(|iv| iv.0 <= b);
+        if lo >= hi {
+            return;
+        }
+        let left = (ivs[lo].0 < a).then(|| (ivs[lo].0, a - 1));
+        let right = (ivs[hi - 1].1 > b).then(|| (b + 1, ivs[hi - 1].1));
+        ivs.splice(lo..hi, left.into_iter().chain(right));
+    }
+}
+
+fn intervals_has(ivs: &[(u32, u32)], t: usize) -> bool {
+    let p = ivs.partition_point(|iv| (iv.1 as usize) < t);
+    p < ivs.len() && ivs[p].0 as usize <= t
 }
 
 /// Transfer decisions, sparse (most values never leave the fast tier):
@@ -117,13 +241,9 @@ impl Schedule {
     /// R = I, S = 0: each stage computes only its frontier. Not correct by
     /// itself for any graph with edges; a starting point for strategies.
     pub fn identity(n: usize) -> Schedule {
-        let mut r = vec![FixedBitSet::with_capacity(n); n];
-        for (t, row) in r.iter_mut().enumerate() {
-            row.insert(t);
-        }
         Schedule {
-            r,
-            s: vec![FixedBitSet::with_capacity(n); n],
+            r: (0..n as u32).map(|t| vec![t]).collect(),
+            s: vec![Vec::new(); n],
             tr: None,
         }
     }
@@ -137,11 +257,11 @@ impl Schedule {
         if g.has_groups() {
             for t in g.ids() {
                 let (a, b) = (g.group_start(t), g.group_end(t));
-                if b != t.idx() {
-                    sch.r[t.idx()].set(t.idx(), false);
+                sch.r[t.idx()] = if b != t.idx() {
+                    Vec::new()
                 } else {
-                    sch.r[t.idx()].insert_range(a..b + 1);
-                }
+                    (a as u32..=b as u32).collect()
+                };
             }
         }
         sch
@@ -153,8 +273,9 @@ impl Schedule {
         let mut sch = Schedule::frontiers(g);
         let last = crate::graph::analysis::last_use(g);
         for i in g.ids() {
-            for t in g.group_end(i) + 1..=last[i.idx()].idx() {
-                sch.s[t].insert(i.idx());
+            let (a, b) = (g.group_end(i) + 1, last[i.idx()].idx());
+            if a <= b {
+                sch.set_s_range(i.idx(), a..=b, true);
             }
         }
         sch
@@ -164,32 +285,112 @@ impl Schedule {
         self.r.len()
     }
 
+    /// R[t,i]: O(log) in the stage's size.
     pub fn r(&self, t: usize, i: usize) -> bool {
-        self.r[t].contains(i)
+        row_has(&self.r[t], i)
     }
 
+    /// S[t,i] (false past the last stage): O(log) in the number of keep
+    /// intervals of `i`.
     pub fn s(&self, t: usize, i: usize) -> bool {
-        t < self.s.len() && self.s[t].contains(i)
+        t < self.stages() && self.s.get(i).is_some_and(|ivs| intervals_has(ivs, t))
     }
 
     pub fn set_r(&mut self, t: usize, i: usize, v: bool) {
-        self.r[t].set(i, v);
+        assert!(i < self.s.len(), "node {i} out of range");
+        row_set(&mut self.r[t], i, v);
     }
 
     pub fn set_s(&mut self, t: usize, i: usize, v: bool) {
-        self.s[t].set(i, v);
+        self.set_s_range(i, t..=t, v);
     }
 
-    pub fn r_row(&self, t: usize) -> &FixedBitSet {
+    /// Sets S[t,i] to `v` for every `t` in `stages`: one interval update,
+    /// however long the run.
+    pub fn set_s_range(&mut self, i: usize, stages: std::ops::RangeInclusive<usize>, v: bool) {
+        let (a, b) = stages.into_inner();
+        if a > b {
+            return;
+        }
+        assert!(
+            b < self.stages(),
+            "stage {b} out of range ({} stages)",
+            self.stages()
+        );
+        intervals_set(&mut self.s[i], a as u32, b as u32, v);
+    }
+
+    /// The nodes stage `t` computes, ascending.
+    pub fn r_row(&self, t: usize) -> &[u32] {
         &self.r[t]
     }
 
-    pub fn s_row(&self, t: usize) -> &FixedBitSet {
-        &self.s[t]
+    /// R[t] as a dense bitset of n bits: O(n), for small-graph callers
+    /// that need set operations on a stage (the MILP decoders).
+    pub fn r_dense(&self, t: usize) -> FixedBitSet {
+        dense(self.r[t].iter().map(|&i| i as usize), self.s.len())
+    }
+
+    /// S[t] as a dense bitset of n bits: O(n log), as [`Schedule::kept`].
+    pub fn kept_dense(&self, t: usize) -> FixedBitSet {
+        dense(self.kept(t).map(|i| i.idx()), self.s.len())
+    }
+
+    /// The stage intervals `(from, to)`, inclusive, over which value `i` is
+    /// kept: ascending, disjoint and non-adjacent.
+    pub fn keep_intervals(&self, i: usize) -> &[(u32, u32)] {
+        &self.s[i]
+    }
+
+    /// Where each keep interval starts and ends, per stage: O(n +
+    /// intervals).
+    pub fn keep_events(&self) -> KeepEvents {
+        let n = self.stages();
+        let mut start_at = vec![0u32; n + 2];
+        let mut end_at = vec![0u32; n + 2];
+        for ivs in &self.s {
+            for &(a, b) in ivs {
+                start_at[a as usize + 2] += 1;
+                end_at[b as usize + 2] += 1;
+            }
+        }
+        for t in 2..n + 2 {
+            start_at[t] += start_at[t - 1];
+            end_at[t] += end_at[t - 1];
+        }
+        let total = start_at[n + 1] as usize;
+        let (mut starts, mut ends) = (vec![0u32; total], vec![0u32; total]);
+        for (i, ivs) in self.s.iter().enumerate() {
+            for &(a, b) in ivs {
+                let sa = &mut start_at[a as usize + 1];
+                starts[*sa as usize] = i as u32;
+                *sa += 1;
+                let eb = &mut end_at[b as usize + 1];
+                ends[*eb as usize] = i as u32;
+                *eb += 1;
+            }
+        }
+        start_at.pop();
+        end_at.pop();
+        KeepEvents {
+            start_at,
+            starts,
+            end_at,
+            ends,
+        }
+    }
+
+    /// A sweep over S, stage by stage (see [`KeptSweep`]).
+    pub fn kept_sweep(&self) -> KeptSweep {
+        KeptSweep {
+            ev: self.keep_events(),
+            now: FixedBitSet::with_capacity(self.s.len()),
+            next: 0,
+        }
     }
 
     fn transfers_mut(&mut self) -> &mut Transfers {
-        let n = self.r.len();
+        let n = self.stages();
         self.tr.get_or_insert_with(|| {
             Box::new(Transfers {
                 out: vec![Vec::new(); n],
@@ -265,20 +466,25 @@ impl Schedule {
         self.set_o(out, i, true);
         for t in out + 1..=fetch {
             self.set_h(t, i, true);
-            self.set_s(t, i, false);
         }
+        self.set_s_range(i, out + 1..=fetch, false);
         self.set_p(fetch, i, true);
         self.set_s(fetch + 1, i, true);
     }
 
     /// Nodes computed in stage `t`, in topological order.
     pub fn computed(&self, t: usize) -> impl Iterator<Item = NodeId> + '_ {
-        self.r[t].ones().map(NodeId::from)
+        self.r[t].iter().map(|&i| NodeId::from(i as usize))
     }
 
-    /// Nodes carried into stage `t`.
+    /// Nodes carried into stage `t`, ascending. This asks every value
+    /// (O(n log) per stage), for callers that look at a few stages; passes
+    /// over all stages use [`Schedule::keep_events`] or
+    /// [`Schedule::kept_sweep`] instead.
     pub fn kept(&self, t: usize) -> impl Iterator<Item = NodeId> + '_ {
-        self.s[t].ones().map(NodeId::from)
+        (0..self.s.len())
+            .filter(move |&i| intervals_has(&self.s[i], t))
+            .map(NodeId::from)
     }
 
     /// Total compute cost implied by R. Strategies use it to compare
@@ -286,7 +492,11 @@ impl Schedule {
     pub fn cost(&self, g: &Graph) -> f64 {
         self.r
             .iter()
-            .map(|row| row.ones().map(|i| g.cost(NodeId::from(i))).sum::<f64>())
+            .map(|row| {
+                row.iter()
+                    .map(|&i| g.cost(NodeId::from(i as usize)))
+                    .sum::<f64>()
+            })
             .sum()
     }
 
@@ -329,7 +539,7 @@ impl Schedule {
 
     /// How many computations beyond one per node.
     pub fn recomputations(&self) -> usize {
-        self.r.iter().map(|row| row.count_ones(..)).sum::<usize>() - self.r.len()
+        self.r.iter().map(Vec::len).sum::<usize>() - self.r.len()
     }
 
     /// Checks the frontier-advancing structure and the correctness
@@ -346,38 +556,48 @@ impl Schedule {
                 want: n,
             });
         }
+        // Stage by stage, in the order the checks were always made, so the
+        // first error reported is the same. S is followed by its interval
+        // ends: a kept value can only break a rule where its interval
+        // starts (it is ahead from its first stage on, and within an
+        // interval it is carried from the stage before).
+        let mut kept = self.kept_sweep();
         for t in 0..n {
+            kept.enter(t);
+            let row = &self.r[t];
             // A group's frontier is its last member (the others are made
             // with it): see `Graph::group`.
-            if !self.r[t].contains(t) && g.group_end(NodeId::from(t)) == t {
+            if !row_has(row, t) && g.group_end(NodeId::from(t)) == t {
                 return Err(ScheduleError::NoFrontier { t });
             }
             if g.has_groups() {
-                for k in self.r[t].ones() {
-                    let k_id = NodeId::from(k);
-                    if let Some(i) = g.group(k_id).find(|&i| !self.r[t].contains(i)) {
+                for &k in row {
+                    let k = k as usize;
+                    if let Some(i) = g.group(NodeId::from(k)).find(|&i| !row_has(row, i)) {
                         return Err(ScheduleError::PartialGroup { t, i, k });
                     }
                 }
             }
-            if let Some(i) = self.r[t].ones().find(|&i| i > t) {
-                return Err(ScheduleError::Ahead { t, i });
+            if let Some(&i) = row.iter().find(|&&i| i as usize > t) {
+                return Err(ScheduleError::Ahead { t, i: i as usize });
             }
-            if let Some(i) = self.s[t].ones().find(|&i| i >= t) {
-                return Err(ScheduleError::Ahead { t, i });
+            let starts = kept.events().starts(t);
+            if let Some(&i) = starts.iter().find(|&&i| i as usize >= t) {
+                return Err(ScheduleError::Ahead { t, i: i as usize });
             }
             if t > 0 {
-                for i in self.s[t].ones() {
-                    if !self.s[t - 1].contains(i) && !self.r[t - 1].contains(i) && !self.p(t - 1, i)
-                    {
+                for &i in starts {
+                    let i = i as usize;
+                    if !row_has(&self.r[t - 1], i) && !self.p(t - 1, i) {
                         return Err(ScheduleError::KeptFromNothing { t, i });
                     }
                 }
             }
-            for k in self.r[t].ones() {
+            for &k in row {
+                let k = k as usize;
                 for &i in g.deps(NodeId::from(k)) {
                     let i = i.idx();
-                    if !self.r[t].contains(i) && !self.s[t].contains(i) && !self.h(t, i) {
+                    if !row_has(row, i) && !kept.contains(i) && !self.h(t, i) {
                         return Err(ScheduleError::MissingDep { t, i, k });
                     }
                 }
@@ -400,7 +620,7 @@ impl Schedule {
         }
         for &i in &tr.out[t] {
             let i = i as usize;
-            if !self.s[t].contains(i) && !self.r[t].contains(i) {
+            if !self.s(t, i) && !self.r(t, i) {
                 return Err(ScheduleError::OutWithoutValue { t, i });
             }
             if self.h(t, i) {
@@ -412,7 +632,7 @@ impl Schedule {
             if !self.h(t, i) {
                 return Err(ScheduleError::FetchWithoutCopy { t, i });
             }
-            if self.s[t].contains(i) || self.r[t].contains(i) {
+            if self.s(t, i) || self.r(t, i) {
                 return Err(ScheduleError::FetchPresent { t, i });
             }
             if !self.s(t + 1, i) {
@@ -420,5 +640,98 @@ impl Schedule {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Applies `ops` (value, from, to, set) to a schedule and to dense
+    /// reference rows, then checks every query against the reference.
+    fn check_against_dense(n: usize, ops: &[(usize, usize, usize, bool)]) {
+        let mut sch = Schedule::identity(n);
+        let mut dense_s = vec![vec![false; n]; n];
+        for &(i, a, b, v) in ops {
+            let (a, b) = ((a % n).min(b % n), (a % n).max(b % n));
+            if a == b && v {
+                sch.set_s(a, i % n, v);
+            } else {
+                sch.set_s_range(i % n, a..=b, v);
+            }
+            for row in dense_s.iter_mut().take(b + 1).skip(a) {
+                row[i % n] = v;
+            }
+        }
+        for i in 0..n {
+            let ivs = sch.keep_intervals(i);
+            for w in ivs.windows(2) {
+                assert!(w[0].1 + 1 < w[1].0, "normalised: {ivs:?}");
+            }
+            assert!(ivs.iter().all(|iv| iv.0 <= iv.1));
+        }
+        let ev = sch.keep_events();
+        let mut sweep = sch.kept_sweep();
+        for (t, row) in dense_s.iter().enumerate() {
+            sweep.enter(t);
+            let want: Vec<usize> = (0..n).filter(|&i| row[i]).collect();
+            let got: Vec<usize> = sch.kept(t).map(|i| i.idx()).collect();
+            assert_eq!(got, want, "S[{t}]");
+            for (i, &v) in row.iter().enumerate() {
+                assert_eq!(sch.s(t, i), v);
+                assert_eq!(sweep.contains(i), v);
+            }
+            let starts: Vec<u32> = (0..n)
+                .filter(|&i| row[i] && (t == 0 || !dense_s[t - 1][i]))
+                .map(|i| i as u32)
+                .collect();
+            let ends: Vec<u32> = (0..n)
+                .filter(|&i| row[i] && (t + 1 == n || !dense_s[t + 1][i]))
+                .map(|i| i as u32)
+                .collect();
+            assert_eq!(ev.starts(t), &starts[..]);
+            assert_eq!(ev.ends(t), &ends[..]);
+        }
+        // Equal content compares equal, however it was built.
+        let mut again = Schedule::identity(n);
+        for (t, row) in dense_s.iter().enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                if v {
+                    again.set_s(t, i, true);
+                }
+            }
+        }
+        assert_eq!(sch, again);
+    }
+
+    proptest! {
+        #[test]
+        fn intervals_match_dense_rows(
+            n in 1usize..24,
+            ops in prop::collection::vec((0usize..24, 0usize..24, 0usize..24, any::<bool>()), 0..40),
+        ) {
+            let ops: Vec<_> = ops
+                .into_iter()
+                .map(|(i, a, b, v)| (i, a.min(b), a.max(b), v))
+                .collect();
+            check_against_dense(n, &ops);
+        }
+    }
+
+    #[test]
+    fn set_s_splits_and_merges() {
+        let mut sch = Schedule::identity(10);
+        sch.set_s_range(0, 1..=8, true);
+        sch.set_s(4, 0, false);
+        assert_eq!(sch.keep_intervals(0), &[(1, 3), (5, 8)]);
+        sch.set_s(4, 0, true);
+        assert_eq!(sch.keep_intervals(0), &[(1, 8)]);
+        sch.set_s_range(0, 0..=9, false);
+        assert!(sch.keep_intervals(0).is_empty());
+        sch.set_s(2, 1, true);
+        sch.set_s(4, 1, true);
+        sch.set_s(3, 1, true);
+        assert_eq!(sch.keep_intervals(1), &[(2, 4)]);
     }
 }

@@ -13,14 +13,15 @@
 
 use super::Schedule;
 use crate::graph::{Graph, NodeId};
+use fixedbitset::FixedBitSet;
 
 /// Builds the minimal R for `s` (an n×n keep matrix over `g`'s stages) and
 /// returns the schedule (R, S). `s` must only carry values from earlier
 /// stages (`S[t,i]=1` only for `i < t`); everything else it may leave
 /// inconsistent, since missing computations are exactly what this adds.
 ///
-/// Cost: O(n²/64) for the carry rule plus, per stage, one scan of the
-/// stage's row and the edges of the nodes it computes: O(stages × edges).
+/// Cost: O(n + keep intervals) for the carry rule plus, per stage, the
+/// nodes it computes and their edges: linear in the schedule's content.
 pub fn solve_r(g: &Graph, s: Schedule) -> Schedule {
     solve_r_tiered(g, s, false)
 }
@@ -46,50 +47,77 @@ pub fn solve_r_tiered(g: &Graph, s: Schedule, direct_reads: bool) -> Schedule {
 /// Checkmate's closure as it stands.
 fn solve_r_groups(g: &Graph, mut sch: Schedule, direct_reads: bool) -> Schedule {
     let n = g.len();
-    for t in 0..n {
-        if g.has_groups() {
-            let early: Vec<usize> = sch.s[t]
-                .ones()
-                .filter(|&i| g.group_end(NodeId::from(i)) >= t)
-                .collect();
-            for i in early {
-                sch.s[t].set(i, false);
+    if g.has_groups() {
+        // S[t,i] for t <= group_end(i): a member kept before its group is
+        // made.
+        for (i, ivs) in sch.s.iter_mut().enumerate() {
+            let end = g.group_end(NodeId::from(i)) as u32;
+            if ivs.first().is_some_and(|iv| iv.0 <= end) {
+                super::intervals_set(ivs, 0, end, false);
             }
         }
-        sch.r[t].clear();
+    }
+    for t in 0..n {
         let id = NodeId::from(t);
-        if g.group_end(id) == t {
-            sch.r[t].insert_range(g.group_start(id)..t + 1);
-        }
+        sch.r[t] = if g.group_end(id) == t {
+            (g.group_start(id) as u32..=t as u32).collect()
+        } else {
+            Vec::new()
+        };
     }
-    let add_group = |row: &mut fixedbitset::FixedBitSet, i: usize| {
-        let id = NodeId::from(i);
-        row.insert_range(g.group_start(id)..g.group_end(id) + 1);
-    };
-    for t in (1..n).rev() {
-        let mut need = sch.s[t].clone();
-        need.difference_with(&sch.s[t - 1]);
-        for &i in sch.p_row(t - 1) {
-            need.set(i as usize, false);
-        }
-        need.difference_with(&sch.r[t - 1]);
-        for i in need.ones().collect::<Vec<_>>() {
-            add_group(&mut sch.r[t - 1], i);
-        }
-    }
-    for t in 0..n {
-        for v in (0..=t).rev() {
-            if !sch.r[t].contains(v) {
-                continue;
+    // Values kept into stage t but not into t-1 (nor copied in during t-1)
+    // are computed in t-1: only interval starts matter.
+    let ev = sch.keep_events();
+    for t in 1..n {
+        let mut add: Vec<u32> = Vec::new();
+        for &i in ev.starts(t) {
+            let i = i as usize;
+            if !sch.p(t - 1, i) && !super::row_has(&sch.r[t - 1], i) {
+                let id = NodeId::from(i);
+                add.extend(g.group_start(id) as u32..=g.group_end(id) as u32);
             }
+        }
+        if !add.is_empty() {
+            let row = &mut sch.r[t - 1];
+            row.extend(add);
+            row.sort_unstable();
+            row.dedup();
+        }
+    }
+    // The dependency closure, per stage, with a dense scratch set cleared
+    // after each stage: O(n + R + edges read), not O(n) per stage. The
+    // least closed set does not depend on the order nodes are visited in.
+    let mut kept = sch.kept_sweep();
+    let mut in_row = FixedBitSet::with_capacity(n);
+    let mut stack: Vec<usize> = Vec::new();
+    for t in 0..n {
+        kept.enter(t);
+        let mut row = std::mem::take(&mut sch.r[t]);
+        for &v in &row {
+            in_row.insert(v as usize);
+            stack.push(v as usize);
+        }
+        while let Some(v) = stack.pop() {
             for &u in g.deps(NodeId::from(v)) {
                 let u = u.idx();
                 let read_slow = direct_reads && sch.h(t, u);
-                if !sch.s[t].contains(u) && !read_slow && !sch.r[t].contains(u) {
-                    add_group(&mut sch.r[t], u);
+                if !kept.contains(u) && !read_slow && !in_row.contains(u) {
+                    let id = NodeId::from(u);
+                    for m in g.group_start(id)..=g.group_end(id) {
+                        if !in_row.contains(m) {
+                            in_row.insert(m);
+                            row.push(m as u32);
+                            stack.push(m);
+                        }
+                    }
                 }
             }
         }
+        row.sort_unstable();
+        for &v in &row {
+            in_row.set(v as usize, false);
+        }
+        sch.r[t] = row;
     }
     sch
 }

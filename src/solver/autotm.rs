@@ -482,22 +482,16 @@ impl AutotmModel {
                     sch.set_o(q, i, true);
                 }
                 if on(xc) {
-                    for t in seg.from + 1..=q {
-                        sch.set_s(t, i, true);
-                    }
+                    sch.set_s_range(i, seg.from + 1..=q, true);
                 }
             }
             if on(seg.a) {
-                for t in seg.from + 1..=seg.to {
-                    sch.set_s(t, i, true);
-                }
+                sch.set_s_range(i, seg.from + 1..=seg.to, true);
             }
             for &(p, y) in &seg.fetch {
                 if on(y) {
                     sch.set_p(p, i, true);
-                    for t in p + 1..=seg.to {
-                        sch.set_s(t, i, true);
-                    }
+                    sch.set_s_range(i, p + 1..=seg.to, true);
                 }
             }
         }

@@ -132,9 +132,7 @@ impl Decoder {
             let start = st.start(a);
             for i in 0..start {
                 if x[self.s_base + self.s_off[a] + i] > 0.5 {
-                    for t2 in start..=t {
-                        sch.set_s(t2, i, true);
-                    }
+                    sch.set_s_range(i, start..=t, true);
                 }
             }
             for t2 in start..t {
@@ -569,10 +567,10 @@ impl Formulation {
         let sch = on_kernel_stages(g, st, sch);
         let mut x = vec![0.0; self.model.num_cols()];
         for &t in &st.ends {
-            for i in sch.r_row(t).ones() {
+            for i in sch.r_row(t).iter().map(|&i| i as usize) {
                 x[self.r(t, i)] = 1.0;
             }
-            for i in sch.s_row(t).ones() {
+            for i in sch.kept(t).map(|i| i.idx()) {
                 x[self.s(t, i)] = 1.0;
             }
         }
@@ -601,11 +599,11 @@ fn on_kernel_stages(g: &Graph, st: &Stages, sch: &Schedule) -> Schedule {
     let mut out = sch.clone();
     for (a, &t) in st.ends.iter().enumerate() {
         let start = st.start(a);
-        let mut r = sch.r_row(t).clone();
+        let mut r = sch.r_dense(t);
         for t2 in start..t {
-            r.union_with(sch.r_row(t2));
+            r.union_with(&sch.r_dense(t2));
         }
-        let mut s = sch.s_row(t).clone();
+        let mut s = sch.kept_dense(t);
         s.difference_with(&r);
         for t2 in start..=t {
             for i in 0..=t2 {
@@ -645,7 +643,7 @@ pub fn milp_usage(g: &Graph, sch: &Schedule) -> MilpUsage {
     let mut u = Vec::with_capacity(st.len());
     let mut peak: u128 = 0;
     for (a, &t) in st.ends.iter().enumerate() {
-        let r = sch.r_row(t);
+        let r = sch.r_dense(t);
         let next = st.ends.get(a + 1).copied();
         let keep_next = |i: usize| next.is_some_and(|t2| sch.s(t2, i));
         let fr: Vec<bool> = edges[..edge_start[t + 1]]
@@ -661,7 +659,7 @@ pub fn milp_usage(g: &Graph, sch: &Schedule) -> MilpUsage {
             .collect();
         let mem = |i: usize| g.memory(NodeId::from(i)).get() as u128;
         let mut cur: u128 = if r.contains(0) { mem(0) } else { 0 };
-        cur += sch.s_row(t).ones().map(mem).sum::<u128>();
+        cur += sch.kept(t).map(|i| i.idx()).map(mem).sum::<u128>();
         let mut row = Vec::with_capacity(t + 1);
         row.push(cur);
         for k in 0..t {
@@ -695,14 +693,13 @@ pub fn milp_usage(g: &Graph, sch: &Schedule) -> MilpUsage {
 pub fn drop_spurious(g: &Graph, sch: &mut Schedule) {
     let n = sch.stages();
     for t in (0..n).rev() {
-        let kept: Vec<usize> = sch.s_row(t).ones().collect();
+        let kept: Vec<usize> = sch.kept(t).map(|i| i.idx()).collect();
         for i in kept {
-            let r = sch.r_row(t);
-            let needed = !r.contains(i)
+            let needed = !sch.r(t, i)
                 && (g
                     .users(NodeId::from(i))
                     .iter()
-                    .any(|k| k.idx() <= t && r.contains(k.idx()))
+                    .any(|k| k.idx() <= t && sch.r(t, k.idx()))
                     || (t + 1 < n && sch.s(t + 1, i)));
             if !needed {
                 sch.set_s(t, i, false);

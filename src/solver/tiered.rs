@@ -493,10 +493,10 @@ impl TieredFormulation {
             Some(())
         };
         for t in 0..n {
-            for i in sch.r_row(t).ones() {
+            for i in sch.r_row(t).iter().map(|&i| i as usize) {
                 x[self.r(t, i)] = 1.0;
             }
-            for i in sch.s_row(t).ones() {
+            for i in sch.kept(t).map(|i| i.idx()) {
                 x[self.s(t, i)] = 1.0;
             }
             for &i in sch.h_row(t) {
@@ -514,7 +514,7 @@ impl TieredFormulation {
         }
         let mem = |i: usize| g.memory(NodeId::from(i)).as_f64() / self.mem_scale;
         for t in 0..n {
-            let r = sch.r_row(t);
+            let r = sch.r_dense(t);
             let resident = |i: usize| r.contains(i) || sch.s(t, i);
             let mut freed = vec![0.0; t + 1];
             for (e, &(i, k)) in self.edges[..self.edge_start[t + 1]].iter().enumerate() {
@@ -537,7 +537,7 @@ impl TieredFormulation {
                 }
             }
             let mut u = if r.contains(0) { mem(0) } else { 0.0 };
-            u += sch.s_row(t).ones().map(mem).sum::<f64>();
+            u += sch.kept(t).map(|i| i.idx()).map(mem).sum::<f64>();
             u += sch.p_row(t).iter().map(|&i| mem(i as usize)).sum::<f64>();
             x[self.u(t, 0)] = u;
             for k in 0..t {

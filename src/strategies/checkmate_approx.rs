@@ -59,7 +59,7 @@ pub fn two_phase_round(g: &Graph, keep: impl Fn(usize, usize) -> bool) -> Schedu
     }
     for t in 0..n {
         if t + 1 < n {
-            let next: Vec<usize> = sch.s_row(t + 1).ones().collect();
+            let next: Vec<usize> = sch.kept(t + 1).map(|i| i.idx()).collect();
             for i in next {
                 if i < t && !sch.s(t, i) {
                     sch.set_r(t, i, true);

@@ -236,9 +236,7 @@ impl Chain {
 /// Keeps value `i` in S over stages `from ..= until` (never before i+1).
 fn keep_range(sch: &mut Schedule, i: usize, from: usize, until: usize) {
     let until = until.min(sch.stages().saturating_sub(1));
-    for t in from.max(i + 1)..=until {
-        sch.set_s(t, i, true);
-    }
+    sch.set_s_range(i, from.max(i + 1)..=until, true);
 }
 
 /// Revolve with `snapshots` real snapshots (y_0 is free) on `g`'s

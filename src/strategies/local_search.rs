@@ -268,11 +268,7 @@ fn held_since(g: &Graph, sch: &Schedule, v: usize, t: usize) -> usize {
 /// last held; without this, remat-fast's plans for ResNet-18 recomputed
 /// batch norms twice, once for the output and once for the statistics.
 pub(crate) fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, keep: bool) {
-    for t in d.from..=d.to {
-        if t > d.node {
-            s.set_s(t, d.node, keep);
-        }
-    }
+    s.set_s_range(d.node, d.from.max(d.node + 1)..=d.to, keep);
     if keep && resolved.r(d.to, d.node) && g.group(NodeId::from(d.node)).count() > 1 {
         let n = resolved.stages();
         for m in g.group(NodeId::from(d.node)).filter(|&m| m != d.node) {
@@ -280,9 +276,7 @@ pub(crate) fn apply(g: &Graph, s: &mut Schedule, resolved: &Schedule, d: Drop, k
             if !needed {
                 continue;
             }
-            for t in held_since(g, resolved, m, d.to)..=d.to {
-                s.set_s(t, m, true);
-            }
+            s.set_s_range(m, held_since(g, resolved, m, d.to)..=d.to, true);
         }
     }
     if keep || !d.via_inputs {
@@ -509,7 +503,7 @@ fn search_inner(
         let mut listed = std::collections::HashSet::new();
         let mut visited = 0usize;
         for &t in cur.over.iter().take(OVER_STAGES) {
-            for v in cur.sch.s_row(t).ones() {
+            for v in cur.sch.kept(t).map(|v| v.idx()) {
                 if seen[v].is_some_and(|(from, to)| from <= t && t <= to) {
                     continue;
                 }
@@ -597,7 +591,8 @@ fn search_inner(
             .flat_map(|&t| {
                 cur.sch
                     .r_row(t)
-                    .ones()
+                    .iter()
+                    .map(|&v| v as usize)
                     .filter(move |&v| v + 1 < t)
                     .map(move |v| Drop {
                         node: v,
@@ -678,7 +673,13 @@ fn search_inner(
             if t.is_multiple_of(256) && Instant::now() >= deadline {
                 return Some(cur.sch);
             }
-            for v in cur.sch.r_row(t).ones().filter(|&v| v < t) {
+            for v in cur
+                .sch
+                .r_row(t)
+                .iter()
+                .map(|&v| v as usize)
+                .filter(|&v| v < t)
+            {
                 let from = held_since(g, &cur.sch, v, t);
                 cands.push(Drop {
                     node: v,

@@ -132,9 +132,7 @@ pub(crate) fn build(g: &Graph, fate: &[Fate], last: &[Option<usize>], fetch: &[u
     for i in 0..g.len() {
         let Some(last) = last[i] else { continue };
         let keep = |sch: &mut Schedule, from: usize, to: usize| {
-            for t in from..=to {
-                sch.set_s(t, i, true);
-            }
+            sch.set_s_range(i, from..=to, true);
         };
         match fate[i] {
             Fate::Keep => keep(&mut sch, i + 1, last),

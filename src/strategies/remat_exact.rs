@@ -104,7 +104,7 @@ fn feasible_vector(g: &Graph, f: &Formulation, seed: &Seed) -> Option<Vec<f64>> 
 fn fitting_seed(g: &Graph, mut sch: Schedule, budget: Bytes, name: String) -> Option<Seed> {
     drop_spurious(g, &mut sch);
     let sim = evaluate(g, &sch)?;
-    (sim.peak <= budget).then(|| Seed {
+    (sim.peak <= budget).then_some(Seed {
         name,
         schedule: sch,
         cost: sim.cost,

@@ -30,9 +30,7 @@ use crate::schedule::{solve_r, Schedule};
 
 /// Keeps `i` in S from stage `i+1` through stage `until` (inclusive).
 pub(crate) fn keep(sch: &mut Schedule, i: usize, until: usize) {
-    for t in i + 1..=until.min(sch.stages().saturating_sub(1)) {
-        sch.set_s(t, i, true);
-    }
+    sch.set_s_range(i, i + 1..=until.min(sch.stages().saturating_sub(1)), true);
 }
 
 /// The schedule for checkpointing exactly `checkpoints` (forward nodes; any
@@ -126,9 +124,7 @@ fn keep_recomputed_segments(g: &Graph, sch: &mut Schedule, is_ckpt: &[bool]) {
         }
         let b = first_read[s];
         let until = last[v.idx()].idx();
-        for t in b + 1..=until.min(n - 1) {
-            sch.set_s(t, v.idx(), true);
-        }
+        sch.set_s_range(v.idx(), b + 1..=until.min(n - 1), true);
     }
 }
 

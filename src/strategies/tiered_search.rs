@@ -361,9 +361,7 @@ impl Ctx<'_> {
         let mut touched = vec![v];
         match fate {
             Fate::Keep => {
-                for t in a + 1..=c {
-                    s.set_s(t, v, true);
-                }
+                s.set_s_range(v, a + 1..=c, true);
             }
             Fate::Drop { via_inputs } => {
                 let d = Drop {
@@ -376,18 +374,14 @@ impl Ctx<'_> {
                 touched.extend(self.g.deps(NodeId::from(v)).iter().map(|d| d.idx()));
             }
             Fate::Offload { out, fetch } => {
-                for t in a + 1..=out {
-                    s.set_s(t, v, true);
-                }
+                s.set_s_range(v, a + 1..=out, true);
                 let copied = s.h(out, v);
                 s.offload(v, out, fetch);
                 if copied {
                     // The slow copy already exists: fetch from it.
                     s.set_o(out, v, false);
                 }
-                for t in fetch + 1..=c {
-                    s.set_s(t, v, true);
-                }
+                s.set_s_range(v, fetch + 1..=c, true);
             }
         }
         (s, touched)
@@ -421,8 +415,8 @@ impl Ctx<'_> {
             for &t in cur.over.iter().take(OVER_STAGES) {
                 let resident = cur
                     .sch
-                    .s_row(t)
-                    .ones()
+                    .kept(t)
+                    .map(|v| v.idx())
                     .chain(cur.sch.p_row(t).iter().map(|&v| v as usize));
                 for v in resident {
                     if Some(v) == frozen || self.g.memory(NodeId::from(v)).get() == 0 {
@@ -530,7 +524,13 @@ impl Ctx<'_> {
             if t.is_multiple_of(64) && self.out_of_time() {
                 return None;
             }
-            for v in cur.sch.r_row(t).ones().filter(|&v| v < t) {
+            for v in cur
+                .sch
+                .r_row(t)
+                .iter()
+                .map(|&v| v as usize)
+                .filter(|&v| v < t)
+            {
                 if let Some(a) = (v..t)
                     .rev()
                     .find(|&u| cur.sch.r(u, v) || local_search::reads(self.g, &cur.sch, u, v))
