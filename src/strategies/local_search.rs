@@ -559,15 +559,13 @@ impl Excess {
     /// The cells that stages `a..=b` touch, with how many stages of each.
     fn spans(&self, a: usize, b: usize) -> impl Iterator<Item = (usize, f64)> + '_ {
         let size = self.size;
-        let (lo, hi) = if a > b {
-            (0, 0)
-        } else if size == 0 {
-            (
+        let (lo, hi) = match (a.checked_div(size), b.checked_div(size)) {
+            _ if a > b => (0, 0),
+            (Some(lo), Some(hi)) => (lo, hi + 1),
+            _ => (
                 self.cells.partition_point(|c| c.0 < a),
                 self.cells.partition_point(|c| c.0 <= b),
-            )
-        } else {
-            (a / size, b / size + 1)
+            ),
         };
         (lo..hi).map(move |k| {
             if size == 0 {
