@@ -477,6 +477,15 @@ impl Schedule {
         self.r[t].iter().map(|&i| NodeId::from(i as usize))
     }
 
+    /// Nodes that stage `t` computes again (below its frontier), as
+    /// indices: the recomputations searches try to remove.
+    pub fn recomputed(&self, t: usize) -> impl Iterator<Item = usize> + '_ {
+        self.r[t]
+            .iter()
+            .map(|&i| i as usize)
+            .filter(move |&i| i < t)
+    }
+
     /// Nodes carried into stage `t`, ascending. This asks every value
     /// (O(n log) per stage), for callers that look at a few stages; passes
     /// over all stages use [`Schedule::keep_events`] or

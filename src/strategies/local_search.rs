@@ -892,13 +892,7 @@ fn search_inner(
             if t.is_multiple_of(256) && Instant::now() >= deadline {
                 return Some(cur.sch);
             }
-            for v in cur
-                .sch
-                .r_row(t)
-                .iter()
-                .map(|&v| v as usize)
-                .filter(|&v| v < t)
-            {
+            for v in cur.sch.recomputed(t) {
                 let from = held_since(g, &cur.sch, v, t);
                 cands.push(Drop {
                     node: v,

@@ -524,13 +524,7 @@ impl Ctx<'_> {
             if t.is_multiple_of(64) && self.out_of_time() {
                 return None;
             }
-            for v in cur
-                .sch
-                .r_row(t)
-                .iter()
-                .map(|&v| v as usize)
-                .filter(|&v| v < t)
-            {
+            for v in cur.sch.recomputed(t) {
                 if let Some(a) = (v..t)
                     .rev()
                     .find(|&u| cur.sch.r(u, v) || local_search::reads(self.g, &cur.sch, u, v))
