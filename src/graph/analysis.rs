@@ -76,12 +76,6 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
     // O(crossing values) per stage: on a 200,007-node operator chain at
     // 50% that was 190 s of remat-fast's 228.
     let n = g.len();
-    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
-    let last = last_use(g);
-    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in g.ids() {
-        dying[last[i.idx()].idx()].push(i.idx());
-    }
     let key = |v: usize| {
         let id = NodeId::from(v);
         ((g.cost(id) / g.memory(id).as_f64()).to_bits(), v)
@@ -92,16 +86,56 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
     for (r, &v) in order.iter().enumerate() {
         rank[v] = r;
     }
-    let mut tree = CoverTree::new(n);
-    let mut crossing = vec![false; n];
-    let mut crossing_bytes = 0.0;
-    let mut worst = 0.0f64;
     let entry = |v: usize| {
         let id = NodeId::from(v);
         (g.memory(id).get(), g.cost(id))
     };
+    let mut tree = CoverTree::new(n);
+    let mut worst = 0.0f64;
+    walk_forced(g, budget, |step| match step {
+        Walk::Cross(v) => tree.set(rank[v], entry(v), 1),
+        Walk::Leave(v) => tree.set(rank[v], entry(v), -1),
+        Walk::Need { need, excluded, .. } => {
+            for &v in excluded {
+                tree.set(rank[v], entry(v), -1);
+            }
+            worst = worst.max(tree.cover(need, |r| entry(order[r])));
+            for &v in excluded {
+                tree.set(rank[v], entry(v), 1);
+            }
+        }
+    });
+    g.total_cost() + worst
+}
+
+/// One event of [`walk_forced`].
+enum Walk<'a> {
+    /// Value `v` starts crossing the stages (computed, read later).
+    Cross(usize),
+    /// Value `v` stops crossing (its last reader ran).
+    Leave(usize),
+    /// Stage `t` must give up `need` bytes among the crossing values,
+    /// except `excluded` (crossing, but inputs of `t` or earlier outputs
+    /// of its kernel, so resident at `t`).
+    Need { need: f64, excluded: &'a [usize] },
+}
+
+/// The stages in order with what crosses them: the bookkeeping of
+/// [`eviction_bound`] and [`for_each_forced_eviction`], which keep the
+/// crossing values in different orders.
+fn walk_forced(g: &Graph, budget: Bytes, mut on: impl FnMut(Walk)) {
+    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    let last = last_use(g);
+    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); g.len()];
+    for i in g.ids() {
+        dying[last[i.idx()].idx()].push(i.idx());
+    }
+    let mut crossing = vec![false; g.len()];
+    let mut crossing_bytes = 0.0;
     for t in g.ids() {
         let deps = g.deps(t);
+        // A group is made in the stage of its last member, with the earlier
+        // members among the crossing values: they must all be resident then.
         let first = g.group_start(t);
         let frontier = g.group_end(t) == t.idx();
         let mut need = g.memory(t).as_f64() + crossing_bytes - avail;
@@ -111,38 +145,33 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
             }
         }
         if frontier && need > 0.0 {
-            // Inputs of t and earlier members of its kernel cannot be
-            // dropped at t: out of the tree for this query.
-            let mut out: Vec<usize> = deps
+            let mut excluded: Vec<usize> = deps
                 .iter()
                 .map(|d| d.idx())
                 .chain(first..t.idx())
                 .filter(|&v| crossing[v])
                 .collect();
-            out.sort_unstable();
-            out.dedup();
-            for &v in &out {
-                tree.set(rank[v], entry(v), -1);
-            }
-            worst = worst.max(tree.cover(need, |r| entry(order[r])));
-            for &v in &out {
-                tree.set(rank[v], entry(v), 1);
-            }
+            excluded.sort_unstable();
+            excluded.dedup();
+            on(Walk::Need {
+                need,
+                excluded: &excluded,
+            });
         }
+        // Node t crosses the stages after it until its last reader.
         if last[t.idx()] != t && g.memory(t).get() > 0 {
             crossing[t.idx()] = true;
             crossing_bytes += g.memory(t).as_f64();
-            tree.set(rank[t.idx()], entry(t.idx()), 1);
+            on(Walk::Cross(t.idx()));
         }
         for &v in &dying[t.idx()] {
             if crossing[v] {
                 crossing[v] = false;
                 crossing_bytes -= g.memory(NodeId::from(v)).as_f64();
-                tree.set(rank[v], entry(v), -1);
+                on(Walk::Leave(v));
             }
         }
     }
-    g.total_cost() + worst
 }
 
 /// Bytes and costs of values by rank (cheapest per byte first), as prefix
@@ -215,12 +244,6 @@ pub fn for_each_forced_eviction(
     budget: Bytes,
     mut visit: impl FnMut(f64, &mut dyn Iterator<Item = (f64, f64)>),
 ) {
-    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
-    let last = last_use(g);
-    let mut dying: Vec<Vec<usize>> = vec![Vec::new(); g.len()];
-    for i in g.ids() {
-        dying[last[i.idx()].idx()].push(i.idx());
-    }
     // Crossing values, cheapest bytes first. Costs and sizes are
     // non-negative, so the ratio's bit pattern orders like the ratio.
     let key = |v: usize| {
@@ -228,40 +251,25 @@ pub fn for_each_forced_eviction(
         ((g.cost(id) / g.memory(id).as_f64()).to_bits(), v)
     };
     let mut crossing: BTreeSet<(u64, usize)> = BTreeSet::new();
-    let mut crossing_bytes = 0.0;
-    for t in g.ids() {
-        let deps = g.deps(t);
-        // A group is made in the stage of its last member, with the earlier
-        // members among the crossing values: they must all be resident then.
-        let first = g.group_start(t);
-        let frontier = g.group_end(t) == t.idx();
-        let mut need = g.memory(t).as_f64() + crossing_bytes - avail;
-        for d in deps {
-            need += if crossing.contains(&key(d.idx())) {
-                0.0
-            } else {
-                g.memory(*d).as_f64()
-            };
+    walk_forced(g, budget, |step| match step {
+        Walk::Cross(v) => {
+            crossing.insert(key(v));
         }
-        if frontier && need > 0.0 {
+        Walk::Leave(v) => {
+            crossing.remove(&key(v));
+        }
+        Walk::Need { need, excluded } => {
             let mut cands = crossing
                 .iter()
-                .map(|&(_, v)| NodeId::from(v))
-                .filter(|id| id.idx() < first && !deps.contains(id))
-                .map(|id| (g.memory(id).as_f64(), g.cost(id)));
+                .map(|&(_, v)| v)
+                .filter(|v| excluded.binary_search(v).is_err())
+                .map(|v| {
+                    let id = NodeId::from(v);
+                    (g.memory(id).as_f64(), g.cost(id))
+                });
             visit(need, &mut cands);
         }
-        // Node t crosses the stages after it until its last reader.
-        if last[t.idx()] != t && g.memory(t).get() > 0 {
-            crossing.insert(key(t.idx()));
-            crossing_bytes += g.memory(t).as_f64();
-        }
-        for &v in &dying[t.idx()] {
-            if crossing.remove(&key(v)) {
-                crossing_bytes -= g.memory(NodeId::from(v)).as_f64();
-            }
-        }
-    }
+    });
 }
 
 /// Bytes the plan must have freed at the end of each stage `t`, beyond
