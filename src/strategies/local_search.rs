@@ -441,26 +441,18 @@ fn batch_step(
     g: &Graph,
     s: &Schedule,
     cur: &Eval,
+    comp: &Computes,
     cands: &[Drop],
     budget: Bytes,
     max: usize,
 ) -> Option<(Vec<Drop>, Schedule, Eval)> {
-    let with_inputs = |d: &Drop| {
-        let via = Drop {
-            via_inputs: true,
-            ..*d
-        };
-        let has_inputs = !g.deps(NodeId::from(d.node)).is_empty();
-        std::iter::once(*d).chain(has_inputs.then_some(via))
-    };
-    let comp = Computes::of(&cur.sch);
     let mut excess = Excess::of(&cur.stage_excess);
     let mut ranked: Vec<(f64, Drop, Cascade)> = cands
         .iter()
-        .flat_map(with_inputs)
+        .flat_map(|d| with_twin(g, d))
         .filter_map(|d| {
             let c = cascade(g, &cur.sch, d)?;
-            let freed = batch_freed(g, &cur.sch, &comp, &excess, d);
+            let freed = batch_freed(g, &cur.sch, comp, &excess, d);
             (freed > 0.0).then_some((c.cost / freed, d, c))
         })
         .collect();
@@ -478,7 +470,7 @@ fn batch_step(
         if dropped[d.node] || relied[d.node] || c.nodes.iter().any(|&v| dropped[v]) {
             continue;
         }
-        if batch_freed(g, &cur.sch, &comp, &excess, d) <= 0.0 {
+        if batch_freed(g, &cur.sch, comp, &excess, d) <= 0.0 {
             continue;
         }
         let m = g.memory(NodeId::from(d.node)).as_f64();
@@ -611,6 +603,17 @@ fn batch_freed(g: &Graph, sch: &Schedule, comp: &Computes, ex: &Excess, d: Drop)
     freed
 }
 
+/// A drop, and the same drop keeping its inputs when it has any: every
+/// candidate is tried both ways.
+fn with_twin(g: &Graph, d: &Drop) -> impl Iterator<Item = Drop> {
+    let via = Drop {
+        via_inputs: true,
+        ..*d
+    };
+    let has_inputs = !g.deps(NodeId::from(d.node)).is_empty();
+    std::iter::once(*d).chain(has_inputs.then_some(via))
+}
+
 /// What recomputing a dropped value at the end of its interval takes,
 /// cascades included: the ancestors that are not at hand there (computed
 /// again) and the values that are (read).
@@ -739,7 +742,8 @@ fn search_inner(
             }
         }
         while batch > 1 {
-            if let Some((picked, trial, e)) = batch_step(g, &s, &cur, &cands, budget, batch) {
+            if let Some((picked, trial, e)) = batch_step(g, &s, &cur, &comp, &cands, budget, batch)
+            {
                 drops.extend(picked);
                 s = trial;
                 cur = e;
@@ -755,21 +759,13 @@ fn search_inner(
         let undo: Vec<usize> = (0..drops.len())
             .filter(|&i| cur.over.iter().take(OVER_STAGES).any(|&t| t == drops[i].to))
             .collect();
-        let twins = |d: &Drop| {
-            let via = Drop {
-                via_inputs: true,
-                ..*d
-            };
-            let has_inputs = !g.deps(NodeId::from(d.node)).is_empty();
-            std::iter::once(*d).chain(has_inputs.then_some(via))
-        };
         let picked: Vec<Drop> = match ranking {
             Ranking::Forecast => {
                 let mut ranked: Vec<(f64, Drop)> = Vec::new();
                 // A forecast walks its drop's interval: on the 200,007-node
                 // chain, ranking one step's candidates ran 14 s past the
                 // deadline.
-                for (k, d) in cands.iter().flat_map(twins).enumerate() {
+                for (k, d) in cands.iter().flat_map(|d| with_twin(g, d)).enumerate() {
                     if k % 64 == 63 && Instant::now() >= deadline {
                         return None;
                     }
@@ -794,7 +790,7 @@ fn search_inner(
                 cands
                     .iter()
                     .take(CANDIDATES_PER_STEP)
-                    .flat_map(twins)
+                    .flat_map(|d| with_twin(g, d))
                     .collect()
             }
         };
