@@ -17,6 +17,7 @@ pub mod cover;
 pub mod fixing;
 pub mod highs;
 pub mod model;
+pub mod step_cover;
 pub mod tiered;
 
 pub use model::{Col, Model};

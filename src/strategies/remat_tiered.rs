@@ -25,7 +25,7 @@ use crate::schedule::{generate_plan, simulate_on, Schedule};
 use crate::solver::fixing::{self, DualBound};
 use crate::solver::highs::{LpMethod, LpSession};
 use crate::solver::tiered::{self as model, Options, TieredFormulation};
-use crate::solver::{solve_mip, LpStatus, MipStatus, Params};
+use crate::solver::{solve_mip, step_cover, LpStatus, MipStatus, Params};
 use crate::units::{Bytes, Seconds};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,9 @@ pub struct RematTiered;
 
 /// Share of the time limit the offload moves may take after the portfolio.
 const SEARCH_TIME_SHARE: f64 = 0.15;
+
+/// Share of the time limit the step cover program may take first.
+const COVER_TIME_SHARE: f64 = 0.1;
 
 /// Share of the time limit the portfolio may take before the MILP.
 /// Measured (results/joint.md): with 15% of the limit for the recompute
@@ -74,8 +77,31 @@ impl Strategy for RematTiered {
             return recompute_only(g, budget, dev, opts);
         }
         let mut bound = model::step_bound(g, budget, dev, no_rec);
-        let mut best: Option<Candidate> = None;
         let mut notes: Vec<String> = Vec::new();
+        let cover_params = Params {
+            time_limit: opts.time_limit.mul_f64(COVER_TIME_SHARE),
+            gap: 1e-4,
+            threads: 1,
+            verbose: crate::solver::verbose_from_env(),
+            on_progress: None,
+            on_solution: None,
+            stop: opts.stop.clone(),
+        };
+        match step_cover::step_cover_bound(g, budget, dev, no_rec, &cover_params) {
+            Ok(None) => notes.push("the step cover program is too big to build".into()),
+            Ok(Some(c)) => {
+                notes.push(format!(
+                    "step cover program {} in {:.2} s ({} columns): {}",
+                    if c.proven { "solved" } else { "stopped" },
+                    c.seconds,
+                    c.columns,
+                    c.bound
+                ));
+                bound = bound.max(c.bound);
+            }
+            Err(e) => notes.push(format!("the step cover program failed: {e}")),
+        }
+        let mut best: Option<Candidate> = None;
         let mut trace: Vec<Progress> = Vec::new();
         let consider = |best: &mut Option<Candidate>, name: String, sch: Schedule| {
             if no_rec && sch.recomputations() > 0 {

@@ -1,0 +1,554 @@
+//! The step-time cover program: a lower bound on the step time of every
+//! plan within a budget on a tiered device, from the graph alone. It is the
+//! segment cover of [`super::cover`] with two more ways for a value to be
+//! absent, and one resource per lane instead of one cost.
+//!
+//! Why it holds. A *segment* of value `v` is a run of stages between two
+//! consecutive reads of `v` (or its computation and its first read). If `v`
+//! is absent from fast memory at the moment some stage of the segment
+//! computes its node, then before the read that closes the segment `v` is
+//! computed again (`a`, on the compute stream), copied back in (`b`, on the
+//! engine toward fast memory, which needs a slow copy: `o[v]`, once per
+//! value, on the engine toward slow memory), or, where kernels may read
+//! the slow tier, read from there by the closing reader (`d`, on the
+//! compute stream, which also needs `o[v]`). Each is a separate event per
+//! segment, since the segments are separated by reads. Map a plan onto the
+//! program by claiming `v` absent over the whole segment whenever it is
+//! absent anywhere in it (which only eases the rows), with the event it
+//! used; every plan maps to a feasible point whose lanes carry no more
+//! than the plan's.
+//!
+//! The rows:
+//! - *Stage `t`* (where `need_t > 0`, see [`stage_needs`]): the values
+//!   claimed absent while node `t` is computed hold at least `need_t` bytes.
+//!   With direct reads, the inputs of `t` that it reads from the slow tier
+//!   count too.
+//! - *Direct reads of stage `t`*: node `t`, its inputs and the fixed memory
+//!   fit the budget only if the inputs read from the slow tier make up the
+//!   excess (a stage whose excess no input can cover is below the floor).
+//! - *Lanes*: the step lasts at least every lane's load. The compute stream
+//!   carries every node once, the recomputations and the direct reads; the
+//!   engines carry the copies (latency included, once per copy); a shared
+//!   engine carries both directions, a synchronous device everything.
+//!
+//! What it leaves out: when copies can run (a copy out cannot start before
+//! its value exists, and the plan's copies end within their stage), the
+//! buffers of copies in, recomputations' inputs, and the slow tier's
+//! capacity. That is why it is a bound and not the optimum.
+
+use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
+use crate::device::{Device, Engines};
+use crate::graph::analysis::{segments, stage_needs};
+use crate::graph::Graph;
+use crate::units::{Bytes, Seconds};
+
+/// The stages with something to give up (`need_t > 0`), ascending, so that
+/// a segment finds its own by binary search instead of a walk over every
+/// stage it spans.
+struct HotStages(Vec<usize>);
+
+impl HotStages {
+    fn new(needs: &[f64]) -> HotStages {
+        HotStages((0..needs.len()).filter(|&t| needs[t] > 0.0).collect())
+    }
+
+    fn within(&self, first: usize, last: usize) -> &[usize] {
+        let a = self.0.partition_point(|&t| t < first);
+        let b = self.0.partition_point(|&t| t <= last);
+        &self.0[a..b.max(a)]
+    }
+}
+
+/// The program's answer.
+#[derive(Debug, Clone)]
+pub struct StepCover {
+    /// A lower bound on every plan's step time; infinite when the program
+    /// proves that no plan fits.
+    pub bound: Seconds,
+    /// Whether the program was solved to optimality (else the solver's
+    /// best bound when it stopped).
+    pub proven: bool,
+    pub seconds: f64,
+    pub columns: usize,
+}
+
+/// The program itself (public for the tests that map plans onto it).
+pub struct Program {
+    pub model: Model,
+    /// Seconds per model time unit: times are divided by the all-fast step
+    /// so that the solver's tolerances are relative to the instance.
+    pub scale: f64,
+    /// The step-time column.
+    pub step: Col,
+}
+
+impl Program {
+    /// `None` when no stage needs anything evicted: the all-fast step is
+    /// then the bound.
+    pub fn whole_step(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
+        let needs = stage_needs(g, budget);
+        let hot_stages = HotStages::new(&needs);
+        let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+        let n = g.len();
+        let direct_bw = dev.slow.direct_read;
+        // Direct-read rows: node t, its inputs and the fixed memory beyond
+        // the budget.
+        let forced: Vec<f64> = g
+            .ids()
+            .map(|t| {
+                if direct_bw.is_none() {
+                    return 0.0;
+                }
+                let inputs: f64 = g.deps(t).iter().map(|&u| g.memory(u).as_f64()).sum();
+                inputs + g.memory(t).as_f64() - avail
+            })
+            .collect();
+        if needs.iter().all(|&x| x <= 0.0) && forced.iter().all(|&x| x <= 0.0) {
+            return None;
+        }
+        let all_fast = dev.all_fast_step(g).get();
+        let scale = if all_fast > 0.0 { all_fast } else { 1.0 };
+        let time = |s: Seconds| s.get() / scale;
+
+        let mut model = Model::new();
+        let step = model.add_col(0.0, f64::INFINITY, 1.0, false);
+        let mut stage_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+        let mut direct_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+        // The lanes' loads.
+        let mut compute: Vec<(Col, f64)> = Vec::new();
+        let mut outs: Vec<(Col, f64)> = Vec::new();
+        let mut ins: Vec<(Col, f64)> = Vec::new();
+        let mut slow_copy: Vec<Option<Col>> = vec![None; n];
+        for s in segments(g) {
+            let v = s.value;
+            let m = g.memory(v).as_f64();
+            let closing = s.last + 1;
+            let inside = hot_stages.within(s.first, s.last).iter().copied();
+            let read_hot = direct_bw.is_some()
+                && closing < n
+                && (needs[closing] > 0.0 || forced[closing] > 0.0);
+            if m <= 0.0 || (inside.clone().next().is_none() && !read_hot) {
+                continue;
+            }
+            let mut events: Vec<(Col, f64)> = Vec::new();
+            let mut out_col = |model: &mut Model| {
+                *slow_copy[v.idx()].get_or_insert_with(|| {
+                    let c = model.add_col(0.0, 1.0, 0.0, true);
+                    outs.push((c, time(dev.copy_time(g.memory(v), true))));
+                    c
+                })
+            };
+            if inside.clone().next().is_some() {
+                if !no_recompute {
+                    let a = model.add_col(0.0, 1.0, 0.0, true);
+                    compute.push((a, time(dev.compute_time(g.cost(v)))));
+                    events.push((a, 1.0));
+                }
+                let b = model.add_col(0.0, 1.0, 0.0, true);
+                ins.push((b, time(dev.copy_time(g.memory(v), false))));
+                let o = out_col(&mut model);
+                model.add_row(0.0, f64::INFINITY, &[(o, 1.0), (b, -1.0)]);
+                events.push((b, 1.0));
+            }
+            if let Some(bw) = direct_bw.filter(|_| closing < n) {
+                let d = model.add_col(0.0, 1.0, 0.0, true);
+                compute.push((d, time(bw.time(g.memory(v)))));
+                let o = out_col(&mut model);
+                model.add_row(0.0, f64::INFINITY, &[(o, 1.0), (d, -1.0)]);
+                stage_rows[closing].push((d, m));
+                direct_rows[closing].push((d, m));
+                events.push((d, 1.0));
+            }
+            for &t in hot_stages.within(s.first, s.last) {
+                for &(c, _) in &events {
+                    stage_rows[t].push((c, m));
+                }
+            }
+            if events.len() > 1 {
+                model.add_row(f64::NEG_INFINITY, 1.0, &events);
+            }
+        }
+        for t in 0..n {
+            if needs[t] > 0.0 {
+                model.add_row(needs[t], f64::INFINITY, &stage_rows[t]);
+            }
+            if forced[t] > 0.0 {
+                model.add_row(forced[t], f64::INFINITY, &direct_rows[t]);
+            }
+        }
+        // step ≥ load, with the load's constant (every node once) as the
+        // row's lower bound.
+        let base = all_fast / scale;
+        let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
+            let mut row = vec![(step, 1.0)];
+            for p in parts {
+                row.extend(p.iter().map(|&(c, w)| (c, -w)));
+            }
+            model.add_row(constant, f64::INFINITY, &row);
+        };
+        match dev.slow.engines {
+            Engines::Duplex => {
+                lane(base, &[&compute]);
+                lane(0.0, &[&outs]);
+                lane(0.0, &[&ins]);
+            }
+            Engines::Shared => {
+                lane(base, &[&compute]);
+                lane(0.0, &[&outs, &ins]);
+            }
+            Engines::Synchronous => lane(base, &[&compute, &outs, &ins]),
+        }
+        Some(Program { model, scale, step })
+    }
+}
+
+/// The staged program: the same events, placed in the stages where the
+/// plan's rules let them run. Every copy runs within one stage, and a
+/// stage lasts the longest of its lanes, so the step is Σ_t τ_t with τ_t
+/// at least each lane's load in stage t. A value absent while stage `t`
+/// computes, by the slow route, was copied out in some stage `q < t` (its
+/// first copy out: `o[v, q]`) and comes back by a copy in in some stage
+/// `p` with `t < p ≤ last` (the segment's last copy in: `b[s, p]`; its
+/// buffer counts from the start of `p`) or by a direct read at the
+/// closing stage. A segment in which the plan recomputes its value is
+/// mapped onto `a[s]` alone, which claims the whole segment; its
+/// recomputation lands in a pool that any stage's compute lane may take
+/// (a relaxation of where it runs). So every plan maps onto a feasible
+/// point whose stage loads are at most the plan's.
+pub fn staged(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    no_recompute: bool,
+) -> Option<Program> {
+    let needs = stage_needs(g, budget);
+    let hot_stages = HotStages::new(&needs);
+    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    let n = g.len();
+    let direct_bw = dev.slow.direct_read;
+    let forced: Vec<f64> = g
+        .ids()
+        .map(|t| match direct_bw {
+            None => 0.0,
+            Some(_) => {
+                let inputs: f64 = g.deps(t).iter().map(|&u| g.memory(u).as_f64()).sum();
+                inputs + g.memory(t).as_f64() - avail
+            }
+        })
+        .collect();
+    let hot = |t: usize| needs[t] > 0.0 || forced[t] > 0.0;
+    if !(0..n).any(hot) {
+        return None;
+    }
+    let all_fast = dev.all_fast_step(g).get();
+    let scale = if all_fast > 0.0 { all_fast } else { 1.0 };
+    let time = |s: Seconds| s.get() / scale;
+
+    let mut model = Model::new();
+    // The step as one column, Σ τ_t as a row: the lanes' rows read τ_t.
+    let step = model.add_col(0.0, f64::INFINITY, 1.0, false);
+    let tau: Vec<Col> = g
+        .ids()
+        .map(|t| model.add_col(time(dev.compute_time(g.cost(t))), f64::INFINITY, 0.0, false))
+        .collect();
+    let mut sum = vec![(step, 1.0)];
+    sum.extend(tau.iter().map(|&c| (c, -1.0)));
+    model.add_row(0.0, 0.0, &sum);
+    let pool: Vec<Col> = if no_recompute {
+        Vec::new()
+    } else {
+        (0..n).map(|_| model.add_col(0.0, f64::INFINITY, 0.0, false)).collect()
+    };
+    let mut recomputed: Vec<(Col, f64)> = Vec::new();
+    let mut compute_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut out_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut in_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut stage_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut direct_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut frontier: Vec<Option<(Col, f64)>> = vec![None; n];
+
+    // Segments by value.
+    let mut by_value: Vec<Vec<crate::graph::analysis::Segment>> = vec![Vec::new(); n];
+    for s in segments(g) {
+        by_value[s.value.idx()].push(s);
+    }
+    for (v, segs) in by_value.iter().enumerate() {
+        let id = crate::graph::NodeId::from(v);
+        let m = g.memory(id).as_f64();
+        if m <= 0.0 {
+            continue;
+        }
+        // Per segment: its hot stages inside, and whether its closing read
+        // is a hot stage that may read the slow tier.
+        // Per segment: its hot stages inside, whether its closing read is a
+        // hot stage that may read the slow tier, and whether it follows a
+        // segment whose closing read may be direct: the value is then
+        // absent at that read and must come back (or be read directly
+        // again) before this segment's own read, whatever its stages need.
+        let mut useful: Vec<(&crate::graph::analysis::Segment, Vec<usize>, bool, bool)> =
+            Vec::new();
+        let mut chained = false;
+        for s in segs {
+            let inside: Vec<usize> = hot_stages.within(s.first, s.last).to_vec();
+            let closing = s.last + 1;
+            let read = direct_bw.is_some() && closing < n && hot(closing);
+            if inside.is_empty() && !read && !chained {
+                continue;
+            }
+            useful.push((s, inside, read, chained));
+            chained = direct_bw.is_some() && closing < n;
+        }
+        if useful.is_empty() {
+            continue;
+        }
+        // Copies out: o[v, q] for q from v's own stage up to the last stage
+        // before an absent moment; cumulative columns at each moment.
+        let last_moment = useful
+            .iter()
+            .filter_map(|(s, inside, read, _)| if *read { Some(s.last + 1) } else { inside.last().copied() })
+            .max()
+            .unwrap_or(v);
+        let out_time = time(dev.copy_time(g.memory(id), true));
+        let outs: Vec<Col> = (v..last_moment)
+            .map(|q| {
+                let c = model.add_col(0.0, 1.0, 0.0, true);
+                out_lane[q].push((c, out_time));
+                c
+            })
+            .collect();
+        model.add_row(f64::NEG_INFINITY, 1.0, &outs.iter().map(|&c| (c, 1.0)).collect::<Vec<_>>());
+        // A copy out in v's own stage starts only once v is computed.
+        if let Some(&f) = outs.first() {
+            frontier[v] = Some((f, out_time));
+        }
+        // copied_by(t): a column no larger than Σ_{q < t} o[v, q].
+        let mut moments: Vec<usize> = useful
+            .iter()
+            .flat_map(|(s, inside, read, _)| {
+                inside.iter().copied().chain(read.then_some(s.last + 1))
+            })
+            .collect();
+        moments.sort_unstable();
+        moments.dedup();
+        let mut copied_by: Vec<(usize, Col)> = Vec::with_capacity(moments.len());
+        let mut prev: Option<(usize, Col)> = None;
+        for &t in &moments {
+            let c = model.add_col(0.0, 1.0, 0.0, false);
+            let (from, mut row) = match prev {
+                Some((pt, pc)) => (pt, vec![(c, 1.0), (pc, -1.0)]),
+                None => (v, vec![(c, 1.0)]),
+            };
+            row.extend((from.max(v)..t).map(|q| (outs[q - v], -1.0)));
+            model.add_row(f64::NEG_INFINITY, 0.0, &row);
+            copied_by.push((t, c));
+            prev = Some((t, c));
+        }
+        let copied = |t: usize| {
+            copied_by[copied_by.binary_search_by_key(&t, |&(k, _)| k).expect("a moment")].1
+        };
+        let in_time = time(dev.copy_time(g.memory(id), false));
+        let mut prev_direct: Option<Col> = None;
+        for (s, inside, read, chained) in &useful {
+            let mut events: Vec<(Col, f64)> = Vec::new();
+            if (!inside.is_empty() || *chained) && !no_recompute {
+                let a = model.add_col(0.0, 1.0, 0.0, true);
+                recomputed.push((a, time(dev.compute_time(g.cost(id)))));
+                events.push((a, 1.0));
+                for &t in inside {
+                    stage_rows[t].push((a, m));
+                }
+            }
+            let d = match direct_bw.filter(|_| s.last + 1 < n) {
+                Some(bw) => {
+                    let d = model.add_col(0.0, 1.0, 0.0, true);
+                    compute_lane[s.last + 1].push((d, time(bw.time(g.memory(id)))));
+                    events.push((d, 1.0));
+                    Some(d)
+                }
+                None => None,
+            };
+            // Copies in: b[s, p] for p after the first absent moment, up to
+            // the stage before the closing read.
+            // A chained segment's value is absent from its start.
+            let first = if *chained {
+                Some(s.first)
+            } else {
+                inside.first().map(|&f| f + 1)
+            };
+            let ins: Vec<(usize, Col)> = match first {
+                Some(f) => (f..=s.last)
+                    .map(|p| {
+                        let c = model.add_col(0.0, 1.0, 0.0, true);
+                        in_lane[p].push((c, in_time));
+                        events.push((c, 1.0));
+                        (p, c)
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            if events.len() > 1 {
+                model.add_row(f64::NEG_INFINITY, 1.0, &events);
+            }
+            if let (true, Some(pd)) = (*chained, prev_direct) {
+                let mut row = vec![(pd, 1.0)];
+                row.extend(events.iter().map(|&(c, _)| (c, -1.0)));
+                model.add_row(f64::NEG_INFINITY, 0.0, &row);
+            }
+            prev_direct = d;
+            // back_after(t) ≤ Σ_{p > t} b[s, p], built from the last moment
+            // backwards.
+            let mut later: Option<(usize, Col)> = None;
+            let mut back_after: Vec<(usize, Col)> = Vec::new();
+            for &t in inside.iter().rev() {
+                let c = model.add_col(0.0, 1.0, 0.0, false);
+                let to = later.map_or(s.last, |(lt, _)| lt);
+                let mut row = vec![(c, 1.0)];
+                if let Some((_, lc)) = later {
+                    row.push((lc, -1.0));
+                }
+                row.extend(ins.iter().filter(|&&(p, _)| p > t && p <= to).map(|&(_, b)| (b, -1.0)));
+                model.add_row(f64::NEG_INFINITY, 0.0, &row);
+                back_after.push((t, c));
+                later = Some((t, c));
+            }
+            for &(t, back) in &back_after {
+                // w: absent at t by the slow route.
+                let w = model.add_col(0.0, 1.0, 0.0, false);
+                model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (copied(t), -1.0)]);
+                let mut row = vec![(w, 1.0), (back, -1.0)];
+                if let Some(d) = d {
+                    row.push((d, -1.0));
+                }
+                model.add_row(f64::NEG_INFINITY, 0.0, &row);
+                stage_rows[t].push((w, m));
+            }
+            if let (true, Some(d)) = (*read, d) {
+                let c = s.last + 1;
+                let w = model.add_col(0.0, 1.0, 0.0, false);
+                model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (copied(c), -1.0)]);
+                model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (d, -1.0)]);
+                if needs[c] > 0.0 {
+                    stage_rows[c].push((w, m));
+                }
+                if forced[c] > 0.0 {
+                    direct_rows[c].push((w, m));
+                }
+            }
+        }
+    }
+    for t in 0..n {
+        if needs[t] > 0.0 {
+            model.add_row(needs[t], f64::INFINITY, &stage_rows[t]);
+        }
+        if forced[t] > 0.0 {
+            model.add_row(forced[t], f64::INFINITY, &direct_rows[t]);
+        }
+    }
+    if !no_recompute {
+        let mut row: Vec<(Col, f64)> = pool.iter().map(|&c| (c, 1.0)).collect();
+        row.extend(recomputed.iter().map(|&(c, w)| (c, -w)));
+        model.add_row(0.0, f64::INFINITY, &row);
+    }
+    let base = |t: usize| time(dev.compute_time(g.cost(crate::graph::NodeId::from(t))));
+    for t in 0..n {
+        let mut compute: Vec<(Col, f64)> = compute_lane[t].clone();
+        if !no_recompute {
+            compute.push((pool[t], 1.0));
+        }
+        let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
+            let mut row = vec![(tau[t], 1.0)];
+            for p in parts {
+                row.extend(p.iter().map(|&(c, w)| (c, -w)));
+            }
+            if row.len() > 1 {
+                model.add_row(constant, f64::INFINITY, &row);
+            }
+        };
+        let after: Vec<(Col, f64)> = compute.iter().copied().chain(frontier[t]).collect();
+        match dev.slow.engines {
+            Engines::Duplex => {
+                lane(base(t), &[&after]);
+                lane(0.0, &[&out_lane[t]]);
+                lane(0.0, &[&in_lane[t]]);
+            }
+            Engines::Shared => {
+                lane(base(t), &[&after]);
+                lane(0.0, &[&out_lane[t], &in_lane[t]]);
+            }
+            Engines::Synchronous => lane(base(t), &[&compute, &out_lane[t], &in_lane[t]]),
+        }
+    }
+    Some(Program { model, scale, step })
+}
+
+/// The most columns (about) for which the staged program is built; past it
+/// the whole-step program stands in. GPT-2's 295 nodes at 50% give 66,000
+/// columns, whose root relaxation HiGHS solves in seconds.
+pub const STAGED_MAX_COLUMNS: usize = 400_000;
+
+/// The most stage-row entries of the whole-step program; past it no
+/// program is built and the caller keeps its closed-form bound.
+pub const WHOLE_STEP_MAX_NONZEROS: usize = 5_000_000;
+
+/// How big each program would be, counted without building: (about the
+/// staged program's columns: a copy-out column per stage of each value's
+/// window and a copy-in column per stage of each segment that some hot
+/// stage crosses; the whole-step program's stage-row entries).
+pub fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
+    let needs = stage_needs(g, budget);
+    let mut hot_before = vec![0usize; g.len() + 1];
+    for (t, &x) in needs.iter().enumerate() {
+        hot_before[t + 1] = hot_before[t] + usize::from(x > 0.0);
+    }
+    let crossing = segments(g)
+        .into_iter()
+        .map(|s| (s, hot_before[s.last + 1] - hot_before[s.first]))
+        .filter(|&(_, hot)| hot > 0);
+    crossing.fold((0, 0), |(cols, nz), (s, hot)| {
+        (
+            cols + 2 * (s.last + 2 - s.first) + (s.first - s.value.idx()),
+            nz + 3 * hot,
+        )
+    })
+}
+
+/// Builds and solves the program on HiGHS within `params`: the staged one
+/// where it is small enough, else the whole-step one; `None` when even
+/// that would be too big to build.
+pub fn step_cover_bound(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    no_recompute: bool,
+    params: &Params,
+) -> Result<Option<StepCover>, SolverError> {
+    let (staged, whole) = sizes(g, budget);
+    let built = if staged <= STAGED_MAX_COLUMNS {
+        staged(g, budget, dev, no_recompute)
+    } else if whole <= WHOLE_STEP_MAX_NONZEROS {
+        Program::whole_step(g, budget, dev, no_recompute)
+    } else {
+        return Ok(None);
+    };
+    let Some(prog) = built else {
+        return Ok(Some(StepCover {
+            bound: dev.all_fast_step(g),
+            proven: true,
+            seconds: 0.0,
+            columns: 0,
+        }));
+    };
+    let r = solve_mip(&prog.model, Backend::Highs, params, None)?;
+    let (value, proven) = match r.status {
+        MipStatus::Optimal => (r.bound.or(r.objective).unwrap_or(0.0), true),
+        MipStatus::Infeasible => (f64::INFINITY, true),
+        MipStatus::Feasible | MipStatus::NoSolution => (r.bound.unwrap_or(0.0), false),
+    };
+    let floor = dev.all_fast_step(g).get();
+    Ok(Some(StepCover {
+        bound: Seconds((value * prog.scale).max(floor)),
+        proven,
+        seconds: r.seconds,
+        columns: prog.model.num_cols(),
+    }))
+}
