@@ -522,8 +522,8 @@ pub fn step_cover_bound(
     no_recompute: bool,
     params: &Params,
 ) -> Result<Option<StepCover>, SolverError> {
-    let (staged, whole) = sizes(g, budget);
-    let built = if staged <= STAGED_MAX_COLUMNS {
+    let (staged_cols, whole) = sizes(g, budget);
+    let built = if staged_cols <= STAGED_MAX_COLUMNS {
         staged(g, budget, dev, no_recompute)
     } else if whole <= WHOLE_STEP_MAX_NONZEROS {
         Program::whole_step(g, budget, dev, no_recompute)
