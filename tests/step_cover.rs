@@ -71,7 +71,11 @@ fn the_step_cover_is_below_every_plan() {
                 let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
                 let lb = cover(&g, pct, &dev, false);
                 let lb_off = cover(&g, pct, &dev, true);
-                assert!(lb >= all_fast * (1.0 - 1e-12) && lb_off >= lb * (1.0 - 1e-6));
+                assert!(lb >= all_fast * (1.0 - 1e-12), "{name} at {pct}%: {lb}");
+                assert!(
+                    lb_off >= all_fast * (1.0 - 1e-12),
+                    "{name} at {pct}%: {lb_off}"
+                );
                 above_all_fast += usize::from(lb > all_fast * 1.001);
                 let mut plans: Vec<Box<dyn strategies::Strategy>> = strategies::seed_policies();
                 plans.push(strategies::by_name("remat-fast").unwrap());
@@ -100,7 +104,10 @@ fn the_step_cover_is_below_every_plan() {
     assert!(checked >= 40, "only {checked} plans checked");
     // A bound that never rises above every node once would pass the
     // check above without being worth anything.
-    assert!(above_all_fast >= 6, "only {above_all_fast} bounds above all-fast");
+    assert!(
+        above_all_fast >= 6,
+        "only {above_all_fast} bounds above all-fast"
+    );
 }
 
 /// FCN8 at 50% on the GH200, without recomputation: the joint MILP proves
@@ -118,7 +125,13 @@ fn the_staged_cover_meets_the_proven_offload_only_optimum() {
     let out = run(&g, tiered.as_ref(), budget, &opts(&dev, 60, true)).unwrap();
     assert_eq!(out.status, Status::Optimal);
     let s = step(&out);
-    assert!((s - 0.129805).abs() < 5e-7, "the offload-only optimum moved: {s}");
+    assert!(
+        (s - 0.129805).abs() < 5e-7,
+        "the offload-only optimum moved: {s}"
+    );
     let lb = cover(&g, 50, &dev, true);
-    assert!((lb - s).abs() <= 1e-6 * s, "bound {lb} against the optimum {s}");
+    assert!(
+        (lb - s).abs() <= 1e-6 * s,
+        "bound {lb} against the optimum {s}"
+    );
 }

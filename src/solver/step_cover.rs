@@ -31,10 +31,20 @@
 //!   engines carry the copies (latency included, once per copy); a shared
 //!   engine carries both directions, a synchronous device everything.
 //!
-//! What it leaves out: when copies can run (a copy out cannot start before
-//! its value exists, and the plan's copies end within their stage), the
-//! buffers of copies in, recomputations' inputs, and the slow tier's
-//! capacity. That is why it is a bound and not the optimum.
+//! Two forms. [`Program::whole_step`] has one load per lane over the whole
+//! step, and leaves out when copies can run. [`staged`] places each copy in
+//! a stage of its window, with a time per stage: the plan's copies end
+//! within their stage, so the step is the sum of the stages' longest
+//! lanes. That is tighter, often by several percent where copies crowd
+//! the stages around the forward-to-backward turn, and it is exact on FCN8
+//! without recomputation (tests/step_cover.rs), but it grows with the
+//! segments' lengths, so the whole-step form stands in past
+//! [`STAGED_MAX_COLUMNS`].
+//!
+//! What both leave out: recomputations' inputs and where a recomputation
+//! runs (any stage may take it), memory at moments other than a node's
+//! first computation, and the slow tier's capacity. That is why it is a
+//! bound and not the optimum.
 
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
 use crate::device::{Device, Engines};
@@ -85,7 +95,12 @@ pub struct Program {
 impl Program {
     /// `None` when no stage needs anything evicted: the all-fast step is
     /// then the bound.
-    pub fn whole_step(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
+    pub fn whole_step(
+        g: &Graph,
+        budget: Bytes,
+        dev: &Device,
+        no_recompute: bool,
+    ) -> Option<Program> {
         let needs = stage_needs(g, budget);
         let hot_stages = HotStages::new(&needs);
         let avail = budget.saturating_sub(g.fixed_memory).as_f64();
@@ -215,12 +230,7 @@ impl Program {
 /// recomputation lands in a pool that any stage's compute lane may take
 /// (a relaxation of where it runs). So every plan maps onto a feasible
 /// point whose stage loads are at most the plan's.
-pub fn staged(
-    g: &Graph,
-    budget: Bytes,
-    dev: &Device,
-    no_recompute: bool,
-) -> Option<Program> {
+pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
     let needs = stage_needs(g, budget);
     let hot_stages = HotStages::new(&needs);
     let avail = budget.saturating_sub(g.fixed_memory).as_f64();
@@ -257,7 +267,9 @@ pub fn staged(
     let pool: Vec<Col> = if no_recompute {
         Vec::new()
     } else {
-        (0..n).map(|_| model.add_col(0.0, f64::INFINITY, 0.0, false)).collect()
+        (0..n)
+            .map(|_| model.add_col(0.0, f64::INFINITY, 0.0, false))
+            .collect()
     };
     let mut recomputed: Vec<(Col, f64)> = Vec::new();
     let mut compute_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
@@ -305,7 +317,13 @@ pub fn staged(
         // before an absent moment; cumulative columns at each moment.
         let last_moment = useful
             .iter()
-            .filter_map(|(s, inside, read, _)| if *read { Some(s.last + 1) } else { inside.last().copied() })
+            .filter_map(|(s, inside, read, _)| {
+                if *read {
+                    Some(s.last + 1)
+                } else {
+                    inside.last().copied()
+                }
+            })
             .max()
             .unwrap_or(v);
         let out_time = time(dev.copy_time(g.memory(id), true));
@@ -316,7 +334,11 @@ pub fn staged(
                 c
             })
             .collect();
-        model.add_row(f64::NEG_INFINITY, 1.0, &outs.iter().map(|&c| (c, 1.0)).collect::<Vec<_>>());
+        model.add_row(
+            f64::NEG_INFINITY,
+            1.0,
+            &outs.iter().map(|&c| (c, 1.0)).collect::<Vec<_>>(),
+        );
         // A copy out in v's own stage starts only once v is computed.
         if let Some(&f) = outs.first() {
             frontier[v] = Some((f, out_time));
@@ -344,7 +366,10 @@ pub fn staged(
             prev = Some((t, c));
         }
         let copied = |t: usize| {
-            copied_by[copied_by.binary_search_by_key(&t, |&(k, _)| k).expect("a moment")].1
+            copied_by[copied_by
+                .binary_search_by_key(&t, |&(k, _)| k)
+                .expect("a moment")]
+            .1
         };
         let in_time = time(dev.copy_time(g.memory(id), false));
         let mut prev_direct: Option<Col> = None;
@@ -406,7 +431,11 @@ pub fn staged(
                 if let Some((_, lc)) = later {
                     row.push((lc, -1.0));
                 }
-                row.extend(ins.iter().filter(|&&(p, _)| p > t && p <= to).map(|&(_, b)| (b, -1.0)));
+                row.extend(
+                    ins.iter()
+                        .filter(|&&(p, _)| p > t && p <= to)
+                        .map(|&(_, b)| (b, -1.0)),
+                );
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
                 back_after.push((t, c));
                 later = Some((t, c));

@@ -8,7 +8,8 @@
 //! plan it admits, for the rest of the time. The answer is the plan of
 //! least simulated step time among all of them, so it is never slower
 //! than the recompute-only plan or any seed policy it ran, and it carries
-//! the best bound known: the graph's, raised by the MILP's.
+//! the best bound known: the graph's, raised by the step cover program's
+//! ([`crate::solver::step_cover`]) and the MILP's.
 //!
 //! Where the device has no slow tier to use (zero capacity), the problem
 //! is recompute-only and time is cost over throughput: remat-exact answers
