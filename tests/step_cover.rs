@@ -38,10 +38,10 @@ fn step(out: &Outcome) -> f64 {
     out.timing().unwrap().step.get()
 }
 
-fn cover(g: &Graph, pct: u128, dev: &Device, no_recompute: bool) -> f64 {
+fn cover(g: &Graph, pct: u128, dev: &Device, no_recompute: bool, secs: u64) -> f64 {
     let budget = checkpoint_all_peak(g).scale_ceil(pct, 100);
     let params = Params {
-        time_limit: Duration::from_secs(20),
+        time_limit: Duration::from_secs(secs),
         ..Params::default()
     };
     step_cover_bound(g, budget, dev, no_recompute, &params)
@@ -64,13 +64,13 @@ fn the_step_cover_is_below_every_plan() {
         device("gh200.yaml"),
         device("optane-pmm.yaml"),
     ] {
-        for name in ["vgg16", "unet", "fcn8"] {
+        for name in ["unet", "fcn8"] {
             let g = model(name);
             let all_fast = dev.all_fast_step(&g).get();
             for pct in [70u128, 45] {
                 let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
-                let lb = cover(&g, pct, &dev, false);
-                let lb_off = cover(&g, pct, &dev, true);
+                let lb = cover(&g, pct, &dev, false, 5);
+                let lb_off = cover(&g, pct, &dev, true, 5);
                 assert!(lb >= all_fast * (1.0 - 1e-12), "{name} at {pct}%: {lb}");
                 assert!(
                     lb_off >= all_fast * (1.0 - 1e-12),
@@ -81,7 +81,7 @@ fn the_step_cover_is_below_every_plan() {
                 plans.push(strategies::by_name("remat-fast").unwrap());
                 plans.push(strategies::by_name("remat-tiered").unwrap());
                 for p in plans {
-                    let o = opts(&dev, 3, false);
+                    let o = opts(&dev, 2, false);
                     if let Ok(out) = run(&g, p.as_ref(), budget, &o) {
                         if out.status.has_plan() {
                             let s = step(&out);
@@ -101,7 +101,7 @@ fn the_step_cover_is_below_every_plan() {
             }
         }
     }
-    assert!(checked >= 40, "only {checked} plans checked");
+    assert!(checked >= 30, "only {checked} plans checked");
     // A bound that never rises above every node once would pass the
     // check above without being worth anything.
     assert!(
@@ -129,7 +129,7 @@ fn the_staged_cover_meets_the_proven_offload_only_optimum() {
         (s - 0.129805).abs() < 5e-7,
         "the offload-only optimum moved: {s}"
     );
-    let lb = cover(&g, 50, &dev, true);
+    let lb = cover(&g, 50, &dev, true, 60);
     assert!(
         (lb - s).abs() <= 1e-6 * s,
         "bound {lb} against the optimum {s}"

@@ -69,6 +69,13 @@ impl HotStages {
     }
 }
 
+/// A covering row in units of what it asks for: bytes run to 10^10 and
+/// times to 10^-3 in the same model, and rows of order one keep HiGHS's
+/// absolute tolerances meaningful.
+fn per_unit(row: &[(Col, f64)], need: f64) -> Vec<(Col, f64)> {
+    row.iter().map(|&(c, m)| (c, m / need)).collect()
+}
+
 /// The program's answer.
 #[derive(Debug, Clone)]
 pub struct StepCover {
@@ -185,10 +192,10 @@ impl Program {
         }
         for t in 0..n {
             if needs[t] > 0.0 {
-                model.add_row(needs[t], f64::INFINITY, &stage_rows[t]);
+                model.add_row(1.0, f64::INFINITY, &per_unit(&stage_rows[t], needs[t]));
             }
             if forced[t] > 0.0 {
-                model.add_row(forced[t], f64::INFINITY, &direct_rows[t]);
+                model.add_row(1.0, f64::INFINITY, &per_unit(&direct_rows[t], forced[t]));
             }
         }
         // step ≥ load, with the load's constant (every node once) as the
@@ -467,10 +474,10 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
     }
     for t in 0..n {
         if needs[t] > 0.0 {
-            model.add_row(needs[t], f64::INFINITY, &stage_rows[t]);
+            model.add_row(1.0, f64::INFINITY, &per_unit(&stage_rows[t], needs[t]));
         }
         if forced[t] > 0.0 {
-            model.add_row(forced[t], f64::INFINITY, &direct_rows[t]);
+            model.add_row(1.0, f64::INFINITY, &per_unit(&direct_rows[t], forced[t]));
         }
     }
     if !no_recompute {
@@ -569,7 +576,8 @@ pub fn step_cover_bound(
     };
     let r = solve_mip(&prog.model, Backend::Highs, params, None)?;
     let (value, proven) = match r.status {
-        MipStatus::Optimal => (r.bound.or(r.objective).unwrap_or(0.0), true),
+        // The dual bound only: an incumbent's objective is no bound.
+        MipStatus::Optimal => (r.bound.unwrap_or(0.0), r.bound.is_some()),
         MipStatus::Infeasible => (f64::INFINITY, true),
         MipStatus::Feasible | MipStatus::NoSolution => (r.bound.unwrap_or(0.0), false),
     };
