@@ -1045,3 +1045,28 @@ fn remat_fast_without_a_device_is_unchanged() {
         }
     }
 }
+
+/// remat-fast's moves on a device replace a direct read that a
+/// recomputation beats: e reads a (4 B at 2 B/s: 2 s) from the slow tier,
+/// where computing a again costs 1 s and fits the budget of 6 B. The
+/// closure alone always reads a held value, so without the move the
+/// search stays at 11.5 s.
+#[test]
+fn a_direct_read_gives_way_to_a_cheaper_recomputation() {
+    let g = five();
+    let dev = device("duplex", 100, "2");
+    let seed = direct_schedule(&g);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (sch, step) =
+        remat::strategies::tiered_search::improve(&g, Bytes(6), &dev, seed, deadline).unwrap();
+    assert_eq!(step, Seconds(10.0));
+    assert_eq!(sch.recomputations(), 1);
+    let t = simulate_on(&g, &generate_plan(&g, &sch).unwrap(), Some(&dev))
+        .unwrap()
+        .timing
+        .unwrap();
+    assert_eq!(
+        (t.step, t.copies, t.stall),
+        (Seconds(10.0), 0, Seconds(0.0))
+    );
+}

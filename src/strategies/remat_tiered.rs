@@ -35,6 +35,10 @@ pub struct RematTiered;
 /// Share of the time limit the offload moves may take after the portfolio.
 const SEARCH_TIME_SHARE: f64 = 0.15;
 
+/// Share of the time limit kept after the MILP for the offload moves from
+/// its plan.
+const FINAL_SEARCH_SHARE: f64 = 0.1;
+
 /// Share of the time limit the step cover program may take first.
 const COVER_TIME_SHARE: f64 = 0.1;
 
@@ -225,8 +229,15 @@ impl Strategy for RematTiered {
         };
         let direct = dev.slow.direct_read.is_some();
         let cols = model::columns(g, direct);
-        let left = deadline.saturating_duration_since(Instant::now());
+        // The MILP stops early enough for the offload moves to run once
+        // more from its plan, which it may find outside the moves' reach
+        // but short of moves outside its own family.
+        let milp_deadline = deadline
+            .checked_sub(opts.time_limit.mul_f64(FINAL_SEARCH_SHARE))
+            .unwrap_or(deadline);
+        let left = milp_deadline.saturating_duration_since(Instant::now());
         let milp_note: String;
+        let mut milp_plan: Option<Schedule> = None;
         let mut proven = false;
         if done(&best, bound) {
             milp_note = "the best plan meets the graph's bound: no MILP needed".into();
@@ -259,7 +270,7 @@ impl Strategy for RematTiered {
                         &dev2,
                         opt,
                         warm_sch.as_ref(),
-                        deadline,
+                        milp_deadline,
                         &mopts,
                     ));
                 });
@@ -267,7 +278,9 @@ impl Strategy for RematTiered {
                 // Past the deadline, a little grace for the solver's own
                 // return and the simulation of its plan.
                 Ok(_) => rx
-                    .recv_timeout(deadline.saturating_duration_since(Instant::now()) + MILP_GRACE)
+                    .recv_timeout(
+                        milp_deadline.saturating_duration_since(Instant::now()) + MILP_GRACE,
+                    )
                     .ok(),
                 Err(_) => None,
             };
@@ -289,6 +302,7 @@ impl Strategy for RematTiered {
                     proven = r.proven;
                     milp_note = r.note;
                     if let Some(sch) = r.schedule {
+                        milp_plan = Some(sch.clone());
                         match step_time(g, &sch, budget, dev) {
                             Some(step) => {
                                 // The model's objective is the simulated step
@@ -310,6 +324,17 @@ impl Strategy for RematTiered {
             }
         }
         notes.insert(0, milp_note);
+        if let Some(sch) = milp_plan {
+            if !done(&best, bound) && Instant::now() < deadline {
+                if let Some((found, _)) = tiered_search::improve(g, budget, dev, sch, deadline) {
+                    consider(
+                        &mut best,
+                        "remat-fast's offload moves from the MILP's plan".into(),
+                        found,
+                    );
+                }
+            }
+        }
         if !skipped.is_empty() {
             notes.push(format!("not run for want of time: {}", skipped.join(", ")));
         }

@@ -52,6 +52,8 @@ const REPAIR_STEPS: usize = 12;
 const TABU_TENURE: usize = 8;
 /// Compound moves tried per pass of phase 2, costliest recomputation first.
 const KICKS_PER_PASS: usize = 16;
+/// Direct reads tried as recomputations per pass of phase 2.
+const DIRECT_READS_PER_PASS: usize = 32;
 
 /// Improves `seed` (any valid schedule, with or without transfers, which
 /// may be over budget) on `dev` by offload and recompute moves; returns
@@ -514,6 +516,45 @@ impl Ctx<'_> {
         }
     }
 
+    /// The first improving replacement of one direct read by a
+    /// recomputation in the same stage, the costliest reads first: the
+    /// value's slow copy is hidden from the closure in that stage, which
+    /// then recomputes it (with whatever inputs it lacks), and the slow
+    /// copies are rebuilt around the reads that remain.
+    fn recompute_a_direct_read(&self, cur: &Eval) -> Option<Eval> {
+        let g = self.g;
+        let mut reads: Vec<(f64, usize, usize)> = Vec::new();
+        for t in 0..cur.sch.stages() {
+            for &v in cur.sch.h_row(t) {
+                let v = v as usize;
+                if !cur.sch.s(t, v) && !cur.sch.r(t, v) && local_search::reads(g, &cur.sch, t, v) {
+                    let read = self
+                        .dev
+                        .direct_read_time(g.memory(NodeId::from(v)))
+                        .map_or(0.0, |s| s.get());
+                    let again = self.dev.compute_time(g.cost(NodeId::from(v))).get();
+                    if again < read {
+                        reads.push((read - again, t, v));
+                    }
+                }
+            }
+        }
+        reads.sort_by(|x, y| y.0.total_cmp(&x.0));
+        for (_, t, v) in reads.into_iter().take(DIRECT_READS_PER_PASS) {
+            if self.out_of_time() {
+                return None;
+            }
+            let mut s = cur.sch.clone();
+            s.set_h(t, v, false);
+            if let Some(e) = self.eval(s, &[v]) {
+                if e.peak <= self.budget && e.step < cur.step * (1.0 - 1e-12) {
+                    return Some(e);
+                }
+            }
+        }
+        None
+    }
+
     /// One improving move, if any: simple moves first (best forecast
     /// first, first improvement taken), then compound ones.
     fn polish_pass(&self, cur: &Eval, kicked: &mut Vec<Gap>) -> Option<Eval> {
@@ -576,6 +617,15 @@ impl Ctx<'_> {
                 if e.peak <= self.budget && e.step < cur.step * (1.0 - 1e-12) {
                     return Some(e);
                 }
+            }
+        }
+        // A direct read that a recomputation would beat: the closure reads a
+        // held value rather than recompute it, however cheap the value is
+        // (FCN8's first convolution costs 0.15 ms to recompute and 5.8 ms
+        // to read over NVLink-C2C on the GH200).
+        if self.direct {
+            if let Some(e) = self.recompute_a_direct_read(cur) {
+                return Some(e);
             }
         }
         // Compound: keep a recomputed value (over budget) and let phase 1
