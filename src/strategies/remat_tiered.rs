@@ -40,7 +40,7 @@ const SEARCH_TIME_SHARE: f64 = 0.15;
 const FINAL_SEARCH_SHARE: f64 = 0.1;
 
 /// Share of the time limit the step cover program may take first.
-const COVER_TIME_SHARE: f64 = 0.1;
+const COVER_TIME_SHARE: f64 = 0.15;
 
 /// Share of the time limit the portfolio may take before the MILP.
 /// Measured (results/joint.md): with 15% of the limit for the recompute

@@ -1,0 +1,41 @@
+//! The step cover program's bound alone, for measuring it against plans:
+//! `cargo run --release --example step_cover_bound -- GRAPH DEVICE PCT SECS [norec]`
+//! (PCT: percent of the checkpoint-all peak; `norec`: no recomputation).
+
+use remat::device::Device;
+use remat::graph::analysis::checkpoint_all_peak;
+use remat::graph::Graph;
+use remat::solver::step_cover::step_cover_bound;
+use remat::solver::Params;
+use std::path::Path;
+use std::time::Duration;
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: step_cover_bound GRAPH DEVICE PCT SECS [norec]");
+        std::process::exit(2);
+    }
+    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let dev = Device::load(Path::new(&a[2])).unwrap();
+    let pct: u128 = a[3].parse().unwrap();
+    let secs: f64 = a[4].parse().unwrap();
+    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    let p = Params {
+        time_limit: Duration::from_secs_f64(secs),
+        ..Params::default()
+    };
+    let c = step_cover_bound(&g, budget, &dev, a.len() > 5, &p)
+        .unwrap()
+        .unwrap();
+    println!(
+        "{} {} {}% bound {:.4} ms proven {} {:.2} s cols {} all-fast {:.4}",
+        a[1],
+        dev.name,
+        pct,
+        c.bound.get() * 1e3,
+        c.proven,
+        c.seconds,
+        c.columns,
+        dev.all_fast_step(&g).get() * 1e3
+    );
+}
