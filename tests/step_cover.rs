@@ -2,6 +2,8 @@
 //! holds for every plan, and that meets the proven offload-only optimum
 //! where the joint MILP's family and the simulator agree.
 
+mod common;
+use common::{device, model};
 use remat::device::Device;
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
@@ -9,21 +11,8 @@ use remat::solve::{run, Outcome};
 use remat::solver::step_cover::step_cover_bound;
 use remat::solver::Params;
 use remat::strategies::{self, SolveOptions, Status};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn device(name: &str) -> Device {
-    Device::load(&root().join("devices").join(name)).unwrap()
-}
-
-fn model(name: &str) -> Graph {
-    Graph::load(&root().join(format!("models/{name}.yaml"))).unwrap()
-}
 
 fn opts(dev: &Device, secs: u64, no_recompute: bool) -> SolveOptions {
     SolveOptions {

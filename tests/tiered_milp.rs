@@ -3,6 +3,8 @@
 //! the one-sided optima, and its answer is never slower than the
 //! recompute-only plan or any seed policy.
 
+mod common;
+use common::{device, model};
 use remat::device::Device;
 use remat::graph::analysis::{checkpoint_all_peak, min_feasible_budget};
 use remat::graph::{Graph, GraphFile};
@@ -12,21 +14,8 @@ use remat::solver::tiered::{step_bound, Options, TieredFormulation};
 use remat::solver::{solve_mip, Backend, MipStatus, Params};
 use remat::strategies::{self, SolveOptions, Status};
 use remat::units::{Bytes, Seconds};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn device(name: &str) -> Device {
-    Device::load(&root().join("devices").join(name)).unwrap()
-}
-
-fn model(name: &str) -> Graph {
-    Graph::load(&root().join(format!("models/{name}.yaml"))).unwrap()
-}
 
 fn graph(text: &str) -> Graph {
     Graph::from_file(&GraphFile::parse(text).unwrap(), "test.yaml").unwrap()

@@ -99,6 +99,50 @@ pub struct Program {
     pub step: Col,
 }
 
+/// Per stage, on a device whose kernels read the slow tier: the bytes by
+/// which node t, its inputs and the fixed memory exceed the budget, which
+/// the inputs read from there must make up (zero without direct reads:
+/// such a stage is below the pipeline's floor).
+fn direct_excess(g: &Graph, budget: Bytes, dev: &Device) -> Vec<f64> {
+    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    g.ids()
+        .map(|t| match dev.slow.direct_read {
+            None => 0.0,
+            Some(_) => {
+                let inputs: f64 = g.deps(t).iter().map(|&u| g.memory(u).as_f64()).sum();
+                inputs + g.memory(t).as_f64() - avail
+            }
+        })
+        .collect()
+}
+
+/// What both forms start from.
+struct Common {
+    needs: Vec<f64>,
+    hot_stages: HotStages,
+    forced: Vec<f64>,
+    /// Seconds per model time unit (the all-fast step).
+    scale: f64,
+}
+
+impl Common {
+    /// `None` when no stage must give anything up.
+    fn new(g: &Graph, budget: Bytes, dev: &Device) -> Option<Common> {
+        let needs = stage_needs(g, budget);
+        let forced = direct_excess(g, budget, dev);
+        if needs.iter().chain(&forced).all(|&x| x <= 0.0) {
+            return None;
+        }
+        let all_fast = dev.all_fast_step(g).get();
+        Some(Common {
+            hot_stages: HotStages::new(&needs),
+            needs,
+            forced,
+            scale: if all_fast > 0.0 { all_fast } else { 1.0 },
+        })
+    }
+}
+
 impl Program {
     /// `None` when no stage needs anything evicted: the all-fast step is
     /// then the bound.
@@ -108,28 +152,15 @@ impl Program {
         dev: &Device,
         no_recompute: bool,
     ) -> Option<Program> {
-        let needs = stage_needs(g, budget);
-        let hot_stages = HotStages::new(&needs);
-        let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+        let Common {
+            needs,
+            hot_stages,
+            forced,
+            scale,
+        } = Common::new(g, budget, dev)?;
         let n = g.len();
         let direct_bw = dev.slow.direct_read;
-        // Direct-read rows: node t, its inputs and the fixed memory beyond
-        // the budget.
-        let forced: Vec<f64> = g
-            .ids()
-            .map(|t| {
-                if direct_bw.is_none() {
-                    return 0.0;
-                }
-                let inputs: f64 = g.deps(t).iter().map(|&u| g.memory(u).as_f64()).sum();
-                inputs + g.memory(t).as_f64() - avail
-            })
-            .collect();
-        if needs.iter().all(|&x| x <= 0.0) && forced.iter().all(|&x| x <= 0.0) {
-            return None;
-        }
         let all_fast = dev.all_fast_step(g).get();
-        let scale = if all_fast > 0.0 { all_fast } else { 1.0 };
         let time = |s: Seconds| s.get() / scale;
 
         let mut model = Model::new();
@@ -238,27 +269,15 @@ impl Program {
 /// (a relaxation of where it runs). So every plan maps onto a feasible
 /// point whose stage loads are at most the plan's.
 pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
-    let needs = stage_needs(g, budget);
-    let hot_stages = HotStages::new(&needs);
-    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    let Common {
+        needs,
+        hot_stages,
+        forced,
+        scale,
+    } = Common::new(g, budget, dev)?;
     let n = g.len();
     let direct_bw = dev.slow.direct_read;
-    let forced: Vec<f64> = g
-        .ids()
-        .map(|t| match direct_bw {
-            None => 0.0,
-            Some(_) => {
-                let inputs: f64 = g.deps(t).iter().map(|&u| g.memory(u).as_f64()).sum();
-                inputs + g.memory(t).as_f64() - avail
-            }
-        })
-        .collect();
     let hot = |t: usize| needs[t] > 0.0 || forced[t] > 0.0;
-    if !(0..n).any(hot) {
-        return None;
-    }
-    let all_fast = dev.all_fast_step(g).get();
-    let scale = if all_fast > 0.0 { all_fast } else { 1.0 };
     let time = |s: Seconds| s.get() / scale;
 
     let mut model = Model::new();

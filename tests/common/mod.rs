@@ -178,3 +178,18 @@ pub fn fan(k: usize, fixed: u64) -> Graph {
     };
     Graph::from_file(&f, "<fan>").unwrap()
 }
+
+/// The repository root, where `models/` and `devices/` live.
+pub fn root() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A shipped device file, by file name (`gh200.yaml`).
+pub fn device(name: &str) -> remat::device::Device {
+    remat::device::Device::load(&root().join("devices").join(name)).unwrap()
+}
+
+/// A shipped model, by name (`vgg16`).
+pub fn model(name: &str) -> Graph {
+    Graph::load(&root().join(format!("models/{name}.yaml"))).unwrap()
+}
