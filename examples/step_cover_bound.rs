@@ -22,6 +22,7 @@ fn main() {
     let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
+        feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
         ..Params::default()
     };
     let c = step_cover_bound(&g, budget, &dev, a.len() > 5, &p)

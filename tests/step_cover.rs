@@ -31,6 +31,7 @@ fn cover(g: &Graph, pct: u128, dev: &Device, no_recompute: bool, secs: u64) -> f
     let budget = checkpoint_all_peak(g).scale_ceil(pct, 100);
     let params = Params {
         time_limit: Duration::from_secs(secs),
+        feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
         ..Params::default()
     };
     step_cover_bound(g, budget, dev, no_recompute, &params)

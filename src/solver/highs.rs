@@ -69,10 +69,9 @@ impl Highs {
         self.set_double("time_limit", p.time_limit.as_secs_f64().max(0.0));
         self.set_double("mip_rel_gap", p.gap.max(0.0));
         self.set_int("threads", p.threads.max(1) as i64);
-        // Memory is scaled by the largest node (up to ~1e9 bytes), so the
-        // default 1e-6 tolerance could admit plans kilobytes over budget.
-        self.set_double("mip_feasibility_tolerance", 1e-9);
-        self.set_double("primal_feasibility_tolerance", 1e-9);
+        // Params::feasibility_tolerance says why 1e-9 is the default.
+        self.set_double("mip_feasibility_tolerance", p.feasibility_tolerance);
+        self.set_double("primal_feasibility_tolerance", p.feasibility_tolerance);
         // Expert tuning without a rebuild: `REMAT_HIGHS_OPTIONS=name=value,...`
         // (HiGHS option names; values parsed by HiGHS, unknown ones ignored).
         if let Ok(opts) = std::env::var("REMAT_HIGHS_OPTIONS") {

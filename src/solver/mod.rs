@@ -83,6 +83,14 @@ pub struct Params {
     /// not presolve or the setup before them). CBC only stops at its time
     /// limit.
     pub stop: Option<StopFlag>,
+    /// HiGHS's MIP and primal feasibility tolerance. 1e-9 by default: the
+    /// Checkmate models count memory in units of the largest node, where
+    /// 1e-6 could admit plans kilobytes over budget. Models whose rows are
+    /// of order one ask for HiGHS's defaults (1e-6): at 1e-9 HiGHS called
+    /// a step cover program optimal at a bound above a known plan
+    /// (MobileNet at 50% on the GH200; CBC and HiGHS at 1e-6 agree below
+    /// it).
+    pub feasibility_tolerance: f64,
 }
 
 #[derive(Clone)]
@@ -126,6 +134,7 @@ impl Default for Params {
             on_progress: None,
             on_solution: None,
             stop: None,
+            feasibility_tolerance: 1e-9,
         }
     }
 }

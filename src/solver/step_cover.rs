@@ -41,8 +41,8 @@
 //! segments' lengths, so the whole-step form stands in past
 //! [`STAGED_MAX_COLUMNS`].
 //!
-//! What both leave out: recomputations' inputs and where a recomputation
-//! runs (any stage may take it), memory at moments other than a node's
+//! What both leave out: recomputations' inputs and where in its segment a
+//! recomputation runs, memory at moments other than a node's
 //! first computation, and the slow tier's capacity. That is why it is a
 //! bound and not the optimum.
 
@@ -69,11 +69,17 @@ impl HotStages {
     }
 }
 
-/// A covering row in units of what it asks for: bytes run to 10^10 and
-/// times to 10^-3 in the same model, and rows of order one keep HiGHS's
-/// absolute tolerances meaningful.
-fn per_unit(row: &[(Col, f64)], need: f64) -> Vec<(Col, f64)> {
-    row.iter().map(|&(c, m)| (c, m / need)).collect()
+/// A covering row `Σ m·x ≥ need` scaled so that its largest coefficient is
+/// one: bytes run to 10^10 and times to 10^-3 in the same model, and rows
+/// of order one keep HiGHS's absolute tolerances meaningful. (Scaling by
+/// the need instead breaks on a stage that lacks a few bytes: its
+/// coefficients reach 10^9, and HiGHS then reported bounds above a known
+/// plan on MobileNet.)
+fn covering_row(model: &mut Model, row: &[(Col, f64)], need: f64) {
+    let top = row.iter().map(|&(_, m)| m).fold(0.0, f64::max);
+    let k = if top > 0.0 { top } else { need };
+    let scaled: Vec<(Col, f64)> = row.iter().map(|&(c, m)| (c, m / k)).collect();
+    model.add_row(need / k, f64::INFINITY, &scaled);
 }
 
 /// The program's answer.
@@ -223,10 +229,10 @@ impl Program {
         }
         for t in 0..n {
             if needs[t] > 0.0 {
-                model.add_row(1.0, f64::INFINITY, &per_unit(&stage_rows[t], needs[t]));
+                covering_row(&mut model, &stage_rows[t], needs[t]);
             }
             if forced[t] > 0.0 {
-                model.add_row(1.0, f64::INFINITY, &per_unit(&direct_rows[t], forced[t]));
+                covering_row(&mut model, &direct_rows[t], forced[t]);
             }
         }
         // step ≥ load, with the load's constant (every node once) as the
@@ -265,8 +271,9 @@ impl Program {
 /// buffer counts from the start of `p`) or by a direct read at the
 /// closing stage. A segment in which the plan recomputes its value is
 /// mapped onto `a[s]` alone, which claims the whole segment; its
-/// recomputation lands in a pool that any stage's compute lane may take
-/// (a relaxation of where it runs). So every plan maps onto a feasible
+/// recomputation runs in the stages from the segment's first absent moment
+/// to its closing read, split among them as the program likes (a
+/// relaxation of where it runs). So every plan maps onto a feasible
 /// point whose stage loads are at most the plan's.
 pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
     let Common {
@@ -290,14 +297,6 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
     let mut sum = vec![(step, 1.0)];
     sum.extend(tau.iter().map(|&c| (c, -1.0)));
     model.add_row(0.0, 0.0, &sum);
-    let pool: Vec<Col> = if no_recompute {
-        Vec::new()
-    } else {
-        (0..n)
-            .map(|_| model.add_col(0.0, f64::INFINITY, 0.0, false))
-            .collect()
-    };
-    let mut recomputed: Vec<(Col, f64)> = Vec::new();
     let mut compute_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut out_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut in_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
@@ -403,7 +402,16 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
             let mut events: Vec<(Col, f64)> = Vec::new();
             if (!inside.is_empty() || *chained) && !no_recompute {
                 let a = model.add_col(0.0, 1.0, 0.0, true);
-                recomputed.push((a, time(dev.compute_time(g.cost(id)))));
+                // Its compute lands in the stages between the first absent
+                // moment and the closing read, split as the program likes.
+                let from = inside.first().copied().unwrap_or(s.first);
+                let mut row = vec![(a, -time(dev.compute_time(g.cost(id))))];
+                for lane in &mut compute_lane[from..=(s.last + 1).min(n - 1)] {
+                    let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
+                    lane.push((y, 1.0));
+                    row.push((y, 1.0));
+                }
+                model.add_row(0.0, f64::INFINITY, &row);
                 events.push((a, 1.0));
                 for &t in inside {
                     stage_rows[t].push((a, m));
@@ -493,23 +501,15 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
     }
     for t in 0..n {
         if needs[t] > 0.0 {
-            model.add_row(1.0, f64::INFINITY, &per_unit(&stage_rows[t], needs[t]));
+            covering_row(&mut model, &stage_rows[t], needs[t]);
         }
         if forced[t] > 0.0 {
-            model.add_row(1.0, f64::INFINITY, &per_unit(&direct_rows[t], forced[t]));
+            covering_row(&mut model, &direct_rows[t], forced[t]);
         }
-    }
-    if !no_recompute {
-        let mut row: Vec<(Col, f64)> = pool.iter().map(|&c| (c, 1.0)).collect();
-        row.extend(recomputed.iter().map(|&(c, w)| (c, -w)));
-        model.add_row(0.0, f64::INFINITY, &row);
     }
     let base = |t: usize| time(dev.compute_time(g.cost(crate::graph::NodeId::from(t))));
     for t in 0..n {
-        let mut compute: Vec<(Col, f64)> = compute_lane[t].clone();
-        if !no_recompute {
-            compute.push((pool[t], 1.0));
-        }
+        let compute = &compute_lane[t];
         let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
             let mut row = vec![(tau[t], 1.0)];
             for p in parts {
@@ -530,7 +530,7 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
                 lane(base(t), &[&after]);
                 lane(0.0, &[&out_lane[t], &in_lane[t]]);
             }
-            Engines::Synchronous => lane(base(t), &[&compute, &out_lane[t], &in_lane[t]]),
+            Engines::Synchronous => lane(base(t), &[compute, &out_lane[t], &in_lane[t]]),
         }
     }
     Some(Program { model, scale, step })
@@ -540,6 +540,11 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
 /// the whole-step program stands in. GPT-2's 295 nodes at 50% give 66,000
 /// columns, whose root relaxation HiGHS solves in seconds.
 pub const STAGED_MAX_COLUMNS: usize = 400_000;
+
+/// The solver's feasibility tolerance for this program: its rows are of
+/// order one (see [`covering_row`]), and at the tighter default of the
+/// Checkmate models HiGHS returned a wrong optimum on one of them.
+pub const FEASIBILITY_TOLERANCE: f64 = 1e-6;
 
 /// The most stage-row entries of the whole-step program; past it no
 /// program is built and the caller keeps its closed-form bound.

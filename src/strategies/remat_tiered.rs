@@ -91,6 +91,7 @@ impl Strategy for RematTiered {
             on_progress: None,
             on_solution: None,
             stop: opts.stop.clone(),
+            feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
         };
         match step_cover::step_cover_bound(g, budget, dev, no_rec, &cover_params) {
             Ok(None) => notes.push("the step cover program is too big to build".into()),
