@@ -95,14 +95,13 @@ pub struct StepCover {
     pub columns: usize,
 }
 
-/// The program itself (public for the tests that map plans onto it).
+/// The program itself: its objective is the step time, in units of
+/// `scale` seconds.
 pub struct Program {
     pub model: Model,
     /// Seconds per model time unit: times are divided by the all-fast step
     /// so that the solver's tolerances are relative to the instance.
     pub scale: f64,
-    /// The step-time column.
-    pub step: Col,
 }
 
 /// Per stage, on a device whose kernels read the slow tier: the bytes by
@@ -257,7 +256,7 @@ impl Program {
             }
             Engines::Synchronous => lane(base, &[&compute, &outs, &ins]),
         }
-        Some(Program { model, scale, step })
+        Some(Program { model, scale })
     }
 }
 
@@ -533,7 +532,7 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
             Engines::Synchronous => lane(base(t), &[compute, &out_lane[t], &in_lane[t]]),
         }
     }
-    Some(Program { model, scale, step })
+    Some(Program { model, scale })
 }
 
 /// The most columns (about) for which the staged program is built; past it
