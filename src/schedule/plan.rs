@@ -107,6 +107,25 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     // costs O(its computations, their edges and the intervals ending in
     // it), not O(values it keeps) (Θ(n) per stage on training graphs).
     let ev = sch.keep_events();
+    // Copies with a lead (docs/format.md): by the stage that issues them,
+    // `(node, completion stage)`; and those issued but not yet waited for,
+    // by node (a fetch's buffer, or a copy out's slow register and source).
+    let mut in_issue: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut out_issue: Vec<Vec<(usize, usize)>> = Vec::new();
+    for (t, i, lead, fetch) in sch.leads() {
+        let rows = if fetch { &mut in_issue } else { &mut out_issue };
+        if rows.is_empty() {
+            rows.resize(n, Vec::new());
+        }
+        rows[t - lead].push((i, t));
+    }
+    let issued_here = |rows: &[Vec<(usize, usize)>], t: usize| -> Vec<usize> {
+        rows.get(t)
+            .map_or_else(Vec::new, |r| r.iter().map(|&(i, _)| i).collect())
+    };
+    let mut fetch_in_flight: std::collections::HashMap<usize, Register> = Default::default();
+    let mut out_in_flight: std::collections::HashMap<usize, (Register, Register)> =
+        Default::default();
     for t in 0..n {
         let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
         let order: Vec<usize> = sch.r_row(t).iter().map(|&i| i as usize).collect();
@@ -134,21 +153,55 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // computations, so computations keep consecutive ids from `base`
         // (which `LastReads` relies on), and a copied-in value is looked up
         // like a carried one, by node.
-        let mut fetched: Vec<(usize, Register)> = Vec::with_capacity(fetches.len());
-        for &i in fetches {
-            fetched.push((i as usize, next_reg));
-            reg_node.push(i as usize);
+        // Copies issued in this stage: those without a lead that complete
+        // here, and those whose lead starts here, in node order.
+        let mut fetch_issue: Vec<usize> = fetches
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| sch.fetch_lead(t, i) == 0)
+            .chain(issued_here(&in_issue, t))
+            .collect();
+        fetch_issue.sort_unstable();
+        let mut issue_outs: Vec<usize> = outs
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| sch.out_lead(t, i) == 0)
+            .chain(issued_here(&out_issue, t))
+            .collect();
+        issue_outs.sort_unstable();
+        // A copy out issued here with a lead, of a value the stage
+        // computes, starts after that computation; one without a lead does
+        // so only when the value was not kept into the stage.
+        let led_here = issued_here(&out_issue, t);
+        let after_compute =
+            |i: usize| sch.r(t, i) && (led_here.contains(&i) || sch.o(t, i) && !sch.s(t, i));
+        let mut new_fetches: Vec<(usize, Register)> = Vec::with_capacity(fetch_issue.len());
+        for &i in &fetch_issue {
+            new_fetches.push((i, next_reg));
+            reg_node.push(i);
             next_reg += 1;
         }
-        let slow_ids: Vec<Register> = outs
+        let slow_ids: Vec<Register> = issue_outs
             .iter()
             .map(|&i| {
-                reg_node.push(i as usize);
+                reg_node.push(i);
                 next_reg += 1;
                 next_reg - 1
             })
             .collect();
-        let slow_id = |i: usize| slow_ids[outs.binary_search(&(i as u32)).expect("in O")];
+        let slow_id = |i: usize| slow_ids[issue_outs.binary_search(&i).expect("issued here")];
+        // The fetches that complete in this stage, wherever they started.
+        let fetched: Vec<(usize, Register)> = fetches
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                let reg = match new_fetches.binary_search_by_key(&i, |&(j, _)| j) {
+                    Ok(p) if sch.fetch_lead(t, i) == 0 => new_fetches[p].1,
+                    _ => fetch_in_flight[&i],
+                };
+                (i, reg)
+            })
+            .collect();
         // Pass 1: find each register's last read in this stage. Registers
         // created in this stage get provisional ids above `next_reg`.
         // Registers of this stage are allocated in `order`, from `next_reg`.
@@ -186,10 +239,28 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             carry_next(i) && shadow[i] == Some(r)
         };
         // Fast copies being copied out in this stage: freed only at its end,
-        // after their copy is waited for.
-        let mut copying: Vec<Register> = Vec::new();
-        // Copies started in this stage and not yet waited for.
-        let mut pending: Vec<Register> = Vec::new();
+        // after their copy is waited for (or later, with a lead).
+        let mut copying: Vec<Register> = out_in_flight.values().map(|&(_, src)| src).collect();
+        // Copies to wait for at the end of this stage: those issued earlier
+        // that complete here, then this stage's own.
+        let mut pending: Vec<Register> = fetches
+            .iter()
+            .filter(|&&i| sch.fetch_lead(t, i as usize) > 0)
+            .map(|&i| fetched[fetches.binary_search(&i).expect("in P")].1)
+            .chain(
+                outs.iter()
+                    .filter_map(|&i| out_in_flight.get(&(i as usize)).map(|&(r, _)| r)),
+            )
+            .collect();
+        pending.sort_unstable();
+        // Copies issued here that complete in a later stage.
+        let completes_here = |i: usize, fetch: bool| {
+            if fetch {
+                sch.p(t, i) && sch.fetch_lead(t, i) == 0
+            } else {
+                sch.o(t, i) && sch.out_lead(t, i) == 0
+            }
+        };
         // Superseded copies whose free waits for the end of the stage.
         let mut deferred: Vec<Register> = Vec::new();
 
@@ -214,19 +285,29 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // the previous stage, so `cur` holds exactly the carried ones here.
 
         // Copies in, and copies out of kept values, start with the stage.
-        for &(i, reg) in &fetched {
+        for &(i, reg) in &new_fetches {
             let src = slow[i].expect("validated: P needs H");
             out.push(Statement::CopyIn { register: reg, src });
-            pending.push(reg);
+            if completes_here(i, true) {
+                pending.push(reg);
+            } else {
+                fetch_in_flight.insert(i, reg);
+            }
         }
-        for &i in outs {
-            let i = i as usize;
+        for &i in &issue_outs {
+            if after_compute(i) {
+                continue;
+            }
             if let Some(src) = cur[i].filter(|_| sch.s(t, i)) {
                 let reg = slow_id(i);
                 out.push(Statement::CopyOut { register: reg, src });
                 slow[i] = Some(reg);
                 copying.push(src);
-                pending.push(reg);
+                if completes_here(i, false) {
+                    pending.push(reg);
+                } else {
+                    out_in_flight.insert(i, (reg, src));
+                }
             }
         }
 
@@ -272,7 +353,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             if group_end == k {
                 out.append(&mut held_back);
             }
-            if !outs.is_empty() && sch.o(t, k) && !sch.s(t, k) {
+            if !issue_outs.is_empty() && after_compute(k) && issue_outs.binary_search(&k).is_ok() {
                 let sreg = slow_id(k);
                 emit(
                     Statement::CopyOut {
@@ -284,7 +365,11 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
                 );
                 slow[k] = Some(sreg);
                 copying.push(reg);
-                pending.push(sreg);
+                if completes_here(k, false) {
+                    pending.push(sreg);
+                } else {
+                    out_in_flight.insert(k, (sreg, reg));
+                }
             }
             let old = cur[k].replace(reg);
             // Free the superseded copy if nothing reads it any more.
@@ -337,6 +422,10 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         }
         for &(i, reg) in &fetched {
             cur[i] = Some(reg);
+            fetch_in_flight.remove(&i);
+        }
+        for &i in outs {
+            out_in_flight.remove(&(i as usize));
         }
         for &r in &deferred {
             out.push(Statement::Deallocate { register: r });

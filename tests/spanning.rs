@@ -1,0 +1,251 @@
+//! Copies that span stages (leads, docs/format.md "Copies that span
+//! stages"): what the plan generator makes of them, what the simulator
+//! times, and what the schedule rules refuse. Every figure is derived by
+//! hand next to it.
+
+use proptest::prelude::*;
+use remat::device::Device;
+use remat::graph::{Graph, GraphFile};
+use remat::schedule::{generate_plan, simulate_on, Schedule, ScheduleError, Statement};
+use remat::units::{Bytes, Seconds};
+use remat::zoo::synthetic::{self, Dist, RandomDag};
+use remat::NodeId;
+
+/// A chain a → b → c → d → e → f where f also reads a: a (4 B) idles from
+/// c to e, and every node costs 1 s.
+fn six() -> Graph {
+    let text = "name: six\ngraph: training\nnodes:\n\
+        - {name: a, cost: 1, memory: 4}\n\
+        - {name: b, cost: 1, memory: 1, deps: [a]}\n\
+        - {name: c, cost: 1, memory: 1, deps: [b]}\n\
+        - {name: d, cost: 1, memory: 1, deps: [c]}\n\
+        - {name: e, cost: 1, memory: 1, deps: [d]}\n\
+        - {name: f, cost: 1, memory: 1, deps: [e, a]}\n";
+    Graph::from_file(&GraphFile::parse(text).unwrap(), "six.yaml").unwrap()
+}
+
+/// 2 B/s each way, no latency, duplex: a's copy takes 2 s either way.
+fn device() -> Device {
+    Device::parse(
+        "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
+         slow: {capacity: 100, to_slow: 2, to_fast: 2, latency: 0, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap()
+}
+
+/// a kept through stage 2 (c's), copied out there, absent in stages 3 and
+/// 4, fetched in stage 4, read by f in stage 5.
+fn offloaded(g: &Graph) -> Schedule {
+    let mut sch = Schedule::checkpoint_all(g);
+    sch.offload(0, 2, 4);
+    sch
+}
+
+fn run(g: &Graph, sch: &Schedule) -> (Seconds, Seconds, Bytes) {
+    let plan = generate_plan(g, sch).unwrap();
+    let r = simulate_on(g, &plan, Some(&device())).unwrap();
+    let t = r.timing.unwrap();
+    (t.step, t.stall, r.peak)
+}
+
+#[test]
+fn leads_hide_copies_that_no_single_stage_can() {
+    let g = six();
+    // Within their stages: a's copy out starts with stage 2 (c = 2), runs
+    // 2 → 4 while c computes 2 → 3: stall 1. d 4 → 5. The fetch starts with
+    // stage 4 (c = 5), runs 5 → 7 while e computes 5 → 6: stall 1. f 7 → 8.
+    // Peak 6 B: a, b and c in stage 2 (likewise a's buffer, d and e).
+    let sch = offloaded(&g);
+    assert_eq!(
+        run(&g, &sch),
+        (Seconds(8.0), Seconds(2.0), Bytes(6)),
+        "stage-bounded"
+    );
+
+    // The copy out issued right after a is computed (lead 2: stage 0,
+    // c = 1) runs 1 → 3, done when c ends: no stall; memory unchanged,
+    // since a is held through stage 2 either way. d 3 → 4; the fetch runs
+    // 4 → 6 behind e (4 → 5): stall 1; f 6 → 7.
+    let mut out_led = sch.clone();
+    assert_eq!(out_led.max_out_lead(2, 0), 2);
+    out_led.set_out_lead(2, 0, 2);
+    assert_eq!(
+        run(&g, &out_led),
+        (Seconds(7.0), Seconds(1.0), Bytes(6)),
+        "copy out led"
+    );
+
+    // And the fetch issued with stage 3 (lead 1, c = 3) runs 3 → 5 behind
+    // d and e: no stall at all, the step is the compute alone. Its buffer
+    // counts from stage 3: c, a's buffer and d, 6 B, so the peak holds.
+    let mut both = out_led.clone();
+    assert_eq!(both.max_fetch_lead(4, 0), 1);
+    both.set_fetch_lead(4, 0, 1);
+    assert_eq!(
+        run(&g, &both),
+        (Seconds(6.0), Seconds(0.0), Bytes(6)),
+        "both led"
+    );
+
+    // The statements: the copy out right after a's computation, its wait at
+    // the end of stage 2 before a is freed; the copy in before d's
+    // computation, its wait after e's.
+    let plan = generate_plan(&g, &both).unwrap();
+    let pos = |f: &dyn Fn(&Statement) -> bool| plan.statements.iter().position(f).unwrap();
+    let computes = |name: &str| {
+        let id = g.find(name).unwrap();
+        move |s: &Statement| matches!(s, Statement::Compute { node, .. } if *node == id)
+    };
+    let out_at = pos(&|s| matches!(s, Statement::CopyOut { .. }));
+    let in_at = pos(&|s| matches!(s, Statement::CopyIn { .. }));
+    assert_eq!(out_at, pos(&computes("a")) + 1);
+    assert!(pos(&computes("c")) < in_at && in_at < pos(&computes("d")));
+    let Statement::CopyIn { register, .. } = plan.statements[in_at] else {
+        unreachable!()
+    };
+    let wait_in = pos(&|s| *s == Statement::Wait { register });
+    assert!(pos(&computes("e")) < wait_in && wait_in < pos(&computes("f")));
+
+    // A longer lead would hold a's buffer in stages where a itself is
+    // still resident (2 and before): refused, naming the first such stage.
+    let mut too_far = both.clone();
+    too_far.set_fetch_lead(4, 0, 3);
+    assert_eq!(
+        too_far.validate(&g),
+        Err(ScheduleError::FetchLead { t: 4, i: 0, u: 1 })
+    );
+}
+
+#[test]
+fn leads_that_break_the_rules_are_refused() {
+    let g = six();
+    let sch = offloaded(&g);
+    // Issued before a exists.
+    let mut before = sch.clone();
+    before.set_out_lead(2, 0, 3);
+    assert!(matches!(
+        before.validate(&g),
+        Err(ScheduleError::OutLead { t: 2, i: 0, .. })
+    ));
+    // A copy out of b by stage 2 issued in stage 0, where b does not exist.
+    let mut absent = Schedule::checkpoint_all(&g);
+    absent.set_o(2, 1, true);
+    absent.set_h(3, 1, true);
+    absent.set_out_lead(2, 1, 2);
+    assert_eq!(
+        absent.validate(&g),
+        Err(ScheduleError::OutLead { t: 2, i: 1, u: 0 })
+    );
+    // a recomputed in stage 1 under a copy issued in stage 0.
+    let mut recomputed = sch.clone();
+    recomputed.set_out_lead(2, 0, 2);
+    recomputed.set_r(1, 0, true);
+    assert_eq!(
+        recomputed.validate(&g),
+        Err(ScheduleError::OutLead { t: 2, i: 0, u: 1 })
+    );
+    // A lead on a copy that does not exist.
+    let mut ghost = sch.clone();
+    ghost.set_fetch_lead(3, 0, 1);
+    assert!(matches!(
+        ghost.validate(&g),
+        Err(ScheduleError::FetchLead { t: 3, i: 0, .. })
+    ));
+    // Removing the copy removes its lead.
+    let mut removed = sch.clone();
+    removed.set_out_lead(2, 0, 1);
+    removed.set_o(2, 0, false);
+    assert!(!removed.has_leads());
+}
+
+/// A random graph with random offloads on checkpoint-all (as in
+/// tests/tiers.rs), each copy given a random share of its longest lead.
+fn case(seed: u64, nodes: usize, picks: &[(usize, usize)], shares: &[u8]) -> (Graph, Schedule) {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes,
+        width: 3,
+        skip_prob: 0.4,
+        skip_span: 4,
+        cost: Dist::Uniform(1, 20),
+        memory: Dist::Uniform(1, 50),
+        seed,
+        forward: true,
+        ..RandomDag::default()
+    });
+    let mut sch = Schedule::checkpoint_all(&g);
+    let mut used = vec![false; g.len()];
+    for &(v, k) in picks {
+        let i = v % g.len();
+        if used[i] {
+            continue;
+        }
+        let mut at: Vec<usize> = vec![i];
+        at.extend(
+            (i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
+        );
+        let gaps: Vec<usize> = (0..at.len().saturating_sub(1))
+            .filter(|&j| at[j + 1] > at[j] + 2)
+            .collect();
+        if gaps.is_empty() {
+            continue;
+        }
+        let j = gaps[k % gaps.len()];
+        // Copied out one stage into the gap, so a lead has room.
+        sch.offload(i, at[j] + 1, at[j + 1] - 1);
+        used[i] = true;
+    }
+    let mut k = 0;
+    for t in 0..sch.stages() {
+        for i in sch.o_row(t).to_vec() {
+            let m = sch.max_out_lead(t, i as usize);
+            sch.set_out_lead(t, i as usize, m * shares[k % shares.len()] as usize / 4);
+            k += 1;
+        }
+        for i in sch.p_row(t).to_vec() {
+            let m = sch.max_fetch_lead(t, i as usize);
+            sch.set_fetch_lead(t, i as usize, m * shares[k % shares.len()] as usize / 4);
+            k += 1;
+        }
+    }
+    (g, sch)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any lead within its longest makes a valid plan that the simulator
+    /// accepts; leads on copies out never change the peak, leads on fetches
+    /// never lower it, and no lead changes what is computed or moved.
+    #[test]
+    fn any_lead_within_its_longest_makes_a_valid_plan(
+        seed in 0u64..1000,
+        nodes in 6usize..30,
+        picks in prop::collection::vec((0usize..200, 0usize..10), 1..8),
+        shares in prop::collection::vec(0u8..=4, 1..8),
+    ) {
+        let (g, sch) = case(seed, nodes, &picks, &shares);
+        prop_assert_eq!(sch.validate(&g), Ok(()));
+        let d = Device::parse(
+            "name: big\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1GB}\n\
+             slow: {capacity: 1GB, to_slow: 2, to_fast: 3, latency: 0.5, engines: duplex, direct_read: none}\n",
+        )
+        .unwrap();
+        let sim = |s: &Schedule| simulate_on(&g, &generate_plan(&g, s).unwrap(), Some(&d)).unwrap();
+        let led = sim(&sch);
+        let mut plain = sch.clone();
+        plain.clear_leads();
+        let base = sim(&plain);
+        let mut outs_only = sch.clone();
+        for (t, i, _, fetch) in sch.leads() {
+            if fetch {
+                outs_only.set_fetch_lead(t, i, 0);
+            }
+        }
+        prop_assert_eq!(sim(&outs_only).peak, base.peak);
+        prop_assert!(led.peak >= base.peak);
+        prop_assert_eq!(led.cost, base.cost);
+        let (lt, bt) = (led.timing.unwrap(), base.timing.unwrap());
+        prop_assert_eq!((lt.bytes_to_slow, lt.bytes_to_fast), (bt.bytes_to_slow, bt.bytes_to_fast));
+        prop_assert_eq!(lt.slow_peak >= bt.slow_peak, true);
+    }
+}
