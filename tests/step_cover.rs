@@ -8,7 +8,7 @@ use remat::device::Device;
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
 use remat::solve::{run, Outcome};
-use remat::solver::step_cover::step_cover_bound;
+use remat::solver::step_cover::{step_cover_bound, Copies};
 use remat::solver::Params;
 use remat::strategies::{self, SolveOptions, Status};
 use std::sync::Arc;
@@ -28,13 +28,24 @@ fn step(out: &Outcome) -> f64 {
 }
 
 fn cover(g: &Graph, pct: u128, dev: &Device, no_recompute: bool, secs: u64) -> f64 {
+    cover_for(g, pct, dev, no_recompute, Copies::Spanning, secs)
+}
+
+fn cover_for(
+    g: &Graph,
+    pct: u128,
+    dev: &Device,
+    no_recompute: bool,
+    copies: Copies,
+    secs: u64,
+) -> f64 {
     let budget = checkpoint_all_peak(g).scale_ceil(pct, 100);
     let params = Params {
         time_limit: Duration::from_secs(secs),
         feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
         ..Params::default()
     };
-    step_cover_bound(g, budget, dev, no_recompute, &params)
+    step_cover_bound(g, budget, dev, no_recompute, copies, &params)
         .unwrap()
         .expect("small enough to build")
         .bound
@@ -101,11 +112,13 @@ fn the_step_cover_is_below_every_plan() {
 }
 
 /// FCN8 at 50% on the GH200, without recomputation: the joint MILP proves
-/// its plan optimal at 129.805 ms, and the staged program's bound is that
-/// same figure. Its last direct read (block1_conv1 in the last gradient
-/// stage) follows another direct read in the stage before, with no stage
-/// between to copy the value back in: the program prices that (dropping
-/// the rule gives 124.05 ms).
+/// its plan optimal at 129.805 ms among plans whose copies end within
+/// their stage, and the staged program's bound for that family is the same
+/// figure. Its last direct read (block1_conv1 in the last gradient stage)
+/// follows another direct read in the stage before, with no stage between
+/// to copy the value back in: the program prices that (dropping the rule
+/// gives 124.05 ms). With copies that may span stages the bound falls to
+/// 124.498 ms (measured), and remat-tiered's answer lies between the two.
 #[test]
 fn the_staged_cover_meets_the_proven_offload_only_optimum() {
     let g = model("fcn8");
@@ -113,23 +126,34 @@ fn the_staged_cover_meets_the_proven_offload_only_optimum() {
     let budget = checkpoint_all_peak(&g).scale_ceil(50, 100);
     let tiered = strategies::by_name("remat-tiered").unwrap();
     let out = run(&g, tiered.as_ref(), budget, &opts(&dev, 60, true)).unwrap();
-    assert_eq!(out.status, Status::Optimal);
+    let detail = out.detail.clone().unwrap_or_default();
+    assert!(
+        detail.contains("its bound for copies within their stage 129.805 ms"),
+        "{detail}"
+    );
     let s = step(&out);
+    assert!(s <= 0.129805 + 5e-7, "slower than the offload-only optimum: {s}");
+    let within = cover_for(&g, 50, &dev, true, Copies::WithinStage, 60);
     assert!(
-        (s - 0.129805).abs() < 5e-7,
-        "the offload-only optimum moved: {s}"
+        (within - 0.129805).abs() < 5e-7,
+        "bound {within} against the stage-bounded optimum"
     );
-    let lb = cover(&g, 50, &dev, true, 60);
+    let spanning = cover(&g, 50, &dev, true, 60);
     assert!(
-        (lb - s).abs() <= 1e-6 * s,
-        "bound {lb} against the optimum {s}"
+        spanning <= s * (1.0 + 1e-9) && spanning < within && spanning > 0.124,
+        "spanning bound {spanning}, plan {s}, stage-bounded bound {within}"
     );
+    if out.status == Status::Optimal {
+        assert!(s <= spanning * (1.0 + 1e-4));
+    }
 }
 
 /// MobileNet at 50% on the GH200: at the 1e-9 feasibility tolerance of the
-/// Checkmate models, HiGHS called this program optimal at 9.526 ms, above
-/// a 9.400 ms plan; at its default tolerance it proves 9.320 ms (as CBC
-/// does). The bound must stay below remat-fast's plan.
+/// Checkmate models, HiGHS called the stage-bounded program optimal at
+/// 9.526 ms, above a 9.400 ms plan whose copies end within their stage; at
+/// its default tolerance it proves 9.320 ms (as CBC does). Both bounds must
+/// stay below remat-fast's plan (which may span stages), the stage-bounded
+/// one below that 9.400 ms plan.
 #[test]
 fn the_step_cover_stays_below_a_known_mobilenet_plan() {
     let g = model("mobilenet");
@@ -140,8 +164,10 @@ fn the_step_cover_stays_below_a_known_mobilenet_plan() {
     let s = step(&out);
     let lb = cover(&g, 50, &dev, false, 20);
     assert!(lb <= s * (1.0 + 1e-9), "bound {lb} above the plan {s}");
+    let within = cover_for(&g, 50, &dev, false, Copies::WithinStage, 20);
+    assert!(within <= 9.400e-3, "stage-bounded bound {within}");
     assert!(
-        lb > dev.all_fast_step(&g).get() * 1.002,
-        "bound {lb} no better than all-fast"
+        within > dev.all_fast_step(&g).get() * 1.002,
+        "bound {within} no better than all-fast"
     );
 }

@@ -650,8 +650,8 @@ impl Schedule {
     /// larger of the stage's compute time and each copy engine's load (both
     /// directions on a shared engine; everything in sequence on a
     /// synchronous device). Their sum is the simulated step time whenever
-    /// every copy out is of a kept value and nothing is read directly from
-    /// the slow tier (tested); otherwise a lower bound. For strategies to
+    /// every copy out is of a kept value, no copy has a lead and nothing is
+    /// read directly from the slow tier (tested). For strategies to
     /// rank candidates, as [`Schedule::cost`]; reported figures always come
     /// from the simulator.
     pub fn stage_times(

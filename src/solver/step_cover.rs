@@ -82,6 +82,18 @@ fn covering_row(model: &mut Model, row: &[(Col, f64)], need: f64) {
     model.add_row(need / k, f64::INFINITY, &scaled);
 }
 
+/// Which plans a bound must hold for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copies {
+    /// Every copy runs within the stage it starts in (no leads): the
+    /// tiered MILP's family, for which the staged form is tight.
+    WithinStage,
+    /// Copies may span stages (leads, docs/format.md): what an engine is
+    /// given in a stage may run in any later one, so each engine lane
+    /// carries its unfinished work forward instead of fitting its stage.
+    Spanning,
+}
+
 /// The program's answer.
 #[derive(Debug, Clone)]
 pub struct StepCover {
@@ -274,7 +286,23 @@ impl Program {
 /// to its closing read, split among them as the program likes (a
 /// relaxation of where it runs). So every plan maps onto a feasible
 /// point whose stage loads are at most the plan's.
-pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Option<Program> {
+///
+/// With [`Copies::Spanning`] each engine lane gets a carry per stage: the
+/// work issued by the end of stage `t` and not yet done, `c_t ≥ 0`. The
+/// engine does `c_{t-1} + load_t − c_t ≤ τ_t` in stage `t`, and the step is
+/// at least `Σ τ + c_last`. A copy out of the stage's own frontier runs in
+/// that stage only after the frontier is computed: the part `x_t` done
+/// there adds to the compute lane, and the rest stays in the carry
+/// (`c_t ≥ load − x_t`). A plan with leads maps onto this with its real
+/// per-stage engine work, so the bound holds for it; deadlines (a fetch
+/// done before its read) are what it leaves out.
+pub fn staged(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    no_recompute: bool,
+    copies: Copies,
+) -> Option<Program> {
     let Common {
         needs,
         hot_stages,
@@ -295,13 +323,24 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
         .collect();
     let mut sum = vec![(step, 1.0)];
     sum.extend(tau.iter().map(|&c| (c, -1.0)));
-    model.add_row(0.0, 0.0, &sum);
+    // With spanning copies the step may outlast Σ τ (an engine's leftover).
+    let upper = match copies {
+        Copies::WithinStage => 0.0,
+        Copies::Spanning => f64::INFINITY,
+    };
+    model.add_row(0.0, upper, &sum);
     let mut compute_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut out_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut in_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut stage_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut direct_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut frontier: Vec<Option<(Col, f64)>> = vec![None; n];
+    // Deadlines, for copies that span stages: per stage, the copies out
+    // that must be done by its end (their value is absent there by the slow
+    // route: `w`, with the copy's time) and the copies in that must be
+    // done by its end (their segment's read is there).
+    let mut out_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
     // Segments by value.
     let mut by_value: Vec<Vec<crate::graph::analysis::Segment>> = vec![Vec::new(); n];
@@ -438,6 +477,9 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
                     .map(|p| {
                         let c = model.add_col(0.0, 1.0, 0.0, true);
                         in_lane[p].push((c, in_time));
+                        if let Some(due) = in_due.get_mut(s.last + 1) {
+                            due.push((c, in_time));
+                        }
                         events.push((c, 1.0));
                         (p, c)
                     })
@@ -483,10 +525,12 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
                 }
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
                 stage_rows[t].push((w, m));
+                out_due[t].push((w, out_time));
             }
             if let (true, Some(d)) = (*read, d) {
                 let c = s.last + 1;
                 let w = model.add_col(0.0, 1.0, 0.0, false);
+                out_due[c].push((w, out_time));
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (copied(c), -1.0)]);
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (d, -1.0)]);
                 if needs[c] > 0.0 {
@@ -507,6 +551,20 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
         }
     }
     let base = |t: usize| time(dev.compute_time(g.cost(crate::graph::NodeId::from(t))));
+    if copies == Copies::Spanning && dev.slow.engines != Engines::Synchronous {
+        carried_lanes(
+            &mut model,
+            &tau,
+            step,
+            &base,
+            &compute_lane,
+            &frontier,
+            [&out_lane, &in_lane],
+            [&out_due, &in_due],
+            dev.slow.engines,
+        );
+        return Some(Program { model, scale });
+    }
     for t in 0..n {
         let compute = &compute_lane[t];
         let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
@@ -533,6 +591,96 @@ pub fn staged(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Opt
         }
     }
     Some(Program { model, scale })
+}
+
+/// The lane rows of the staged program when copies may span stages (see
+/// [`staged`]): one carry column per engine lane and stage.
+#[allow(clippy::too_many_arguments)]
+fn carried_lanes(
+    model: &mut Model,
+    tau: &[Col],
+    step: Col,
+    base: &dyn Fn(usize) -> f64,
+    compute_lane: &[Vec<(Col, f64)>],
+    frontier: &[Option<(Col, f64)>],
+    [out_lane, in_lane]: [&[Vec<(Col, f64)>]; 2],
+    [out_due, in_due]: [&[Vec<(Col, f64)>]; 2],
+    engines: Engines,
+) {
+    let n = tau.len();
+    // Lanes as (per-stage loads, per-stage deadlines, whether the
+    // frontier's copy out is on it).
+    let merge = |a: &[Vec<(Col, f64)>], b: &[Vec<(Col, f64)>]| -> Vec<Vec<(Col, f64)>> {
+        (0..n)
+            .map(|t| a[t].iter().chain(&b[t]).copied().collect())
+            .collect()
+    };
+    let (shared, shared_due);
+    let lanes: Vec<(&[Vec<(Col, f64)>], &[Vec<(Col, f64)>], bool)> = match engines {
+        Engines::Shared => {
+            shared = merge(out_lane, in_lane);
+            shared_due = merge(out_due, in_due);
+            vec![(&shared, &shared_due, true)]
+        }
+        _ => vec![(out_lane, out_due, true), (in_lane, in_due, false)],
+    };
+    // x_t: the part of the frontier's copy out done within its own stage.
+    let x: Vec<Option<Col>> = frontier
+        .iter()
+        .map(|f| f.map(|_| model.add_col(0.0, f64::INFINITY, 0.0, false)))
+        .collect();
+    for t in 0..n {
+        let mut row = vec![(tau[t], 1.0)];
+        row.extend(compute_lane[t].iter().map(|&(c, w)| (c, -w)));
+        if let Some(xt) = x[t] {
+            row.push((xt, -1.0));
+        }
+        model.add_row(base(t), f64::INFINITY, &row);
+    }
+    for (loads, due, has_frontier) in lanes {
+        let mut prev: Option<Col> = None;
+        // q_t: the work the engine has done by the end of stage t, which
+        // must cover every copy due by then (FIFO or not).
+        let mut done_before: Option<Col> = None;
+        for t in 0..n {
+            let c = model.add_col(0.0, f64::INFINITY, 0.0, false);
+            let q = model.add_col(0.0, f64::INFINITY, 0.0, false);
+            // q_t = q_{t-1} + c_{t-1} + load_t − c_t.
+            let mut qrow = vec![(q, 1.0), (c, 1.0)];
+            if let Some(p) = prev {
+                qrow.push((p, -1.0));
+            }
+            if let Some(d) = done_before {
+                qrow.push((d, -1.0));
+            }
+            qrow.extend(loads[t].iter().map(|&(col, w)| (col, -w)));
+            model.add_row(0.0, 0.0, &qrow);
+            if !due[t].is_empty() {
+                let mut row = vec![(q, 1.0)];
+                row.extend(due[t].iter().map(|&(col, w)| (col, -w)));
+                model.add_row(0.0, f64::INFINITY, &row);
+            }
+            done_before = Some(q);
+            // τ_t ≥ c_{t-1} + load_t − c_t (the load holds the frontier's
+            // copy out, issued in its stage).
+            let mut row = vec![(tau[t], 1.0), (c, 1.0)];
+            if let Some(p) = prev {
+                row.push((p, -1.0));
+            }
+            row.extend(loads[t].iter().map(|&(col, w)| (col, -w)));
+            if let (true, Some((o, w)), Some(xt)) = (has_frontier, frontier[t], x[t]) {
+                // c_t ≥ the frontier's copy less what ran in stage t.
+                model.add_row(0.0, f64::INFINITY, &[(c, 1.0), (xt, 1.0), (o, -w)]);
+            }
+            model.add_row(0.0, f64::INFINITY, &row);
+            prev = Some(c);
+        }
+        // The step outlasts the compute stream by the engine's leftover.
+        let mut row = vec![(step, 1.0)];
+        row.extend(tau.iter().map(|&c| (c, -1.0)));
+        row.push((prev.expect("a stage"), -1.0));
+        model.add_row(0.0, f64::INFINITY, &row);
+    }
 }
 
 /// The most columns (about) for which the staged program is built; past it
@@ -579,11 +727,12 @@ pub fn step_cover_bound(
     budget: Bytes,
     dev: &Device,
     no_recompute: bool,
+    copies: Copies,
     params: &Params,
 ) -> Result<Option<StepCover>, SolverError> {
     let (staged_cols, whole) = sizes(g, budget);
     let built = if staged_cols <= STAGED_MAX_COLUMNS {
-        staged(g, budget, dev, no_recompute)
+        staged(g, budget, dev, no_recompute, copies)
     } else if whole <= WHOLE_STEP_MAX_NONZEROS {
         Program::whole_step(g, budget, dev, no_recompute)
     } else {

@@ -93,7 +93,14 @@ impl Strategy for RematTiered {
             stop: opts.stop.clone(),
             feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
         };
-        match step_cover::step_cover_bound(g, budget, dev, no_rec, &cover_params) {
+        match step_cover::step_cover_bound(
+            g,
+            budget,
+            dev,
+            no_rec,
+            step_cover::Copies::Spanning,
+            &cover_params,
+        ) {
             Ok(None) => notes.push("the step cover program is too big to build".into()),
             Ok(Some(c)) => {
                 notes.push(format!(
@@ -113,7 +120,7 @@ impl Strategy for RematTiered {
             if no_rec && sch.recomputations() > 0 {
                 return;
             }
-            if let Some(step) = step_time(g, &sch, budget, dev) {
+            if let Some((sch, step)) = fastest_form(g, sch, budget, dev) {
                 // The watch ranks plans in cost units: the step time as
                 // the compute it equals (so the progress line reads it
                 // against checkpoint-all), and an interrupt answers with it.
@@ -239,10 +246,8 @@ impl Strategy for RematTiered {
         let left = milp_deadline.saturating_duration_since(Instant::now());
         let milp_note: String;
         let mut milp_plan: Option<Schedule> = None;
-        let mut proven = false;
         if done(&best, bound) {
             milp_note = "the best plan meets the graph's bound: no MILP needed".into();
-            proven = true;
         } else if cols > MAX_COLUMNS {
             milp_note = format!(
                 "the joint MILP would have about {cols} columns, over the limit of {MAX_COLUMNS}: portfolio only"
@@ -297,11 +302,13 @@ impl Strategy for RematTiered {
                 }
                 Some(r) => {
                     let r = r?;
-                    if let Some(b) = r.bound {
-                        bound = bound.max(b);
-                    }
-                    proven = r.proven;
-                    milp_note = r.note;
+                    // The MILP bounds plans whose copies end within their
+                    // stage; leads can beat it, so it is reported, not
+                    // taken as the answer's bound.
+                    milp_note = match r.bound {
+                        Some(b) => format!("{}; its bound for copies within their stage {b}", r.note),
+                        None => r.note,
+                    };
                     if let Some(sch) = r.schedule {
                         milp_plan = Some(sch.clone());
                         match step_time(g, &sch, budget, dev) {
@@ -357,9 +364,8 @@ impl Strategy for RematTiered {
             sol.step_bound = Some(bound);
             return Ok(sol);
         };
-        // A bound above the best plan can only come from the MILP's family
-        // being narrower than the portfolio's plans: it bounds that family,
-        // not the plan in hand.
+        // Every bound taken holds for every plan, so none lies above the
+        // plan in hand; the clip guards against solver tolerance only.
         let bound = bound.min(b.step);
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
@@ -375,8 +381,9 @@ impl Strategy for RematTiered {
             b.sch.recomputations(),
             notes.join("; ")
         );
-        let optimal = (proven && b.name == "the joint MILP")
-            || b.step.get() <= within_gap(bound.get(), opts.gap);
+        // The MILP's proof covers copies within their stage only; the
+        // answer is optimal when it meets a bound that holds for all plans.
+        let optimal = b.step.get() <= within_gap(bound.get(), opts.gap);
         let mut sol = Solution::feasible(b.sch, Some(detail));
         sol.status = if optimal {
             Status::Optimal
@@ -400,8 +407,6 @@ struct MilpOut {
     schedule: Option<Schedule>,
     model_step: Seconds,
     bound: Option<Seconds>,
-    /// The MILP proved its plan optimal for its model.
-    proven: bool,
     note: String,
 }
 
@@ -522,7 +527,6 @@ fn milp_phase(
         model_step: res.x.as_ref().map_or(Seconds::ZERO, |x| f.step_of(x)),
         schedule: res.x.as_ref().map(|x| f.schedule(x)),
         bound,
-        proven: res.status == MipStatus::Optimal,
         note,
     })
 }
@@ -569,6 +573,26 @@ fn step_time(g: &Graph, sch: &Schedule, budget: Bytes, dev: &Device) -> Option<S
     let plan = generate_plan(g, sch).ok()?;
     let sim = simulate_on(g, &plan, Some(dev)).ok()?;
     (sim.peak <= budget).then(|| sim.timing.map(|t| t.step))?
+}
+
+/// `sch` or, if faster, the same schedule with its copies spanning stages
+/// ([`tiered::faster_with_leads`]), with its simulated step; `None` when
+/// it does not fit.
+fn fastest_form(
+    g: &Graph,
+    sch: Schedule,
+    budget: Bytes,
+    dev: &Device,
+) -> Option<(Schedule, Seconds)> {
+    let plan = generate_plan(g, &sch).ok()?;
+    let sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    if sim.peak > budget {
+        return None;
+    }
+    match tiered::faster_with_leads(g, dev, budget, &sch, &plan, &sim) {
+        Some(led) => Some((led.sch, Seconds(led.step))),
+        None => Some((sch, sim.timing?.step)),
+    }
 }
 
 /// No slow tier: remat-exact's recompute-only optimum is the fastest step.

@@ -8,7 +8,7 @@
 use super::{Solution, SolveOptions, StrategyError};
 use crate::device::{Device, Engines};
 use crate::graph::{Graph, NodeId};
-use crate::schedule::{generate_plan, simulate_on, Plan, Schedule, Statement};
+use crate::schedule::{generate_plan, simulate_on, Plan, Schedule, SimReport, Statement};
 use crate::units::Bytes;
 
 /// The device a tiered policy needs. Without one there is no slow tier to
@@ -132,6 +132,117 @@ pub(crate) fn stage_peaks(g: &Graph, plan: &Plan) -> Vec<Bytes> {
         }
     }
     peaks
+}
+
+/// The schedule `sch` (without leads, whose plan is `plan`) with its
+/// copies spanning stages (docs/format.md): every copy out issued as early
+/// as its value allows (free: the value is resident until the copy's stage
+/// anyway), and every fetch issued early enough to hide `hide` times its
+/// copy behind the compute of the stages it spans, as far as each of those
+/// stages has room in `budget` for its buffer (the stages' peaks measured
+/// on `plan`; fetches in stage order take the room first). `None` when no
+/// copy gets a lead, or on a synchronous device, where a copy blocks the
+/// compute stream wherever it is issued.
+///
+/// Why a rule and not a search: the simulator decides whether the result
+/// is faster (an earlier copy can queue ahead of a more urgent one on a
+/// FIFO engine), and callers keep it only then.
+pub(crate) fn with_leads(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    sch: &Schedule,
+    plan: &Plan,
+    hide: f64,
+) -> Option<Schedule> {
+    if dev.slow.engines == Engines::Synchronous || !sch.has_transfers() {
+        return None;
+    }
+    let mut led = sch.clone();
+    led.clear_leads();
+    let n = sch.stages();
+    for t in 0..n {
+        for &i in sch.o_row(t) {
+            let l = led.max_out_lead(t, i as usize);
+            led.set_out_lead(t, i as usize, l);
+        }
+    }
+    let mut slack: Vec<f64> = stage_peaks(g, plan)
+        .iter()
+        .map(|p| budget.as_f64() - p.as_f64())
+        .collect();
+    let compute = stage_compute(g, sch, dev);
+    for t in 0..n {
+        for &i in sch.p_row(t) {
+            let i = i as usize;
+            let m = g.memory(NodeId::from(i)).as_f64();
+            let need = copy_secs(g, dev, i, false) * hide;
+            let max = led.max_fetch_lead(t, i);
+            let (mut l, mut have) = (0, compute[t]);
+            while l < max && have < need && slack[t - l - 1] >= m {
+                l += 1;
+                have += compute[t - l];
+            }
+            for s in &mut slack[t - l..t] {
+                *s -= m;
+            }
+            led.set_fetch_lead(t, i, l);
+        }
+    }
+    led.has_leads().then_some(led)
+}
+
+/// How much of its own copy time a fetch's lead should hide behind
+/// compute, for the two lead rules tried: a margin over just enough, and
+/// as far as memory allows.
+const LEAD_HIDE: [f64; 2] = [1.5, f64::INFINITY];
+
+/// A schedule with leads, its plan and its simulation.
+pub(crate) struct Led {
+    pub sch: Schedule,
+    pub plan: Plan,
+    pub sim: SimReport,
+    pub step: f64,
+}
+
+/// The fastest of `sch`'s lead variants ([`with_leads`]) whose simulated
+/// peak fits `budget`, if it is faster than `sch` itself (simulated as
+/// `sim`).
+pub(crate) fn faster_with_leads(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    sch: &Schedule,
+    plan: &Plan,
+    sim: &SimReport,
+) -> Option<Led> {
+    let mut best_step = sim.timing.as_ref()?.step.get();
+    if sim.peak > budget || sch.has_leads() {
+        return None;
+    }
+    let mut best = None;
+    for hide in LEAD_HIDE {
+        let Some(led) = with_leads(g, dev, budget, sch, plan, hide) else {
+            continue;
+        };
+        let Ok(lp) = generate_plan(g, &led) else {
+            continue;
+        };
+        let Ok(ls) = simulate_on(g, &lp, Some(dev)) else {
+            continue;
+        };
+        let step = ls.timing.as_ref().map_or(f64::INFINITY, |t| t.step.get());
+        if ls.peak <= budget && step < best_step {
+            best_step = step;
+            best = Some(Led {
+                sch: led,
+                plan: lp,
+                sim: ls,
+                step,
+            });
+        }
+    }
+    best
 }
 
 /// The time a stage's copy engine(s) can absorb before a copy in of this

@@ -167,8 +167,11 @@ impl Ctx<'_> {
 
     /// Re-derives R, repairs the slow copies of `touched` (and of every
     /// value whose fetch the new R makes pointless), and simulates.
-    fn eval(&self, s: Schedule, touched: &[usize]) -> Option<Eval> {
+    fn eval(&self, mut s: Schedule, touched: &[usize]) -> Option<Eval> {
         let g = self.g;
+        // Moves edit the schedule's stages; its copies' leads are derived
+        // afresh below, never carried over a move.
+        s.clear_leads();
         let mut sch = solve_r_tiered(g, s, self.direct);
         let mut fix: Vec<usize> = touched.to_vec();
         for t in 0..sch.stages() {
@@ -186,9 +189,15 @@ impl Ctx<'_> {
                 return None;
             }
         }
-        let plan = generate_plan(g, &sch).ok()?;
-        let sim = simulate_on(g, &plan, Some(self.dev)).ok()?;
-        let step = sim.timing.as_ref()?.step.get();
+        let mut plan = generate_plan(g, &sch).ok()?;
+        let mut sim = simulate_on(g, &plan, Some(self.dev)).ok()?;
+        let mut step = sim.timing.as_ref()?.step.get();
+        // The same schedule with its copies spanning stages, if faster.
+        if let Some(led) = tiered::faster_with_leads(g, self.dev, self.budget, &sch, &plan, &sim)
+        {
+            step = led.step;
+            (sch, plan, sim) = (led.sch, led.plan, led.sim);
+        }
         let cap = self.budget.as_f64();
         let slack: Vec<f64> = tiered::stage_peaks(g, &plan)
             .iter()
