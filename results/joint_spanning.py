@@ -38,9 +38,8 @@ def solve(model, dev, pct, limit):
     p = subprocess.run(args, capture_output=True, text=True)
     row = {"model": model, "device": dev, "budget_pct": pct, "limit_s": limit,
            "wall_s": f"{time.monotonic() - t:.1f}", "status": "error"}
-    summary, plan = p.stdout, ""
-    if "\n%" in p.stdout:  # the text plan follows the summary
-        summary, _, plan = p.stdout.partition("\n%")
+    # With the plan on standard output, the summary goes to standard error.
+    summary, plan = p.stderr, p.stdout
     for line in summary.splitlines():
         key = line[:17].strip()
         val = line[17:].strip()
@@ -58,7 +57,7 @@ def solve(model, dev, pct, limit):
             b = re.search(r"its bound for copies within their stage ([\d.]+ (?:us|ms|s))", val)
             row["milp_bound_ms"] = f"{ms(b.group(1)):.4f}" if b else ""
     # A copy spans stages when computations run between its issue and its wait.
-    row["spans"] = spans("%" + plan) if plan else ""
+    row["spans"] = spans(plan) if plan else ""
     return row
 
 

@@ -3,13 +3,13 @@
 //! times, and what the schedule rules refuse. Every figure is derived by
 //! hand next to it.
 
+mod common;
+
 use proptest::prelude::*;
 use remat::device::Device;
 use remat::graph::{Graph, GraphFile};
 use remat::schedule::{generate_plan, simulate_on, Schedule, ScheduleError, Statement};
 use remat::units::{Bytes, Seconds};
-use remat::zoo::synthetic::{self, Dist, RandomDag};
-use remat::NodeId;
 
 /// A chain a → b → c → d → e → f where f also reads a: a (4 B) idles from
 /// c to e, and every node costs 1 s.
@@ -159,41 +159,10 @@ fn leads_that_break_the_rules_are_refused() {
 }
 
 /// A random graph with random offloads on checkpoint-all (as in
-/// tests/tiers.rs), each copy given a random share of its longest lead.
+/// tests/tiers.rs, copied out one stage into the gap so that a lead has
+/// room), each copy given a random share of its longest lead.
 fn case(seed: u64, nodes: usize, picks: &[(usize, usize)], shares: &[u8]) -> (Graph, Schedule) {
-    let g = synthetic::random_layered(&RandomDag {
-        nodes,
-        width: 3,
-        skip_prob: 0.4,
-        skip_span: 4,
-        cost: Dist::Uniform(1, 20),
-        memory: Dist::Uniform(1, 50),
-        seed,
-        forward: true,
-        ..RandomDag::default()
-    });
-    let mut sch = Schedule::checkpoint_all(&g);
-    let mut used = vec![false; g.len()];
-    for &(v, k) in picks {
-        let i = v % g.len();
-        if used[i] {
-            continue;
-        }
-        let mut at: Vec<usize> = vec![i];
-        at.extend(
-            (i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
-        );
-        let gaps: Vec<usize> = (0..at.len().saturating_sub(1))
-            .filter(|&j| at[j + 1] > at[j] + 2)
-            .collect();
-        if gaps.is_empty() {
-            continue;
-        }
-        let j = gaps[k % gaps.len()];
-        // Copied out one stage into the gap, so a lead has room.
-        sch.offload(i, at[j] + 1, at[j + 1] - 1);
-        used[i] = true;
-    }
+    let (g, mut sch) = common::offloaded_case(seed, nodes, picks, false, 1);
     let mut k = 0;
     for t in 0..sch.stages() {
         for i in sch.o_row(t).to_vec() {

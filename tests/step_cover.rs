@@ -132,7 +132,10 @@ fn the_staged_cover_meets_the_proven_offload_only_optimum() {
         "{detail}"
     );
     let s = step(&out);
-    assert!(s <= 0.129805 + 5e-7, "slower than the offload-only optimum: {s}");
+    assert!(
+        s <= 0.129805 + 5e-7,
+        "slower than the offload-only optimum: {s}"
+    );
     let within = cover_for(&g, 50, &dev, true, Copies::WithinStage, 60);
     assert!(
         (within - 0.129805).abs() < 5e-7,

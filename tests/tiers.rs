@@ -11,7 +11,7 @@ use remat::schedule::{
     generate_plan, simulate, simulate_on, Plan, PlanFile, Register, Schedule, SimError, Statement,
 };
 use remat::units::{Bytes, Seconds};
-use remat::zoo::synthetic::{self, Dist, RandomDag};
+use remat::zoo::synthetic;
 use remat::NodeId;
 use std::path::Path;
 
@@ -701,40 +701,7 @@ fn tiered_case_with(
     picks: &[(usize, usize)],
     kept_only: bool,
 ) -> (Graph, Schedule) {
-    let g = synthetic::random_layered(&RandomDag {
-        nodes,
-        width: 3,
-        skip_prob: 0.4,
-        skip_span: 4,
-        cost: Dist::Uniform(1, 20),
-        memory: Dist::Uniform(1, 50),
-        seed,
-        forward: true,
-        ..RandomDag::default()
-    });
-    let mut sch = Schedule::checkpoint_all(&g);
-    let mut used = vec![false; g.len()];
-    for &(v, k) in picks {
-        let i = v % g.len();
-        if used[i] {
-            continue;
-        }
-        // Stages that read i, in order; i itself computes it.
-        let mut at: Vec<usize> = vec![i];
-        at.extend(
-            (i + 1..g.len()).filter(|&t| g.deps(NodeId::from(t)).iter().any(|d| d.idx() == i)),
-        );
-        let gaps: Vec<usize> = (usize::from(kept_only)..at.len().saturating_sub(1))
-            .filter(|&j| at[j + 1] > at[j] + 1)
-            .collect();
-        if gaps.is_empty() {
-            continue;
-        }
-        let j = gaps[k % gaps.len()];
-        sch.offload(i, at[j], at[j + 1] - 1);
-        used[i] = true;
-    }
-    (g, sch)
+    common::offloaded_case(seed, nodes, picks, kept_only, 0)
 }
 
 fn device_strategy() -> impl Strategy<Value = Device> {

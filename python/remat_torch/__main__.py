@@ -51,7 +51,8 @@ def _export(a) -> int:
 def _verify(a) -> int:
     from .verify import verify
 
-    rep = verify(a.factory, a.plan, graph_path=a.graph, batch=a.batch, seed=a.seed)
+    rep = verify(a.factory, a.plan, graph_path=a.graph, batch=a.batch, seed=a.seed,
+                 device_file=a.device_file)
     print("\n".join(rep.lines))
     return 0 if rep.ok else 1
 
@@ -99,6 +100,10 @@ def parser() -> argparse.ArgumentParser:
         v.add_argument("--batch", "-b", type=int,
                        help="batch size (default: from the graph file or the plan's model name)")
         v.add_argument("--seed", type=int, default=0)
+        if name == "verify":
+            v.add_argument("--device-file",
+                           help="the device file a plan with transfers was solved for "
+                                "(devices/*.yaml): its peak is then replayed in 'remat simulate'")
         if name == "train":
             v.add_argument("--steps", type=int, default=3)
             v.add_argument("--lr", type=float, default=0.01)

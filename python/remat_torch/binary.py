@@ -61,16 +61,17 @@ def solve(graph: str, budget: str, plan: str, strategy: str = "remat-fast",
         return json.load(f)
 
 
-def simulate(graph: str, plan: str) -> str:
-    """``remat simulate GRAPH PLAN``: its summary (raises on a rejected plan)."""
-    return run(["simulate", graph, plan]).stdout
+def simulate(graph: str, plan: str, device: Optional[str] = None) -> str:
+    """``remat simulate GRAPH PLAN [--device DEVICE]``: its summary (raises on a rejected
+    plan; a plan with transfers needs the device file it was solved for)."""
+    return run(["simulate", graph, plan] + (["--device", device] if device else [])).stdout
 
 
-def simulate_peak(graph: str, plan: str) -> int:
-    """The simulator's peak memory (bytes) for a plan."""
+def simulate_peak(graph: str, plan: str, device: Optional[str] = None) -> int:
+    """The simulator's (fast-tier) peak memory (bytes) for a plan."""
     import re
 
-    out = simulate(graph, plan)
+    out = simulate(graph, plan, device)
     m = re.search(r"^peak memory.*\((\d+) bytes\)", out, re.M)
     if m is None:
         raise RematInputError(f"remat simulate {graph} {plan}: no peak in its output")

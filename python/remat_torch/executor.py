@@ -27,7 +27,16 @@ Semantics (see docs/pytorch.md):
   restored around every recomputation (the global state is restored after),
   so recomputed masks equal the originals;
 * gradients overwrite ``p.grad`` (as after ``zero_grad()``): gradient
-  accumulation across calls is not supported.
+  accumulation across calls is not supported;
+* transfers (plans solved with ``--device``): ``copy_out`` makes a copy of a
+  fast register in the slow tier (host memory: pinned CPU tensors, copied
+  on a side CUDA stream, on a GPU; plain copies that the memory measurement
+  does not count, on CPU), ``copy_in`` a new fast register from a slow one
+  (counted in the fast tier from that statement, as the simulator counts
+  it), ``wait`` makes the compute stream wait for the copy (nothing to do on
+  CPU, where copies are synchronous), ``drop`` frees a slow register. A
+  kernel reading a slow register directly (a device with ``direct_read``) is
+  refused: PyTorch kernels here run on fast-tier tensors only.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.fx as fx
+from torch.utils._pytree import tree_map
 
 from .capture import (
     Capture,
@@ -111,10 +121,30 @@ class Executor:
                 f"{path}: the plan is for model '{name}', whose fingerprint does not match "
                 f"this model's joint graph ({cap.fingerprint[:12]})")
         regs: Dict[int, GraphNode] = {}
+        slow: set = set()  # registers in the slow tier
+        copies: set = set()  # registers made by a copy (what a wait may name)
         # the group being computed: (its members, index of the member that must come next)
         pending: Optional[tuple] = None
         for i, st in enumerate(plan["statements"]):
             op = st.get("op")
+            if op in ("copy_out", "copy_in", "wait", "drop"):
+                if pending is not None:
+                    raise RematInputError(_interrupted(path, pending, f"has a {op}"))
+                reg, src = st.get("register"), st.get("src")
+                if op in ("copy_out", "copy_in"):
+                    if src not in regs or (src in slow) != (op == "copy_in"):
+                        tier = "slow" if op == "copy_in" else "fast"
+                        raise RematInputError(f"{path}: statement {i}: {op} from register {src}, "
+                                              f"which is not a {tier}-tier register")
+                    regs[reg] = regs[src]
+                    copies.add(reg)
+                    if op == "copy_out":
+                        slow.add(reg)
+                elif reg not in (copies if op == "wait" else slow):
+                    raise RematInputError(f"{path}: statement {i}: {op} of register {reg}, "
+                                          f"which is not a {'copy' if op == 'wait' else 'slow'}"
+                                          " register")
+                continue
             if op == "allocate":
                 gn = cap.by_name.get(st.get("node"))
                 if gn is None:
@@ -136,6 +166,12 @@ class Executor:
                     raise RematInputError(f"{path}: node '{gn.name}': computed into register "
                                           f"{st.get('register')}, which was not allocated for it")
                 args = st.get("args", [])
+                direct = next((a for a in args if a in slow), None)
+                if direct is not None:
+                    raise RematInputError(
+                        f"{path}: node '{gn.name}': reads '{regs[direct].name}' straight from "
+                        "the slow tier (a device with direct_read): the executor runs kernels "
+                        "on fast-tier tensors only; solve for a device without direct_read")
                 if [regs.get(a).name if regs.get(a) else None for a in args] != gn.deps:
                     raise RematInputError(
                         f"{path}: node '{gn.name}': the plan's arguments do not match its "
@@ -151,7 +187,7 @@ class Executor:
                 nxt = gn.member + 1
                 pending = (ms, nxt) if nxt < len(ms) else None
             elif op == "deallocate":
-                if st.get("register") not in regs:
+                if st.get("register") not in regs or st.get("register") in slow:
                     raise RematInputError(f"{path}: statement {i}: deallocates unknown register "
                                           f"{st.get('register')}")
                 if pending is not None:
@@ -233,6 +269,7 @@ class Executor:
         tangent = torch.ones((), dtype=cap.loss.meta["val"].dtype, device=dev)
         env = self._placeholder_env(batch, tangent)
         regs: Dict[int, Any] = {}
+        tiers = _Tiers(dev)  # slow registers and copies in flight
         result: Any = None  # a group's kernel result, between its first and last member
         result_of: Optional[fx.Node] = None  # ... and that kernel
         done: set = set()
@@ -334,9 +371,18 @@ class Executor:
                         del value
                     elif op == "deallocate":
                         regs.pop(st["register"], None)
+                    elif op == "copy_out":
+                        tiers.copy_out(st["register"], regs[st["src"]], tracker)
+                    elif op == "copy_in":
+                        regs[st["register"]] = tiers.copy_in(st["register"], st["src"])
+                    elif op == "wait":
+                        tiers.wait(st["register"])
+                    elif op == "drop":
+                        tiers.drop(st["register"])
                     if self.trace is not None and tracker is not None:
                         self.trace(i_st, tracker.live, tracker.peak)
                 regs.clear()
+                tiers.clear()
                 result = None
         if tracker is not None:
             # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
@@ -349,6 +395,79 @@ class Executor:
         if not loss_value:
             raise RematInputError(f"{self.path}: the plan never computes the loss")
         return torch.tensor(loss_value[0])
+
+
+class _Tiers:
+    """The slow tier of a run: slow registers, and the copies not yet waited for.
+
+    On CUDA a copy runs on a side stream (one per direction, as the device files'
+    duplex engines) after the work issued so far on the compute stream, and
+    ``wait`` makes the compute stream wait for it. On CPU the slow tier is
+    ordinary memory and copies are synchronous; what the fast-tier measurement
+    must not see is the slow copies, so they are made with the tracker paused.
+    """
+
+    def __init__(self, dev: torch.device):
+        self.cuda = dev.type == "cuda"
+        self.dev = dev
+        self.slow: Dict[int, Any] = {}
+        self.events: Dict[int, Any] = {}
+        if self.cuda:
+            self.streams = {"out": torch.cuda.Stream(dev), "in": torch.cuda.Stream(dev)}
+
+    def _copy(self, value: Any, to_slow: bool) -> Any:
+        def one(t):
+            if not isinstance(t, torch.Tensor):
+                return t
+            if not self.cuda:
+                return t.clone(memory_format=torch.preserve_format)
+            side = self.streams["out" if to_slow else "in"]
+            side.wait_stream(torch.cuda.current_stream(self.dev))
+            if to_slow:
+                buf = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="cpu",
+                                          pin_memory=True)
+            else:
+                buf = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=self.dev)
+            with torch.cuda.stream(side):
+                buf.copy_(t, non_blocking=True)
+            # neither buffer may be reused before the copy is done
+            (t if to_slow else buf).record_stream(side)
+            return buf
+        # a register holds a tensor, a kernel's tuple, or a group member's {index: tensor}
+        return tree_map(one, value)
+
+    def _event(self, reg: int, to_slow: bool) -> None:
+        if self.cuda:
+            ev = torch.cuda.Event()
+            ev.record(self.streams["out" if to_slow else "in"])
+            self.events[reg] = ev
+
+    def copy_out(self, reg: int, value: Any, tracker: Optional[StorageTracker]) -> None:
+        if tracker is not None:
+            with tracker.paused():
+                self.slow[reg] = self._copy(value, True)
+        else:
+            self.slow[reg] = self._copy(value, True)
+        self._event(reg, True)
+
+    def copy_in(self, reg: int, src: int) -> Any:
+        out = self._copy(self.slow[src], False)
+        self._event(reg, False)
+        return out
+
+    def wait(self, reg: int) -> None:
+        ev = self.events.pop(reg, None)
+        if ev is not None:
+            torch.cuda.current_stream(self.dev).wait_event(ev)
+
+    def drop(self, reg: int) -> None:
+        self.slow.pop(reg, None)
+
+    def clear(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+        self.slow.clear()
+        self.events.clear()
 
 
 def _is_tuple(val) -> bool:

@@ -16,6 +16,7 @@ not expected to equal the simulator's figure to the byte).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import Dict, Iterable
 
@@ -36,6 +37,17 @@ class StorageTracker(TorchDispatchMode):
         self.sizes: Dict[int, int] = {}
         self.live = 0
         self.peak = 0
+        self._paused = False
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Ops run inside are not tracked: the executor's slow-tier copies, which
+        live outside the fast tier the simulator's peak counts."""
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
 
     def _release(self, key: int) -> None:
         c = self.counts.get(key)
@@ -61,6 +73,8 @@ class StorageTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if self._paused:
+            return out
         seen = set()
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and id(t) not in seen:

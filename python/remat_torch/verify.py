@@ -95,8 +95,13 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
     return plan, graph, model, data, loss_fn, cap
 
 
+def has_transfers(plan: Dict) -> bool:
+    return any(st.get("op") in ("copy_out", "copy_in") for st in plan.get("statements", []))
+
+
 def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
-           batch: Optional[int] = None, seed: int = 0) -> Report:
+           batch: Optional[int] = None, seed: int = 0,
+           device_file: Optional[str] = None) -> Report:
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
     ref_model = copy.deepcopy(model)
     eager_model = copy.deepcopy(model)
@@ -139,11 +144,15 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
         opt_bytes = max(opt_bytes, 0)
     rep.measured_peak = (ex.last_peak or 0) + opt_bytes
     rep.simulated_peak = int(plan.get("peak_memory", -1))
-    if graph_path is not None:
+    if graph_path is not None and has_transfers(plan) and device_file is None:
+        rep.lines.append("note             the plan moves tensors to the slow tier: pass "
+                         "--device-file (the device it was solved for) to replay it in remat "
+                         "simulate too; compared with the plan file's peak")
+    elif graph_path is not None:
         # replay the plan in remat's own simulator too: the figure must agree with the file's
         from .binary import simulate_peak
 
-        sim = simulate_peak(graph_path, plan_path)
+        sim = simulate_peak(graph_path, plan_path, device_file)
         if sim != rep.simulated_peak:
             rep.lines.append(f"note             remat simulate says {sim} bytes, the plan file "
                              f"{rep.simulated_peak}")

@@ -209,6 +209,14 @@ pub struct Transfers {
     fetch_lead: std::collections::BTreeMap<(u32, u32), u32>,
 }
 
+fn set_lead(m: &mut std::collections::BTreeMap<(u32, u32), u32>, t: usize, i: usize, lead: usize) {
+    if lead == 0 {
+        m.remove(&(t as u32, i as u32));
+    } else {
+        m.insert((t as u32, i as u32), lead as u32);
+    }
+}
+
 fn row_has(row: &[u32], i: usize) -> bool {
     row.binary_search(&(i as u32)).is_ok()
 }
@@ -487,22 +495,12 @@ impl Schedule {
     /// Sets the lead of the existing copy out O[t,i] (validated with the
     /// schedule).
     pub fn set_out_lead(&mut self, t: usize, i: usize, lead: usize) {
-        let tr = self.transfers_mut();
-        if lead == 0 {
-            tr.out_lead.remove(&(t as u32, i as u32));
-        } else {
-            tr.out_lead.insert((t as u32, i as u32), lead as u32);
-        }
+        set_lead(&mut self.transfers_mut().out_lead, t, i, lead);
     }
 
     /// Sets the lead of the existing fetch P[t,i].
     pub fn set_fetch_lead(&mut self, t: usize, i: usize, lead: usize) {
-        let tr = self.transfers_mut();
-        if lead == 0 {
-            tr.fetch_lead.remove(&(t as u32, i as u32));
-        } else {
-            tr.fetch_lead.insert((t as u32, i as u32), lead as u32);
-        }
+        set_lead(&mut self.transfers_mut().fetch_lead, t, i, lead);
     }
 
     /// True when some copy spans stages (a lead above 0). The tiered MILP

@@ -123,6 +123,18 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         rows.get(t)
             .map_or_else(Vec::new, |r| r.iter().map(|&(i, _)| i).collect())
     };
+    // Copies issued in stage t: those of `row` without a lead (they complete
+    // here) and those of `led` whose lead starts here, in node order.
+    let issued = |row: &[u32], lead: &dyn Fn(usize) -> usize, led: &[Vec<(usize, usize)>], t| {
+        let mut v: Vec<usize> = row
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| lead(i) == 0)
+            .chain(issued_here(led, t))
+            .collect();
+        v.sort_unstable();
+        v
+    };
     let mut fetch_in_flight: std::collections::HashMap<usize, Register> = Default::default();
     let mut out_in_flight: std::collections::HashMap<usize, (Register, Register)> =
         Default::default();
@@ -153,22 +165,8 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // computations, so computations keep consecutive ids from `base`
         // (which `LastReads` relies on), and a copied-in value is looked up
         // like a carried one, by node.
-        // Copies issued in this stage: those without a lead that complete
-        // here, and those whose lead starts here, in node order.
-        let mut fetch_issue: Vec<usize> = fetches
-            .iter()
-            .map(|&i| i as usize)
-            .filter(|&i| sch.fetch_lead(t, i) == 0)
-            .chain(issued_here(&in_issue, t))
-            .collect();
-        fetch_issue.sort_unstable();
-        let mut issue_outs: Vec<usize> = outs
-            .iter()
-            .map(|&i| i as usize)
-            .filter(|&i| sch.out_lead(t, i) == 0)
-            .chain(issued_here(&out_issue, t))
-            .collect();
-        issue_outs.sort_unstable();
+        let fetch_issue = issued(fetches, &|i| sch.fetch_lead(t, i), &in_issue, t);
+        let issue_outs = issued(outs, &|i| sch.out_lead(t, i), &out_issue, t);
         // A copy out issued here with a lead, of a value the stage
         // computes, starts after that computation; one without a lead does
         // so only when the value was not kept into the stage.

@@ -306,7 +306,9 @@ impl Strategy for RematTiered {
                     // stage; leads can beat it, so it is reported, not
                     // taken as the answer's bound.
                     milp_note = match r.bound {
-                        Some(b) => format!("{}; its bound for copies within their stage {b}", r.note),
+                        Some(b) => {
+                            format!("{}; its bound for copies within their stage {b}", r.note)
+                        }
                         None => r.note,
                     };
                     if let Some(sch) = r.schedule {

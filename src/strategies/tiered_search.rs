@@ -193,8 +193,7 @@ impl Ctx<'_> {
         let mut sim = simulate_on(g, &plan, Some(self.dev)).ok()?;
         let mut step = sim.timing.as_ref()?.step.get();
         // The same schedule with its copies spanning stages, if faster.
-        if let Some(led) = tiered::faster_with_leads(g, self.dev, self.budget, &sch, &plan, &sim)
-        {
+        if let Some(led) = tiered::faster_with_leads(g, self.dev, self.budget, &sch, &plan, &sim) {
             step = led.step;
             (sch, plan, sim) = (led.sch, led.plan, led.sim);
         }

@@ -193,3 +193,53 @@ pub fn device(name: &str) -> remat::device::Device {
 pub fn model(name: &str) -> Graph {
     Graph::load(&root().join(format!("models/{name}.yaml"))).unwrap()
 }
+
+/// A random training DAG and, on its checkpoint-all schedule, random
+/// offloads: each picked value is copied out `shift` stages after one of
+/// its reads (or its computation; with `kept_only`, never right after
+/// being computed) and back in during the stage before its next read, over
+/// gaps long enough for that.
+pub fn offloaded_case(
+    seed: u64,
+    nodes: usize,
+    picks: &[(usize, usize)],
+    kept_only: bool,
+    shift: usize,
+) -> (Graph, Schedule) {
+    use remat::zoo::synthetic::{self, Dist, RandomDag};
+    let g = synthetic::random_layered(&RandomDag {
+        nodes,
+        width: 3,
+        skip_prob: 0.4,
+        skip_span: 4,
+        cost: Dist::Uniform(1, 20),
+        memory: Dist::Uniform(1, 50),
+        seed,
+        forward: true,
+        ..RandomDag::default()
+    });
+    let mut sch = Schedule::checkpoint_all(&g);
+    let mut used = vec![false; g.len()];
+    for &(v, k) in picks {
+        let i = v % g.len();
+        if used[i] {
+            continue;
+        }
+        // Stages that read i, in order; i itself computes it.
+        let mut at: Vec<usize> = vec![i];
+        at.extend(
+            (i + 1..g.len())
+                .filter(|&t| g.deps(remat::NodeId::from(t)).iter().any(|d| d.idx() == i)),
+        );
+        let gaps: Vec<usize> = (usize::from(kept_only)..at.len().saturating_sub(1))
+            .filter(|&j| at[j + 1] > at[j] + 1 + shift)
+            .collect();
+        if gaps.is_empty() {
+            continue;
+        }
+        let j = gaps[k % gaps.len()];
+        sch.offload(i, at[j] + shift, at[j + 1] - 1);
+        used[i] = true;
+    }
+    (g, sch)
+}
