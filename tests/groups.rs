@@ -297,11 +297,20 @@ proptest! {
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/gh200.yaml"),
         )
         .unwrap();
+        let recompute_step = dev.compute_time(best).get();
         let on_dev = SolveOptions {
             device: Some(std::sync::Arc::new(dev)),
             time_limit: Duration::from_secs(3),
             ..opts()
         };
+        // remat-tiered models the kernels itself: never slower than the
+        // recompute-only optimum (it merged them all once, and lost plans).
+        let tiered = solve::run(&g, strategies::by_name("remat-tiered").unwrap().as_ref(), budget, &on_dev);
+        let step = tiered.ok().and_then(|o| o.timing().map(|t| t.step.get()));
+        prop_assert!(
+            step.is_some_and(|s| s <= recompute_step * (1.0 + 1e-9)),
+            "remat-tiered {:?} against the recompute-only optimum {}", step, recompute_step
+        );
         for s in [strategies::by_name("remat-fast").unwrap(), strategies::by_name("remat-tiered").unwrap(), strategies::by_name("autotm-async").unwrap()] {
             match solve::run(&g, s.as_ref(), budget, &on_dev) {
                 Ok(out) => {

@@ -9,6 +9,8 @@ use proptest::prelude::*;
 use remat::device::Device;
 use remat::graph::{Graph, GraphFile};
 use remat::schedule::{generate_plan, simulate_on, Schedule, ScheduleError, Statement};
+use remat::solver::step_cover::{self, Copies};
+use remat::solver::Params;
 use remat::units::{Bytes, Seconds};
 
 /// A chain a → b → c → d → e → f where f also reads a: a (4 B) idles from
@@ -216,5 +218,18 @@ proptest! {
         let (lt, bt) = (led.timing.unwrap(), base.timing.unwrap());
         prop_assert_eq!((lt.bytes_to_slow, lt.bytes_to_fast), (bt.bytes_to_slow, bt.bytes_to_fast));
         prop_assert_eq!(lt.slow_peak >= bt.slow_peak, true);
+        // The step cover program's spanning form holds for the plan with
+        // leads, at the plan's own peak as the budget.
+        let params = Params {
+            time_limit: std::time::Duration::from_secs(10),
+            feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
+            ..Params::default()
+        };
+        if let Some(c) = step_cover::step_cover_bound(&g, led.peak, &d, false, Copies::Spanning, &params).unwrap() {
+            prop_assert!(
+                c.bound.get() <= lt.step.get() * (1.0 + 1e-6),
+                "bound {} above the plan's step {}", c.bound.get(), lt.step.get()
+            );
+        }
     }
 }

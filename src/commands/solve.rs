@@ -215,8 +215,10 @@ fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
             "{} found no plan that fits {}; that does not mean none exists: try {}{hint}",
             out.strategy,
             budget.show(),
-            if tiers {
-                "a tiered strategy (remat strategies lists them), e.g. -s autotm-sync".to_string()
+            if tiers && out.strategy == "remat-tiered" {
+                "a longer --time-limit, or -s remat-fast (its offload moves run longer)".to_string()
+            } else if tiers {
+                "-s remat-tiered (recomputation and offloading together)".to_string()
             } else {
                 // Never the strategy that just failed.
                 let others: Vec<&str> = ["remat-exact", "remat-fast"]
