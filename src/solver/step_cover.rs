@@ -294,8 +294,9 @@ impl Program {
 /// that stage only after the frontier is computed: the part `x_t` done
 /// there adds to the compute lane, and the rest stays in the carry
 /// (`c_t ≥ load − x_t`). A plan with leads maps onto this with its real
-/// per-stage engine work, so the bound holds for it; deadlines (a fetch
-/// done before its read) are what it leaves out.
+/// per-stage engine work, so the bound holds for it. Deadlines: the work
+/// an engine has done before node `t` is computed covers every copy out
+/// of a value counted absent at `t` and every copy in read by `t`.
 pub fn staged(
     g: &Graph,
     budget: Bytes,
@@ -656,7 +657,27 @@ fn carried_lanes(
             qrow.extend(loads[t].iter().map(|&(col, w)| (col, -w)));
             model.add_row(0.0, 0.0, &qrow);
             if !due[t].is_empty() {
-                let mut row = vec![(q, 1.0)];
+                // Copies due at stage t must be done before node t is
+                // computed: by the end of stage t−1 plus y_t, the work done
+                // in stage t before its frontier, which is at most the time
+                // before it (recomputations come first, the frontier last,
+                // its own copy out after it).
+                let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
+                let mut before = vec![(tau[t], 1.0), (y, -1.0)];
+                before.extend(compute_lane[t].iter().map(|&(col, w)| (col, -w)));
+                model.add_row(base(t), f64::INFINITY, &before);
+                let mut within = vec![(q, 1.0), (y, -1.0)];
+                if let Some(d) = done_before {
+                    within.push((d, -1.0));
+                }
+                if let (true, Some(xt)) = (has_frontier, x[t]) {
+                    within.push((xt, -1.0));
+                }
+                model.add_row(0.0, f64::INFINITY, &within);
+                let mut row = vec![(y, 1.0)];
+                if let Some(d) = done_before {
+                    row.push((d, 1.0));
+                }
                 row.extend(due[t].iter().map(|&(col, w)| (col, -w)));
                 model.add_row(0.0, f64::INFINITY, &row);
             }
