@@ -769,7 +769,8 @@ impl Schedule {
                     // Held over the lead, computed at most at its issue,
                     // never recomputed under the copy, no slow copy yet.
                     let held = self.s(u, i) || (u == t - lead && self.r(u, i));
-                    held && !(u > t - lead && self.r(u, i)) && !self.h(u, i) && !self.o(u, i)
+                    let recomputed = u > t - lead && self.r(u, i);
+                    held && !recomputed && !self.h(u, i) && !self.o(u, i)
                 };
                 if !ok {
                     return Err(if fetch {

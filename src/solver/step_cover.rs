@@ -594,6 +594,9 @@ pub fn staged(
     Some(Program { model, scale })
 }
 
+/// Per stage, weighted columns (a lane's loads, or its deadlines).
+type Stagewise = Vec<(Col, f64)>;
+
 /// The lane rows of the staged program when copies may span stages (see
 /// [`staged`]): one carry column per engine lane and stage.
 #[allow(clippy::too_many_arguments)]
@@ -617,7 +620,7 @@ fn carried_lanes(
             .collect()
     };
     let (shared, shared_due);
-    let lanes: Vec<(&[Vec<(Col, f64)>], &[Vec<(Col, f64)>], bool)> = match engines {
+    let lanes: Vec<(&[Stagewise], &[Stagewise], bool)> = match engines {
         Engines::Shared => {
             shared = merge(out_lane, in_lane);
             shared_due = merge(out_due, in_due);
