@@ -329,10 +329,10 @@ impl Strategy for RematTiered {
                     // stage; leads can beat it, so it is reported, not
                     // taken as the answer's bound.
                     milp_note = match r.bound {
-                        Some(b) => {
+                        Some(b) if b.get() > 0.0 && b.get().is_finite() => {
                             format!("{}; its bound for copies within their stage {b}", r.note)
                         }
-                        None => r.note,
+                        _ => r.note,
                     };
                     if let Some(sch) = r.schedule {
                         milp_plan = Some(sch.clone());
