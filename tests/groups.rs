@@ -303,14 +303,21 @@ proptest! {
             time_limit: Duration::from_secs(3),
             ..opts()
         };
-        // remat-tiered models the kernels itself: never slower than the
-        // recompute-only optimum (it merged them all once, and lost plans).
+        // remat-tiered models the kernels itself: it has a plan wherever
+        // the recompute-only optimum exists (merging every kernel, it once
+        // answered no-fit there), and it is never slower than that optimum
+        // when it calls its own answer optimal. (Within 3 s it may not
+        // reach the optimum: remat-exact gets part of that time.)
         let tiered = solve::run(&g, strategies::by_name("remat-tiered").unwrap().as_ref(), budget, &on_dev);
-        let step = tiered.ok().and_then(|o| o.timing().map(|t| t.step.get()));
-        prop_assert!(
-            step.is_some_and(|s| s <= recompute_step * (1.0 + 1e-9)),
-            "remat-tiered {:?} against the recompute-only optimum {}", step, recompute_step
-        );
+        let (status, step) = match &tiered {
+            Ok(o) => (Some(o.status), o.timing().map(|t| t.step.get())),
+            Err(_) => (None, None),
+        };
+        prop_assert!(step.is_some(), "remat-tiered has no plan where remat-exact has one");
+        if status == Some(strategies::Status::Optimal) {
+            prop_assert!(step.is_some_and(|s| s <= recompute_step * (1.0 + 1e-9)),
+                "remat-tiered {:?} called optimal, above the recompute-only optimum {}", step, recompute_step);
+        }
         for s in [strategies::by_name("remat-fast").unwrap(), strategies::by_name("remat-tiered").unwrap(), strategies::by_name("autotm-async").unwrap()] {
             match solve::run(&g, s.as_ref(), budget, &on_dev) {
                 Ok(out) => {
