@@ -9,7 +9,11 @@
 //! the stage after its previous read to its next read, where it is then
 //! recomputed) is a move; so is undoing an earlier drop, and keeping a
 //! value that an over-budget stage recomputes from the stage before
-//! instead. The move with the least extra cost per byte freed wins. Only a
+//! instead. When none of those removes any excess, the same drops are
+//! tried recomputing their value early, in a stage with room to hold it
+//! until the read ([`early`]), since at tight budgets the read stage is
+//! often over budget itself. The move with the least extra cost per byte
+//! freed wins. Only a
 //! few moves per step are evaluated exactly, picked by a
 //! [`Ranking`]; remat-fast runs both rankings and keeps the cheaper plan.
 //!
@@ -129,6 +133,9 @@ struct Eval {
     /// Per stage, the bytes by which its peak exceeds the budget (0 if
     /// under): prices candidate moves before any of them is evaluated.
     stage_excess: Vec<f64>,
+    /// Per stage, its peak in activation bytes: where a recomputation
+    /// can be moved to without raising the plan over budget.
+    stage_peak: Vec<f64>,
 }
 
 fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
@@ -147,6 +154,7 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
     let mut live: Vec<Option<usize>> = Vec::new();
     let mut over: Vec<(f64, usize)> = Vec::new();
     let mut stage_excess = vec![0.0; g.len()];
+    let mut peaks = vec![0.0; g.len()];
     for st in &plan.statements {
         match st {
             Statement::Allocate {
@@ -168,6 +176,7 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
                 }
             }
             Statement::Compute { node, .. } if node.idx() == stage => {
+                peaks[stage] = stage_peak;
                 if stage_peak > cap {
                     excess += stage_peak - cap;
                     stage_excess[stage] = stage_peak - cap;
@@ -187,6 +196,7 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
         excess,
         over: over.into_iter().map(|(_, t)| t).collect(),
         stage_excess,
+        stage_peak: peaks,
     })
 }
 
@@ -199,7 +209,10 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
 pub(crate) fn forecast(g: &Graph, sch: &Schedule, stage_excess: &[f64], d: Drop) -> (f64, f64) {
     let id = NodeId::from(d.node);
     let m = g.memory(id).as_f64();
-    let recomputed_at_end = reads(g, sch, d.to, d.node);
+    // An early drop ([`early`]) ends before the read, where the value is
+    // kept again: it is recomputed at the end of the interval all the same.
+    let recomputed_at_end =
+        reads(g, sch, d.to, d.node) || (d.to + 1 < sch.stages() && sch.s(d.to + 1, d.node));
     let end = if recomputed_at_end { d.to } else { d.to + 1 };
     let mut freed: f64 = (d.from.max(d.node + 1)..end)
         .map(|t| m.min(stage_excess[t]))
@@ -603,6 +616,35 @@ fn batch_freed(g: &Graph, sch: &Schedule, comp: &Computes, ex: &Excess, d: Drop)
     freed
 }
 
+/// Longest stretch of stages [`early`] looks back over.
+const EARLY_WALK: usize = 1024;
+
+/// The drop recomputed early: a drop that recomputes its value in the
+/// stage that reads it adds the recomputation (and its inputs) to that
+/// stage, which at tight budgets is often the next over-budget stage. This
+/// variant recomputes it instead in the earliest stage after `t` from
+/// which every stage up to the read has room to hold it, and keeps it from
+/// there. `None` when there is no such stage, or when the drop recomputes
+/// nothing.
+fn early(
+    g: &Graph,
+    sch: &Schedule,
+    stage_peak: &[f64],
+    cap: f64,
+    d: Drop,
+    t: usize,
+) -> Option<Drop> {
+    if d.to <= t + 1 || !reads(g, sch, d.to, d.node) {
+        return None;
+    }
+    let m = g.memory(NodeId::from(d.node)).as_f64();
+    let mut c = d.to;
+    while c > t + 1 && d.to - c < EARLY_WALK && stage_peak[c - 1] + m <= cap {
+        c -= 1;
+    }
+    (c < d.to).then_some(Drop { to: c, ..d })
+}
+
 /// A drop, and the same drop keeping its inputs when it has any: every
 /// candidate is tried both ways.
 fn with_twin(g: &Graph, d: &Drop) -> impl Iterator<Item = Drop> {
@@ -698,6 +740,7 @@ fn search_inner(
     }
     let mut s = start;
     let mut cur = eval(g, &s, budget)?;
+    let cap = budget.saturating_sub(g.fixed_memory).as_f64();
     let mut drops: Vec<Drop> = Vec::new();
     // Tabu list for escapes: a move's inverse may not be made again until
     // the given iteration, so an escape is not undone at once.
@@ -718,6 +761,7 @@ fn search_inner(
         let mut seen: Vec<Option<(usize, usize)>> = vec![None; g.len()];
         let comp = Computes::of(&cur.sch);
         let mut listed = std::collections::HashSet::new();
+        let mut earlies: Vec<Drop> = Vec::new();
         let mut visited = 0usize;
         for &t in cur.over.iter().take(OVER_STAGES) {
             for v in cur.sch.kept(t).map(|v| v.idx()) {
@@ -737,6 +781,7 @@ fn search_inner(
                     seen[v] = Some((d.from, d.to));
                     if listed.insert((d.node, d.from)) {
                         cands.push(d);
+                        earlies.extend(early(g, &cur.sch, &cur.stage_peak, cap, d, t));
                     }
                 }
             }
@@ -754,6 +799,7 @@ fn search_inner(
         if batch > 1 {
             continue;
         }
+
         // Undoing an earlier drop whose recomputation lands in an
         // over-budget stage can remove a whole cascade of recomputations.
         let undo: Vec<usize> = (0..drops.len())
@@ -821,11 +867,30 @@ fn search_inner(
             .iter()
             .map(|&i| (Move::Undo(i), drops[i]))
             .chain(shifts.into_iter().map(|d| (Move::Keep, d)))
-            .chain(picked.into_iter().map(|d| (Move::Drop, d)));
+            .chain(picked.into_iter().map(|d| (Move::Drop, d)))
+            .collect::<Vec<_>>();
         let mut best: Option<(f64, Move, Drop, Eval)> = None;
         // The least-bad move, for when nothing improves.
         let mut escape: Option<(f64, Move, Drop, Eval)> = None;
-        for (kind, d) in moves {
+        // Early recomputations come last, and only when no other move
+        // removes excess: where the usual moves work they change nothing.
+        let mut earlies = Some(earlies);
+        let mut moves: Box<dyn Iterator<Item = (Move, Drop)>> = Box::new(moves.into_iter());
+        while let Some((kind, d)) = moves.next().or_else(|| {
+            let e = earlies.take().filter(|_| best.is_none())?;
+            let mut ranked: Vec<(f64, Drop)> = e
+                .iter()
+                .flat_map(|d| with_twin(g, d))
+                .filter_map(|d| {
+                    let (cost, freed) = forecast(g, &cur.sch, &cur.stage_excess, d);
+                    (freed > 0.0).then_some((cost / freed, d))
+                })
+                .collect();
+            ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+            ranked.truncate(FORECAST_EVALS);
+            moves = Box::new(ranked.into_iter().map(|(_, d)| (Move::Drop, d)));
+            moves.next()
+        }) {
             if Instant::now() >= deadline {
                 return None;
             }
@@ -1301,5 +1366,66 @@ mod tests {
             }
         }
         assert!(compared > 1000, "{compared}");
+    }
+
+    /// An early drop recomputes its value in the stage it names, keeps it
+    /// from there to the read, and leaves the read stage without the
+    /// recomputation; its forecast charges the recomputation. Checked for
+    /// every early variant of every candidate at every over-budget stage of
+    /// checkpoint-all on random DAGs at tight budgets.
+    #[test]
+    fn an_early_drop_recomputes_where_it_says_and_pays_for_it() {
+        let mut checked = 0;
+        for seed in 0..6 {
+            let g = synthetic::random_layered(&RandomDag {
+                nodes: 60,
+                seed,
+                skip_prob: 0.5,
+                skip_span: 6,
+                forward: true,
+                ..RandomDag::default()
+            });
+            let peak = crate::graph::analysis::checkpoint_all_peak(&g);
+            for pct in [80, 65] {
+                let budget = Bytes(peak.get() * pct / 100);
+                let cap = budget.as_f64();
+                let Some(cur) = eval(&g, &Schedule::checkpoint_all(&g), budget) else {
+                    continue;
+                };
+                let comp = Computes::of(&cur.sch);
+                for &t in &cur.over {
+                    for v in cur.sch.kept(t).map(|v| v.idx()) {
+                        let Some(d) = drop_interval_indexed(&g, &cur.sch, &comp, v, t) else {
+                            continue;
+                        };
+                        let Some(e) = early(&g, &cur.sch, &cur.stage_peak, cap, d, t) else {
+                            continue;
+                        };
+                        assert!(
+                            t < e.to && e.to < d.to,
+                            "seed {seed}: {e:?} of {d:?} at {t}"
+                        );
+                        let m = g.memory(NodeId::from(v)).as_f64();
+                        for c in e.to..d.to {
+                            assert!(cur.stage_peak[c] + m <= cap, "stage {c} has no room");
+                        }
+                        let mut s = cur.sch.clone();
+                        apply(&g, &mut s, &cur.sch, e, false);
+                        let r = solve_r(&g, s);
+                        assert!(r.r(e.to, v), "seed {seed}: {v} not recomputed at {}", e.to);
+                        assert!(
+                            !r.r(d.to, v),
+                            "seed {seed}: {v} still recomputed at {}",
+                            d.to
+                        );
+                        assert!((e.to + 1..=d.to).all(|c| r.s(c, v)));
+                        let (cost, _) = forecast(&g, &cur.sch, &cur.stage_excess, e);
+                        assert!(cost >= g.cost(NodeId::from(v)));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 20, "{checked}");
     }
 }
