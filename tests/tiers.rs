@@ -1037,3 +1037,68 @@ fn a_direct_read_gives_way_to_a_cheaper_recomputation() {
         (Seconds(10.0), 0, Seconds(0.0))
     );
 }
+
+/// A device counts flop per second; a graph whose costs are in another
+/// unit (or unlabelled) gets a one-line note saying its step times assume
+/// flop, and a flop graph gets none. `-q` silences it. The answer itself
+/// is the same either way.
+#[test]
+fn a_device_notes_costs_not_in_flop() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    std::fs::write(
+        p("dev.yaml"),
+        "name: dev\ncompute: {throughput: 1e9}\nfast: {capacity: 100}\n\
+         slow: {capacity: 100, to_slow: 10, to_fast: 10, latency: 0, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    let graph = |unit: &str| {
+        format!(
+            "name: g\ngraph: forward\n{unit}nodes:\n- {{name: a, cost: 1e9, memory: 2}}\n- {{name: b, cost: 1e9, memory: 2, deps: [a]}}\n"
+        )
+    };
+    let mut outs = Vec::new();
+    for (file, unit, quiet, noted) in [
+        ("ms.yaml", "cost_unit: ms\n", false, true),
+        ("none.yaml", "", false, true),
+        ("flop.yaml", "cost_unit: flop\n", false, false),
+        ("ms.yaml", "cost_unit: ms\n", true, false),
+    ] {
+        std::fs::write(p(file), graph(unit)).unwrap();
+        let mut args = vec![
+            "solve".to_string(),
+            p(file),
+            "-s".into(),
+            "checkpoint-all".into(),
+            "--device".into(),
+            p("dev.yaml"),
+        ];
+        if quiet {
+            args.push("-q".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = remat_cli(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let notes: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("cost units per second"))
+            .collect();
+        assert_eq!(notes.len(), noted as usize, "{file} quiet={quiet}: {err}");
+        if noted {
+            assert!(
+                notes[0].starts_with("note: g ") && notes[0].contains("dev"),
+                "{err}"
+            );
+        }
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let step = out
+            .lines()
+            .find(|l| l.starts_with("step time"))
+            .map(str::to_string);
+        outs.push(step.expect("a step time"));
+    }
+    // 2e9 cost units forward and twice that in the generated backward, at
+    // 1e9 per second, whatever the label.
+    assert!(outs.iter().all(|s| s.contains(" 4.000 s")), "{outs:?}");
+}

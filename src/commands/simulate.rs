@@ -21,7 +21,7 @@ pub struct Args {
     device: Option<PathBuf>,
 }
 
-pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args {
         model,
         plan,
@@ -31,6 +31,11 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
     let g = load_graph(&model)?;
     let (file, p) = load_plan(&g, &model, &plan)?;
     let device = device.as_deref().map(load_device).transpose()?;
+    if let Some(w) = device.as_ref().and_then(|d| d.cost_unit_note(&g)) {
+        if !ctx.quiet {
+            eprintln!("note: {w}");
+        }
+    }
     let rep = simulate_on(&g, &p, device.as_ref())
         .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");

@@ -62,6 +62,11 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if let Some(w) = budget.warning(&g) {
         eprintln!("note: {w}");
     }
+    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
+        if !ctx.quiet {
+            eprintln!("note: {w}");
+        }
+    }
     let strat = strategies::by_name(&strategy).ok_or_else(|| {
         input_err(format!(
             "unknown strategy '{strategy}'; available: {}",

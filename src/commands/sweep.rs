@@ -78,6 +78,11 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         .transpose()?
         .map(std::sync::Arc::new);
     let quiet = ctx.quiet;
+    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
+        if !ctx.quiet {
+            eprintln!("note: {w}");
+        }
+    }
     let (list, source) = match budgets {
         Some(b) => BudgetList::from_arg(&b),
         None => match budgets::default_file(&model) {

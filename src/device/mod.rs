@@ -69,6 +69,29 @@ pub struct Device {
 }
 
 impl Device {
+    /// A one-line note when the graph's costs may not be in the unit this
+    /// device's throughput counts. The throughput is cost units per second,
+    /// and every device file's figure is flop/s, so a graph whose costs are
+    /// profiled milliseconds or unlabelled (the public Checkmate graphs,
+    /// the random DAGs) gets step times that look exact and mean nothing:
+    /// MobileNet's profiled graph at 60% on the A100 showed a 0.003 us step.
+    pub fn cost_unit_note(&self, g: &crate::graph::Graph) -> Option<String> {
+        let Throughput::PerSecond(rate) = self.throughput else {
+            return None;
+        };
+        let unit = g.cost_unit.as_deref();
+        if unit.is_some_and(|u| u.eq_ignore_ascii_case("flop") || u.eq_ignore_ascii_case("flops")) {
+            return None;
+        }
+        let label = unit.map_or("gives no cost_unit for its costs".to_string(), |u| {
+            format!("counts its costs in '{u}'")
+        });
+        Some(format!(
+            "{} {label}, but {} computes {rate:e} cost units per second as flop/s: step times are the costs over that rate, so they are only real if the costs are flop",
+            g.name, self.name
+        ))
+    }
+
     /// Time one computation of a node of this cost takes.
     pub fn compute_time(&self, cost: f64) -> Seconds {
         match self.throughput {

@@ -121,5 +121,6 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         first_solution_secs: None,
         trace: Vec::new(),
         seconds,
+        failed: None,
     })
 }

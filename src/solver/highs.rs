@@ -352,7 +352,31 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
     if super::stop_requested(&p.stop) {
         return Err(err("stopped before the solve started"));
     }
-    h.run()?;
+    if let Err(e) = h.run() {
+        // HiGHS can fail mid-search on numerical trouble (model status 4,
+        // a solve error: seen on AutoTM's asynchronous MILP for MobileNet
+        // at 60%). Whatever incumbent it holds, or else the caller's warm
+        // start, is still a solution to check; only without either is
+        // the run lost.
+        let x = h
+            .has_primal_solution()
+            .then(|| h.primal(m.num_cols(), m.num_rows()))
+            .or_else(|| warm.map(<[f64]>::to_vec))
+            .filter(|x| x.len() == m.num_cols() && m.max_violation(x) <= 1e-6);
+        let Some(x) = x else {
+            return Err(e);
+        };
+        return Ok(MipResult {
+            status: MipStatus::Feasible,
+            objective: Some(m.objective(&x)),
+            x: Some(x),
+            bound: None,
+            first_solution_secs: cb.first_solution,
+            seconds: start.elapsed().as_secs_f64(),
+            trace: cb.trace,
+            failed: Some(e.to_string()),
+        });
+    }
     let status = h.model_status();
     let seconds = start.elapsed().as_secs_f64();
     if status == kHighsModelStatusInfeasible {
@@ -364,6 +388,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
             first_solution_secs: None,
             seconds,
             trace: cb.trace,
+            failed: None,
         });
     }
     let is_mip = m.is_mip();
@@ -404,6 +429,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         first_solution_secs: cb.first_solution,
         seconds,
         trace: cb.trace,
+        failed: None,
     })
 }
 

@@ -172,6 +172,20 @@ pub struct MipResult {
     /// The run's incumbent and bound over time, in model units, when the
     /// backend reports them (HiGHS does, through its callbacks).
     pub trace: Vec<Progress>,
+    /// The solver's error, when the run ended on one and what it had (its
+    /// incumbent, or the warm start) is still returned as `Feasible`.
+    pub failed: Option<String>,
+}
+
+impl MipResult {
+    /// Why a run that has a solution did not prove it: for the answer's
+    /// detail line, which must not blame the clock for a solver error.
+    pub fn stopped_by(&self) -> String {
+        match &self.failed {
+            Some(e) => format!("stopped by a solver error ({e})"),
+            None => "stopped by its time limit".into(),
+        }
+    }
 }
 
 /// One point of a run's progress: the best plan's cost and the best lower

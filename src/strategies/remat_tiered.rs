@@ -573,9 +573,9 @@ fn milp_phase(
         s => format!(
             "{first}joint MILP {} in {:.1} s ({size}, {fixed} binaries fixed by reduced cost{})",
             if s == MipStatus::Optimal {
-                "optimal"
+                "optimal".to_string()
             } else {
-                "stopped by its time limit"
+                res.stopped_by()
             },
             mstart.elapsed().as_secs_f64(),
             if warm.is_some() { ", warm-started" } else { "" }

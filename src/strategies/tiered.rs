@@ -327,6 +327,7 @@ pub(crate) fn solve_autotm(
         s.status = status;
         s
     };
+    let stopped_by = res.stopped_by();
     let x = match (res.status, res.x) {
         // AutoTM's model has no recomputation, so its infeasibility
         // proves only that this policy cannot fit, not that no plan can.
@@ -359,7 +360,7 @@ pub(crate) fn solve_autotm(
                 }
                 _ => String::new(),
             };
-            format!("MILP stopped by its time limit{gap}")
+            format!("MILP {stopped_by}{gap}")
         }
     };
     let mut sol = finish(g, budget, dev, sch, name, format!("{how}; {size}"))?;
