@@ -60,7 +60,10 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let ctx = commands::Ctx { quiet: cli.quiet };
     let result = match cli.command {
         Command::Inspect(a) => commands::inspect::run(a, &ctx),
@@ -84,4 +87,40 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// A command-line mistake in one line, exit code 2, like every other bad
+/// input: clap's own rendering adds a blank line, usage and "try --help",
+/// which scripts reading the last line of stderr then take for the error.
+/// Help and version requests print as clap has them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    // Everything before the usage block, on one line: the message, the
+    // arguments it lists, and clap's tip when it has one.
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut msg = String::new();
+    for p in parts {
+        if !msg.is_empty() {
+            msg.push_str(if p.starts_with("tip:") { "; " } else { " " });
+        }
+        msg.push_str(p);
+    }
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    eprintln!("error: {msg} (see --help)");
+    ExitCode::from(2)
 }

@@ -547,3 +547,255 @@ fn plot_plan_names_recomputations_and_warns_over_budget() {
     assert!(stderr(&o).contains("exceeds the budget"), "{}", stderr(&o));
     assert!(std::fs::read_to_string(&svg).unwrap().contains("EXCEEDS"));
 }
+
+/// Asserts exit code 2 and exactly one line on stderr containing `needle`.
+fn one_line_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+}
+
+/// Command-line mistakes that clap catches are one line and exit 2, like
+/// every other bad input, and still say what clap says (the value, the
+/// missing argument, its tip).
+#[test]
+fn usage_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let m = m.to_str().unwrap();
+    one_line_error(&remat(&["solve", m, "--time-limit", "-1"]), "'-1'");
+    one_line_error(&remat(&["solve", m, "--time-limit", "nan"]), "--time-limit");
+    one_line_error(&remat(&["solve"]), "<MODEL>");
+    one_line_error(&remat(&["solve", m, "--bogus"]), "tip:");
+    one_line_error(&remat(&["solve", m, "-b", "1", "-b", "2"]), "--budget");
+    one_line_error(&remat(&["no-such-command"]), "no-such-command");
+    // Help is not an error.
+    let h = remat(&["solve", "--help"]);
+    assert!(h.status.success() && stdout(&h).contains("Usage:"));
+}
+
+/// Where an answer is to be written is checked before any work: a
+/// directory, a file where a directory should be, or the command's own
+/// input (which the plan used to overwrite) is a one-line error, and the
+/// input is intact.
+#[test]
+fn output_paths_are_checked_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let before = std::fs::read_to_string(&m).unwrap();
+    let ms = m.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let base = ["solve", ms, "-b", "100%", "-s", "checkpoint-all", "--plan"];
+    let with = |p: &str| -> Output {
+        let mut a = base.to_vec();
+        a.push(p);
+        remat(&a)
+    };
+    one_line_error(&with(d), "is a directory");
+    let under_file = m.join("plan.json");
+    one_line_error(
+        &with(under_file.to_str().unwrap()),
+        "is a file, not a directory",
+    );
+    one_line_error(&with(ms), "is also an input");
+    assert_eq!(std::fs::read_to_string(&m).unwrap(), before);
+    one_line_error(&remat(&["graph", ms, "-o", ms]), "is also an input");
+    one_line_error(
+        &remat(&["sweep", ms, "-s", "checkpoint-all", "-o", d]),
+        "is a directory",
+    );
+    assert_eq!(std::fs::read_to_string(&m).unwrap(), before);
+    // A plan file in a directory still to be made is fine.
+    let ok = dir.path().join("new/plan.json");
+    let o = with(ok.to_str().unwrap());
+    assert!(o.status.success(), "{}", stderr(&o));
+    // hints may not write over the plan it reads.
+    let okp = ok.to_str().unwrap();
+    one_line_error(&remat(&["hints", okp, "-o", okp]), "is also an input");
+}
+
+/// A device whose throughput is so small against the graph's costs that
+/// step times overflow is refused up front, naming the device file (it
+/// used to print "inf s" and exit 0, and plot-plan looped forever); and a
+/// note about cost units never comes before an input error.
+#[test]
+fn devices_that_overflow_step_times_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let dev = |name: &str, tp: &str| {
+        write(
+            dir.path(),
+            name,
+            &format!(
+                "name: d\ncompute: {{throughput: {tp}}}\nfast: {{capacity: 1KB}}\n\
+                 slow: {{capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}}\n"
+            ),
+        )
+    };
+    let tiny = dev("tiny.yaml", "1e-320");
+    let ts = tiny.to_str().unwrap();
+    one_line_error(
+        &remat(&[
+            "solve",
+            ms,
+            "-b",
+            "100%",
+            "-s",
+            "checkpoint-all",
+            "--device",
+            ts,
+        ]),
+        "tiny.yaml: compute",
+    );
+    let plan = dir.path().join("p.json");
+    let ps = plan.to_str().unwrap();
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        ps,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    one_line_error(
+        &remat(&["plot-plan", ms, ps, "--device", ts, "-o", "x.svg"]),
+        "tiny.yaml",
+    );
+    // linear8 counts "unit", not flop: a valid run gets the note, a bad plan
+    // gets only its error.
+    let fine = dev("fine.yaml", "1e9");
+    let fs = fine.to_str().unwrap();
+    let o = remat(&["simulate", ms, ps, "--device", fs]);
+    assert!(
+        o.status.success() && stderr(&o).contains("note: linear8"),
+        "{}",
+        stderr(&o)
+    );
+    let bad = write(dir.path(), "bad.json", "{\"model\": \"linear8\"}");
+    let o = remat(&["simulate", ms, bad.to_str().unwrap(), "--device", fs]);
+    one_line_error(&o, "bad.json");
+    // A budget above the device's 1 KB of fast memory is solved, with a note.
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "2KB",
+        "-s",
+        "checkpoint-all",
+        "--device",
+        fs,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("more than d's fast memory (1.000 KB)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--device",
+        fs,
+    ]);
+    assert!(!stderr(&o).contains("fast memory"), "{}", stderr(&o));
+}
+
+/// The zoo's counts are bounded (a huge one aborted on a failed
+/// allocation, zero gave an empty graph), flags that make an invalid graph
+/// are the user's error, and `-q` keeps it silent.
+#[test]
+fn zoo_flags_are_bounded_and_quiet_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("z.yaml");
+    let os = out.to_str().unwrap();
+    one_line_error(
+        &remat(&["zoo", "linear", "--layers", "0", "-o", os]),
+        "--layers",
+    );
+    one_line_error(
+        &remat(&["zoo", "linear", "--layers", "100000000", "-o", os]),
+        "1..=1000000",
+    );
+    one_line_error(
+        &remat(&["zoo", "random", "--nodes", "0", "-o", os]),
+        "--nodes",
+    );
+    one_line_error(
+        &remat(&[
+            "zoo",
+            "residual",
+            "--blocks",
+            "2",
+            "--memory",
+            "9007199254740992",
+            "-o",
+            os,
+        ]),
+        "2^53",
+    );
+    let o = remat(&["zoo", "linear", "--layers", "3", "-q", "-o", os]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
+    assert_eq!(remat::Graph::load(&out).unwrap().len(), 7);
+}
+
+/// A kernel's members are computed back to back from its first member
+/// (docs/format.md). Its cost is on the first member, so a plan that
+/// recomputed only a later member, or split the kernel around a free, was
+/// accepted at a cost that left the second run of the kernel out.
+#[test]
+fn simulate_refuses_kernels_computed_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = write(
+        dir.path(),
+        "grp.yaml",
+        "name: grp\ngraph: training\nnodes:\n  - {name: x, cost: 1, memory: 10}\n  \
+         - {name: a, cost: 1, memory: 10, deps: [x], group: g}\n  \
+         - {name: c, cost: 0, memory: 10, deps: [x], group: g}\n  \
+         - {name: d, cost: 1, memory: 10, deps: [a, c]}\n",
+    );
+    let gs = g.to_str().unwrap();
+    let head = "# remat plan\n# model: grp\n";
+    let plan = |name: &str, body: &str| write(dir.path(), name, &format!("{head}{body}"));
+    let good = plan(
+        "good.txt",
+        "%0 = allocate x\ncompute x, %0\n%1 = allocate a\ncompute a, %1 <- %0\n\
+         %2 = allocate c\ncompute c, %2 <- %0\ndeallocate %0\n%3 = allocate d\ncompute d, %3 <- %1, %2\n",
+    );
+    let o = remat(&["simulate", gs, good.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("cost             3 "), "{}", stdout(&o));
+    for (name, body, needle) in [
+        (
+            "member.txt",
+            "%0 = allocate x\ncompute x, %0\n%1 = allocate a\ncompute a, %1 <- %0\n\
+             %2 = allocate c\ncompute c, %2 <- %0\n%5 = allocate c\ncompute c, %5 <- %0\n\
+             deallocate %0\n%3 = allocate d\ncompute d, %3 <- %1, %5\n",
+            "computes 'c' apart from its kernel",
+        ),
+        (
+            "split.txt",
+            "%0 = allocate x\ncompute x, %0\n%1 = allocate a\ncompute a, %1 <- %0\n\
+             deallocate %0\n%4 = allocate x\ncompute x, %4\n%2 = allocate c\ncompute c, %2 <- %4\n\
+             deallocate %4\n%3 = allocate d\ncompute d, %3 <- %1, %2\n",
+            "deallocate between the members of a kernel",
+        ),
+        (
+            "order.txt",
+            "%0 = allocate x\ncompute x, %0\n%2 = allocate c\ncompute c, %2 <- %0\n\
+             %1 = allocate a\ncompute a, %1 <- %0\ndeallocate %0\n%3 = allocate d\ncompute d, %3 <- %1, %2\n",
+            "computes 'c' apart from its kernel",
+        ),
+    ] {
+        let p = plan(name, body);
+        one_line_error(&remat(&["simulate", gs, p.to_str().unwrap()]), needle);
+    }
+}

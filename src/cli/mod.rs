@@ -51,8 +51,54 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
-pub fn load_device(path: &Path) -> anyhow::Result<crate::device::Device> {
-    crate::device::Device::load(path).map_err(|e| input_err(e.to_string()))
+/// An output path checked before any work is done: a directory, a file
+/// where a directory should be, or one of the command's own inputs used to be
+/// found out only when the answer was written (after a solve, or with the
+/// input graph overwritten by the plan).
+pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    if path.is_dir() {
+        return Err(input_err(format!(
+            "{}: is a directory; give a file name to write to",
+            path.display()
+        )));
+    }
+    // Missing directories are created when the file is written; a file
+    // where a directory should be is not.
+    if let Some(file) = path
+        .ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists())
+        .filter(|a| !a.is_dir())
+    {
+        return Err(input_err(format!(
+            "{}: {} is a file, not a directory",
+            path.display(),
+            file.display()
+        )));
+    }
+    if let Ok(out) = path.canonicalize() {
+        for input in inputs {
+            if input.canonicalize().is_ok_and(|i| i == out) {
+                return Err(input_err(format!(
+                    "{}: is also an input of this command; writing there would overwrite it",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A device file, checked against the graph it will time.
+pub fn load_device(path: &Path, g: &Graph) -> anyhow::Result<crate::device::Device> {
+    let d = crate::device::Device::load(path).map_err(|e| input_err(e.to_string()))?;
+    d.check_graph(g)
+        .map_err(|e| input_err(format!("{}: {e}", path.display())))?;
+    Ok(d)
 }
 
 pub fn load_graph(path: &Path) -> anyhow::Result<Graph> {

@@ -1,7 +1,7 @@
 //! `remat baselines`: every prior-work heuristic at every knob setting.
 
 use anyhow::Result;
-use remat::cli::{load_graph, write_atomic};
+use remat::cli::{check_output, load_graph, write_atomic};
 use remat::workflows::baselines;
 use std::path::PathBuf;
 
@@ -19,6 +19,9 @@ pub struct Args {
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args { model, output, all } = args;
+    if let Some(o) = &output {
+        check_output(o, &[&model])?;
+    }
     let g = load_graph(&model)?;
     let bar = if ctx.quiet {
         indicatif::ProgressBar::hidden()

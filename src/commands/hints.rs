@@ -2,7 +2,7 @@
 //! (CachedArrays) consumes; the format is in docs/format.md.
 
 use anyhow::Result;
-use remat::cli::{input_err, write_output};
+use remat::cli::{check_output, input_err, write_output};
 use remat::schedule::PlanFile;
 use std::path::PathBuf;
 
@@ -16,6 +16,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    check_output(&args.output, &[&args.plan])?;
     let name = args.plan.display().to_string();
     let text = std::fs::read_to_string(&args.plan)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;

@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{input_err, load_device, load_graph};
+use remat::cli::{check_output, input_err, load_device, load_graph};
 use remat::units::BudgetSpec;
 use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig, MaxBatchError};
 use remat::workflows::resultlog::LogError;
@@ -58,8 +58,11 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         jobs,
         solver,
     } = args;
+    if let Some(o) = &output {
+        check_output(o, &[&model])?;
+    }
     let g = load_graph(&model)?;
-    let device = device.as_deref().map(load_device).transpose()?;
+    let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
     let memory = match (memory.as_deref().map(BudgetSpec::parse), &device) {
         (Some(Ok(BudgetSpec::Absolute(b))), _) => b,
         (Some(Ok(_)), _) => {

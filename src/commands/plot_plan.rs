@@ -36,7 +36,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         device,
     } = args;
     let g = load_graph(&model)?;
-    let device = device.as_deref().map(load_device).transpose()?;
+    let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
     let (file, p) = load_plan(&g, &model, &plan)?;
     let budget = match budget {
         Some(b) => Some(parse_budget(&g, &b)?.bytes),

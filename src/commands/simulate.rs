@@ -30,14 +30,14 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     } = args;
     let g = load_graph(&model)?;
     let (file, p) = load_plan(&g, &model, &plan)?;
-    let device = device.as_deref().map(load_device).transpose()?;
+    let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
+    let rep = simulate_on(&g, &p, device.as_ref())
+        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
     if let Some(w) = device.as_ref().and_then(|d| d.cost_unit_note(&g)) {
         if !ctx.quiet {
             eprintln!("note: {w}");
         }
     }
-    let rep = simulate_on(&g, &p, device.as_ref())
-        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     println!(
         "plan             {} ({} statements)",

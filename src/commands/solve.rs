@@ -3,7 +3,9 @@
 use super::{Ctx, SolverArgs};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use remat::cli::{input_err, interrupt, load_device, load_graph, plan_text, write_output};
+use remat::cli::{
+    check_output, input_err, interrupt, load_device, load_graph, plan_text, write_output,
+};
 use remat::cli::{plural, Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
@@ -55,17 +57,28 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     let g = load_graph(&model)?;
     let device = device
         .as_deref()
-        .map(load_device)
+        .map(|d| load_device(d, &g))
         .transpose()?
         .map(Arc::new);
     let budget = Budget::given_or_device(&g, budget.as_deref(), device.as_deref())?;
-    if let Some(w) = budget.warning(&g) {
-        eprintln!("note: {w}");
+    if let Some(p) = &plan {
+        check_output(p, &[&model])?;
     }
-    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
-        if !ctx.quiet {
-            eprintln!("note: {w}");
-        }
+    // Notes wait until the input has passed every check, so that a bad
+    // input still gets its one line of error.
+    let mut notes: Vec<String> = budget.warning(&g).into_iter().collect();
+    if !ctx.quiet {
+        notes.extend(device.as_deref().and_then(|d| d.cost_unit_note(&g)));
+    }
+    // An explicit budget may exceed the device it is timed on; the plan
+    // then fits the budget and not the card.
+    if let Some(d) = device.as_deref().filter(|d| budget.bytes > d.fast_capacity) {
+        notes.push(format!(
+            "the budget {} is more than {}'s fast memory ({}): the plan fits the budget, not the device",
+            budget.bytes.human(),
+            d.name,
+            d.fast_capacity.human()
+        ));
     }
     let strat = strategies::by_name(&strategy).ok_or_else(|| {
         input_err(format!(
@@ -86,6 +99,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if to_stdout {
         print_summary(&mut std::io::stderr(), &g, &budget, &out)?;

@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{input_err, load_device, load_graph, plural};
+use remat::cli::{check_output, input_err, load_device, load_graph, plural};
 use remat::reports::plot;
 use remat::strategies;
 use remat::workflows::budgets::{self, BudgetList};
@@ -71,18 +71,14 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         device,
         solver,
     } = args;
+    check_output(&output, &[&model])?;
     let g = load_graph(&model)?;
     let device = device
         .as_deref()
-        .map(load_device)
+        .map(|d| load_device(d, &g))
         .transpose()?
         .map(std::sync::Arc::new);
     let quiet = ctx.quiet;
-    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
-        if !ctx.quiet {
-            eprintln!("note: {w}");
-        }
-    }
     let (list, source) = match budgets {
         Some(b) => BudgetList::from_arg(&b),
         None => match budgets::default_file(&model) {
@@ -93,6 +89,11 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     .map_err(|e| input_err(e.to_string()))?;
     list.check_model(&g, &source)
         .map_err(|e| input_err(e.to_string()))?;
+    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
+        if !ctx.quiet {
+            eprintln!("note: {w}");
+        }
+    }
     // An inline `--budgets 90,80` is bytes, and below the smallest budget
     // every row would say infeasible: say what was probably meant.
     if let Some(inline) = source.strip_prefix("--budgets ").filter(|_| !quiet) {

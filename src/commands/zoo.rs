@@ -5,7 +5,7 @@ use anyhow::Result;
 
 pub use remat::zoo::command::ZooArgs as Args;
 
-pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
-    remat::zoo::command::run(&args)?;
+pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    remat::zoo::command::run(&args, ctx.quiet)?;
     Ok(())
 }

@@ -92,6 +92,36 @@ impl Device {
         ))
     }
 
+    /// Why not: step times that overflow to infinity. A throughput or a
+    /// bandwidth can be positive and finite yet so small against the
+    /// graph's costs and sizes that a plan's step is `inf` (a throughput of
+    /// 1e-320 made `solve` print "inf s" and exit 0, and `plot-plan` loop
+    /// forever on its axis). Checked against a hundred passes over the
+    /// graph, more than any plan recomputes, and the largest value's copy.
+    pub fn check_graph(&self, g: &crate::graph::Graph) -> Result<(), String> {
+        let step = self.compute_time(g.total_cost() * 100.0).get();
+        if !step.is_finite() {
+            return Err(format!(
+                "compute: {:e} cost units of {} take an infinite time at this throughput",
+                g.total_cost(),
+                g.name
+            ));
+        }
+        let largest = g.ids().map(|i| g.memory(i)).max().unwrap_or(Bytes::ZERO);
+        for to_slow in [true, false] {
+            let t = self
+                .copy_time(Bytes(largest.get().saturating_mul(100)), to_slow)
+                .get();
+            if !t.is_finite() {
+                return Err(format!(
+                    "slow: copying {}'s largest value ({largest}) takes an infinite time at this bandwidth",
+                    g.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Time one computation of a node of this cost takes.
     pub fn compute_time(&self, cost: f64) -> Seconds {
         match self.throughput {

@@ -205,6 +205,8 @@ fn replay(
     let (mut to_slow, mut to_fast, mut copies) = (Bytes::ZERO, Bytes::ZERO, 0usize);
     let (mut slow_live, mut slow_peak) = (Bytes::ZERO, Bytes::ZERO);
 
+    // The member of the kernel being computed that must come next.
+    let mut kernel_next: Option<usize> = None;
     for (index, st) in plan.statements.iter().enumerate() {
         let fail = |msg: String| SimError { index, msg };
         if st.is_transfer() && device.is_none() {
@@ -212,6 +214,45 @@ fn replay(
             let msg =
                 "is a transfer statement, which needs a device with a slow tier (pass --device)";
             return Err(fail(format!("{op} {msg}")));
+        }
+        // A kernel's members are computed back to back, in member order,
+        // with only their allocations in between (docs/format.md): its cost
+        // sits on the first member, so a later member computed on its own
+        // would be charged nothing for running the whole kernel again.
+        let member = |i: usize| g.node(NodeId::from(i)).name.as_str();
+        match st {
+            Statement::Compute { node, .. } if node.idx() < g.len() => {
+                let i = node.idx();
+                let members = g.group(*node);
+                match kernel_next {
+                    Some(next) if next != i => {
+                        return Err(fail(format!(
+                            "computes '{}' inside a kernel whose next member is '{}' (a group's members are computed back to back, in order)",
+                            member(i),
+                            member(next)
+                        )));
+                    }
+                    None if i != *members.start() => {
+                        return Err(fail(format!(
+                            "computes '{}' apart from its kernel: a group is computed from its first member '{}', the others right after it",
+                            member(i),
+                            member(*members.start())
+                        )));
+                    }
+                    _ => {}
+                }
+                kernel_next = (i < *members.end()).then_some(i + 1);
+            }
+            Statement::Allocate { .. } => {}
+            _ => {
+                if let Some(next) = kernel_next {
+                    return Err(fail(format!(
+                        "{} between the members of a kernel: '{}' is computed with it first",
+                        op_name(st),
+                        member(next)
+                    )));
+                }
+            }
         }
         let dev = device;
         match st {
@@ -560,6 +601,15 @@ fn replay(
                 slow: slow_live,
             });
         }
+    }
+    if let Some(next) = kernel_next {
+        return Err(SimError {
+            index: plan.statements.len(),
+            msg: format!(
+                "the plan ends inside a kernel: '{}' is never computed with it",
+                g.node(NodeId::from(next)).name
+            ),
+        });
     }
     if let Some(missing) = computed_once.iter().position(|c| !c) {
         return Err(SimError {

@@ -37,11 +37,11 @@ pub struct ZooArgs {
     /// Sequence length in tokens (gpt2, ops-transformer).
     #[arg(long)]
     pub seq_len: Option<u64>,
-    /// linear, ops-transformer, ops-chain: number of layers (blocks).
-    #[arg(long)]
+    /// linear, ops-transformer, ops-chain: number of layers (blocks), 1 to 10^6.
+    #[arg(long, value_parser = count(1_000_000))]
     pub layers: Option<usize>,
-    /// random: total nodes; ops-chain: the fewest blocks with at least this many nodes.
-    #[arg(long)]
+    /// random: total nodes; ops-chain: the fewest blocks with at least this many nodes (1 to 10^7).
+    #[arg(long, value_parser = count(10_000_000))]
     pub nodes: Option<usize>,
     /// random: nodes per layer, at most.
     #[arg(long)]
@@ -67,12 +67,19 @@ pub struct ZooArgs {
     /// random: emit a forward graph with a loss (the tool adds gradients).
     #[arg(long)]
     pub forward: bool,
-    /// residual: number of residual blocks.
-    #[arg(long)]
+    /// residual: number of residual blocks, 1 to 10^6.
+    #[arg(long, value_parser = count(1_000_000))]
     pub blocks: Option<usize>,
     /// residual: layers per residual branch.
     #[arg(long)]
     pub branch: Option<usize>,
+}
+
+/// A count flag from 1 to `max`. Zero made some generators emit an empty
+/// graph and others fail; a huge count aborted on a failed allocation
+/// (`--layers 100000000` asked for 35 GB) instead of a one-line error.
+fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=max)
 }
 
 impl ZooArgs {
@@ -109,7 +116,7 @@ fn zoo_err(e: ZooError) -> anyhow::Error {
 }
 
 /// Runs `remat zoo`.
-pub fn run(args: &ZooArgs) -> anyhow::Result<()> {
+pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
     if args.list {
         print_list();
         return Ok(());
@@ -120,7 +127,7 @@ pub fn run(args: &ZooArgs) -> anyhow::Result<()> {
                 "--all regenerates the committed files as they are; it takes no {flags}"
             )));
         }
-        return regenerate(&args.dir, args.check);
+        return regenerate(&args.dir, args.check, quiet);
     }
     let Some(name) = args.name.as_deref() else {
         return Err(input_err(
@@ -128,13 +135,21 @@ pub fn run(args: &ZooArgs) -> anyhow::Result<()> {
         ));
     };
     let (file, header) = generate(name, args)?;
-    Graph::from_file(&file, name)
-        .map_err(|e| anyhow::anyhow!("generated graph is invalid (a zoo bug): {e}"))?;
+    // Sizes and costs come from the flags (`--memory`, `--cost`), so a
+    // graph that fails validation is the flags' doing as often as not.
+    Graph::from_file(&file, name).map_err(|e| {
+        input_err(format!(
+            "the graph these flags generate is invalid: {}",
+            e.to_string().replace('\n', " ")
+        ))
+    })?;
     let text = file.to_yaml(Some(&header));
     match &args.output {
         Some(path) => {
             write_atomic(path, text.as_bytes())?;
-            eprintln!("wrote {} ({} nodes)", path.display(), file.nodes.len());
+            if !quiet {
+                eprintln!("wrote {} ({} nodes)", path.display(), file.nodes.len());
+            }
         }
         None => print!("{text}"),
     }
@@ -342,7 +357,7 @@ fn print_list() {
 }
 
 /// `remat zoo --all [--check]`.
-fn regenerate(dir: &Path, check: bool) -> anyhow::Result<()> {
+fn regenerate(dir: &Path, check: bool, quiet: bool) -> anyhow::Result<()> {
     let files = committed_files().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut differ = Vec::new();
     for f in &files {
@@ -354,7 +369,9 @@ fn regenerate(dir: &Path, check: bool) -> anyhow::Result<()> {
             }
         } else {
             write_atomic(&path, f.contents.as_bytes())?;
-            eprintln!("wrote {}", path.display());
+            if !quiet {
+                eprintln!("wrote {}", path.display());
+            }
         }
     }
     if !differ.is_empty() {
