@@ -605,6 +605,17 @@ fn output_paths_are_checked_first() {
         &remat(&["sweep", ms, "-s", "checkpoint-all", "-o", d]),
         "is a directory",
     );
+    // sweep's plot format and plan directory are checked before the sweep.
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let sweep = |extra: &[&str]| {
+        let mut a = vec!["sweep", ms, "-s", "checkpoint-all", "-o", cs];
+        a.extend_from_slice(extra);
+        remat(&a)
+    };
+    one_line_error(&sweep(&["--plot", "x.bmp"]), "unsupported plot format");
+    one_line_error(&sweep(&["--plans", ms]), "--plans names a directory");
+    assert!(!csv.exists());
     assert_eq!(std::fs::read_to_string(&m).unwrap(), before);
     // A plan file in a directory still to be made is fine.
     let ok = dir.path().join("new/plan.json");
@@ -797,5 +808,41 @@ fn simulate_refuses_kernels_computed_apart() {
     ] {
         let p = plan(name, body);
         one_line_error(&remat(&["simulate", gs, p.to_str().unwrap()]), needle);
+    }
+}
+
+/// Labels that would garble the tool's own output, or plans it could not
+/// read back, are refused: white space around a node name (a text plan
+/// trims it), control characters in the model name, `cost_unit` or `op`,
+/// and a forward node named like a generated gradient.
+#[test]
+fn labels_that_break_output_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, needle) in [
+        (
+            "space.yaml",
+            "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: ' loss ', cost: 1, memory: 1, deps: [a]}\n",
+            "white space",
+        ),
+        (
+            "ctrl.yaml",
+            "name: \"m\\nX\"\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a]}\n",
+            "name 'm\\nX' may not contain control characters",
+        ),
+        (
+            "unit.yaml",
+            "name: m\ngraph: forward\ncost_unit: \"x\\u001b\"\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a]}\n",
+            "cost_unit",
+        ),
+        (
+            "grad.yaml",
+            "name: m\ngraph: forward\nnodes:\n  - {name: grad/a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [grad/a]}\n",
+            "node 'grad/a'",
+        ),
+    ] {
+        let p = write(dir.path(), name, text);
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        one_line_error(&o, needle);
+        assert!(stderr(&o).contains(name), "{}", stderr(&o));
     }
 }

@@ -72,6 +72,16 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         solver,
     } = args;
     check_output(&output, &[&model])?;
+    if let Some(p) = &plot {
+        plot::check_format(p).map_err(|e| input_err(e.to_string()))?;
+        check_output(p, &[&model, &output])?;
+    }
+    if let Some(p) = plans.as_ref().filter(|p| p.exists() && !p.is_dir()) {
+        return Err(input_err(format!(
+            "{}: --plans names a directory to write plans into, and this is a file",
+            p.display()
+        )));
+    }
     let g = load_graph(&model)?;
     let device = device
         .as_deref()

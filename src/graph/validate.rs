@@ -140,7 +140,32 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
     {
         return Err(Problem::BadFixed(file.fixed_memory));
     }
+    // Labels are echoed in summaries, errors and plan headers: a newline or
+    // an escape code in one splits or garbles them.
+    let labels = [
+        ("name", Some(&file.name)),
+        ("cost_unit", file.cost_unit.as_ref()),
+    ];
+    for (key, v) in labels
+        .into_iter()
+        .chain(file.nodes.iter().map(|n| ("op", n.op.as_ref())))
+    {
+        if let Some(v) = v.filter(|v| v.chars().any(char::is_control)) {
+            return Err(Problem::Other(format!(
+                "{key} '{}' may not contain control characters",
+                v.escape_debug()
+            )));
+        }
+    }
     let order = check_and_order(&file.nodes)?;
+    if file.graph == GraphKind::Forward {
+        if let Some(n) = file.nodes.iter().find(|n| n.name.starts_with("grad/")) {
+            return Err(Problem::Node {
+                node: n.name.escape_debug().to_string(),
+                msg: "'grad/...' names are the generated gradients' in 'graph: forward' files; rename it".into(),
+            });
+        }
+    }
     let specs: Vec<NodeSpec> = match file.graph {
         GraphKind::Training => {
             for n in &file.nodes {
@@ -324,6 +349,13 @@ pub(crate) fn check_and_order(nodes: &[NodeSpec]) -> Result<Vec<usize>, Problem>
         if n.name.chars().any(char::is_control) {
             return Err(Problem::Other(format!(
                 "node #{i} '{}': names may not contain control characters",
+                n.name.escape_debug()
+            )));
+        }
+        // Text plans name nodes by their trimmed words.
+        if n.name.trim() != n.name {
+            return Err(Problem::Other(format!(
+                "node #{i} '{}': names may not start or end with white space",
                 n.name.escape_debug()
             )));
         }

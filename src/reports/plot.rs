@@ -86,6 +86,20 @@ fn tick(x: &f64) -> String {
     }
 }
 
+/// Whether `path` names a format the plots can be drawn in, so that a
+/// command can refuse it before a long run rather than after.
+pub fn check_format(path: &Path) -> Result<(), PlotError> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("svg" | "png") => Ok(()),
+        _ => Err(PlotError::Format {
+            path: path.display().to_string(),
+        }),
+    }
+}
+
 /// Draws with the backend the extension names, then moves the file into
 /// place, so a reader never sees a half-written plot.
 fn render(
