@@ -57,12 +57,15 @@ fn push_once(v: &mut Vec<u32>, id: u32) {
     }
 }
 
-/// A plan whose registers do not add up: used before it exists.
+/// A plan whose registers do not add up: one used before it exists or
+/// after it is freed, or created twice. Hints of such a plan would tell a
+/// runtime to read memory it already retired.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("statement {index}: register %{register} is used but no earlier statement creates it")]
+#[error("statement {index}: register %{register} {what}")]
 pub struct HintError {
     pub index: usize,
     pub register: Register,
+    pub what: &'static str,
 }
 
 /// Builds the hint stream of a plan file.
@@ -74,11 +77,23 @@ pub fn hints(plan: &PlanFile) -> Result<Hints, HintError> {
     let mut steps: Vec<Step> = Vec::new();
     let mut cur = Step::default();
     for (index, st) in plan.statements.iter().enumerate() {
+        let err = |r: &Register, what| HintError {
+            index,
+            register: *r,
+            what,
+        };
         let of = |r: &Register, object: &HashMap<Register, u32>| {
-            object.get(r).copied().ok_or(HintError {
-                index,
-                register: *r,
-            })
+            object.get(r).copied().ok_or(err(
+                r,
+                "is used but is not live (never created, or freed before)",
+            ))
+        };
+        let fresh = |r: &Register, object: &HashMap<Register, u32>| {
+            if object.contains_key(r) {
+                Err(err(r, "is created again while it is live"))
+            } else {
+                Ok(())
+            }
         };
         match st {
             FileStatement::Allocate {
@@ -86,6 +101,7 @@ pub fn hints(plan: &PlanFile) -> Result<Hints, HintError> {
                 node,
                 bytes,
             } => {
+                fresh(register, &object)?;
                 let id = objects.len() as u32;
                 objects.push(Object {
                     id,
@@ -110,18 +126,21 @@ pub fn hints(plan: &PlanFile) -> Result<Hints, HintError> {
             }
             FileStatement::CopyOut { register, src } => {
                 let o = of(src, &object)?;
+                fresh(register, &object)?;
                 object.insert(*register, o);
                 copies[o as usize] += 1;
                 push_once(&mut cur.archive, o);
             }
             FileStatement::CopyIn { register, src } => {
                 let o = of(src, &object)?;
+                fresh(register, &object)?;
                 object.insert(*register, o);
                 copies[o as usize] += 1;
                 push_once(&mut cur.will_read, o);
             }
             FileStatement::Deallocate { register } | FileStatement::Drop { register } => {
                 let o = of(register, &object)?;
+                object.remove(register);
                 let left = &mut copies[o as usize];
                 *left = left.saturating_sub(1);
                 if *left == 0 {

@@ -624,6 +624,29 @@ fn output_paths_are_checked_first() {
     // hints may not write over the plan it reads.
     let okp = ok.to_str().unwrap();
     one_line_error(&remat(&["hints", okp, "-o", okp]), "is also an input");
+    // ... nor describe a plan that reads a register after freeing it: the
+    // valid plan gets hints; with its first free moved to the front, the
+    // plan reads that register afterwards and is refused.
+    let h = dir.path().join("h.json");
+    let o = remat(&["hints", okp, "-o", h.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ok).unwrap()).unwrap();
+    let st = plan["statements"].as_array_mut().unwrap();
+    let k = st.iter().position(|s| s["op"] == "deallocate").unwrap();
+    let reg = st[k]["register"].clone();
+    let first_read = st
+        .iter()
+        .position(|s| s["args"].as_array().is_some_and(|a| a.contains(&reg)))
+        .unwrap();
+    assert!(first_read < k);
+    let free = st.remove(k);
+    st.insert(first_read, free);
+    let bad = write(dir.path(), "freed.json", &plan.to_string());
+    one_line_error(
+        &remat(&["hints", bad.to_str().unwrap(), "-o", h.to_str().unwrap()]),
+        "is not live",
+    );
 }
 
 /// A device whose throughput is so small against the graph's costs that
