@@ -668,21 +668,21 @@ fn devices_that_overflow_step_times_are_refused() {
             ),
         )
     };
-    let tiny = dev("tiny.yaml", "1e-320");
-    let ts = tiny.to_str().unwrap();
-    one_line_error(
-        &remat(&[
+    let solve_on = |budget: &str, device: &str| {
+        remat(&[
             "solve",
             ms,
             "-b",
-            "100%",
+            budget,
             "-s",
             "checkpoint-all",
             "--device",
-            ts,
-        ]),
-        "tiny.yaml: compute",
-    );
+            device,
+        ])
+    };
+    let tiny = dev("tiny.yaml", "1e-320");
+    let ts = tiny.to_str().unwrap();
+    one_line_error(&solve_on("100%", ts), "tiny.yaml: compute");
     let plan = dir.path().join("p.json");
     let ps = plan.to_str().unwrap();
     let o = remat(&[
@@ -714,32 +714,14 @@ fn devices_that_overflow_step_times_are_refused() {
     let o = remat(&["simulate", ms, bad.to_str().unwrap(), "--device", fs]);
     one_line_error(&o, "bad.json");
     // A budget above the device's 1 KB of fast memory is solved, with a note.
-    let o = remat(&[
-        "solve",
-        ms,
-        "-b",
-        "2KB",
-        "-s",
-        "checkpoint-all",
-        "--device",
-        fs,
-    ]);
+    let o = solve_on("2KB", fs);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("more than d's fast memory (1.000 KB)"),
         "{}",
         stderr(&o)
     );
-    let o = remat(&[
-        "solve",
-        ms,
-        "-b",
-        "100%",
-        "-s",
-        "checkpoint-all",
-        "--device",
-        fs,
-    ]);
+    let o = solve_on("100%", fs);
     assert!(!stderr(&o).contains("fast memory"), "{}", stderr(&o));
 }
 

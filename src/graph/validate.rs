@@ -158,14 +158,6 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
         }
     }
     let order = check_and_order(&file.nodes)?;
-    if file.graph == GraphKind::Forward {
-        if let Some(n) = file.nodes.iter().find(|n| n.name.starts_with("grad/")) {
-            return Err(Problem::Node {
-                node: n.name.escape_debug().to_string(),
-                msg: "'grad/...' names are the generated gradients' in 'graph: forward' files; rename it".into(),
-            });
-        }
-    }
     let specs: Vec<NodeSpec> = match file.graph {
         GraphKind::Training => {
             for n in &file.nodes {
@@ -220,6 +212,16 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
                 }
                 return Err(Problem::Duplicate(n.name.clone()));
             }
+        }
+    }
+    // Reserved even without a collision (docs/format.md): its gradient
+    // would be 'grad/grad/a', a name that reads as a gradient's gradient.
+    if file.graph == GraphKind::Forward {
+        if let Some(n) = file.nodes.iter().find(|n| n.name.starts_with("grad/")) {
+            return Err(Problem::Node {
+                node: n.name.escape_debug().to_string(),
+                msg: "'grad/...' names are the generated gradients' in 'graph: forward' files; rename it".into(),
+            });
         }
     }
     let mut nodes = Vec::with_capacity(specs.len());
