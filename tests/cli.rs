@@ -851,3 +851,22 @@ fn labels_that_break_output_are_refused() {
         assert!(stderr(&o).contains(name), "{}", stderr(&o));
     }
 }
+
+/// max-batch refuses limits that admit nothing: an overhead factor below 1
+/// (no plan costs less than checkpoint-all; every strategy answered "max
+/// batch 0") and a largest batch of 0.
+#[test]
+fn max_batch_refuses_limits_that_admit_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec!["max-batch", ms, "--memory", "1KB", "-s", "checkpoint-all"];
+        a.extend_from_slice(extra);
+        remat(&a)
+    };
+    one_line_error(&run(&["--max-overhead", "0.5"]), "at least 1");
+    one_line_error(&run(&["--max-batch", "0"]), "--max-batch");
+    let o = run(&["--max-overhead", "1.0", "--max-batch", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

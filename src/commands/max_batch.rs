@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, requires = "device", value_parser = parse_slowdown)]
     max_slowdown: Option<f64>,
     /// Largest batch tried.
-    #[arg(long, default_value_t = 1 << 24)]
+    #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u32).range(1..))]
     max_batch: u32,
     /// Write the results as CSV (rows are kept; re-running skips them).
     #[arg(short, long)]
@@ -94,8 +94,12 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let mut cfg = MaxBatchConfig::new(memory);
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     if let Some(f) = max_overhead {
-        if !(f.is_finite() && f > 0.0) {
-            return Err(input_err("--max-overhead must be a positive number"));
+        // No plan costs less than checkpoint-all: below 1 every batch
+        // would be refused and the answer would read "max batch 0".
+        if !(f.is_finite() && f >= 1.0) {
+            return Err(input_err(format!(
+                "--max-overhead is a factor of the checkpoint-all cost, at least 1 (1.1 allows 10% more), not {f}"
+            )));
         }
         cfg.rule = CostRule::MaxOverhead(f);
     }
