@@ -93,6 +93,14 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints the device's note on the graph's cost unit, if any, unless
+/// quiet: for commands whose input has already passed every check.
+pub fn note_cost_unit(device: Option<&crate::device::Device>, g: &Graph, quiet: bool) {
+    if let Some(w) = device.and_then(|d| d.cost_unit_note(g)).filter(|_| !quiet) {
+        eprintln!("note: {w}");
+    }
+}
+
 /// A device file, checked against the graph it will time.
 pub fn load_device(path: &Path, g: &Graph) -> anyhow::Result<crate::device::Device> {
     let d = crate::device::Device::load(path).map_err(|e| input_err(e.to_string()))?;

@@ -33,11 +33,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
     let rep = simulate_on(&g, &p, device.as_ref())
         .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
-    if let Some(w) = device.as_ref().and_then(|d| d.cost_unit_note(&g)) {
-        if !ctx.quiet {
-            eprintln!("note: {w}");
-        }
-    }
+    remat::cli::note_cost_unit(device.as_ref(), &g, ctx.quiet);
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     println!(
         "plan             {} ({} statements)",

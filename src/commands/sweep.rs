@@ -99,11 +99,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     .map_err(|e| input_err(e.to_string()))?;
     list.check_model(&g, &source)
         .map_err(|e| input_err(e.to_string()))?;
-    if let Some(w) = device.as_deref().and_then(|d| d.cost_unit_note(&g)) {
-        if !ctx.quiet {
-            eprintln!("note: {w}");
-        }
-    }
+    remat::cli::note_cost_unit(device.as_deref(), &g, ctx.quiet);
     // An inline `--budgets 90,80` is bytes, and below the smallest budget
     // every row would say infeasible: say what was probably meant.
     if let Some(inline) = source.strip_prefix("--budgets ").filter(|_| !quiet) {

@@ -89,15 +89,19 @@ fn tick(x: &f64) -> String {
 /// Whether `path` names a format the plots can be drawn in, so that a
 /// command can refuse it before a long run rather than after.
 pub fn check_format(path: &Path) -> Result<(), PlotError> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("svg" | "png") => Ok(()),
+    match extension(path).as_str() {
+        "svg" | "png" => Ok(()),
         _ => Err(PlotError::Format {
             path: path.display().to_string(),
         }),
     }
+}
+
+/// The lower-case extension that picks the backend ("" without one).
+fn extension(path: &Path) -> String {
+    path.extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
 }
 
 /// Draws with the backend the extension names, then moves the file into
@@ -113,11 +117,7 @@ fn render(
         path: name.clone(),
         msg,
     };
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
+    match extension(path).as_str() {
         "svg" => {
             let mut text = String::new();
             {
