@@ -761,7 +761,9 @@ fn search_inner(
         let mut seen: Vec<Option<(usize, usize)>> = vec![None; g.len()];
         let comp = Computes::of(&cur.sch);
         let mut listed = std::collections::HashSet::new();
-        let mut earlies: Vec<Drop> = Vec::new();
+        // Candidates with the stage they were found at: their early
+        // variants are only walked for when the search is stuck.
+        let mut stuck_cands: Vec<(Drop, usize)> = Vec::new();
         let mut visited = 0usize;
         for &t in cur.over.iter().take(OVER_STAGES) {
             for v in cur.sch.kept(t).map(|v| v.idx()) {
@@ -781,7 +783,7 @@ fn search_inner(
                     seen[v] = Some((d.from, d.to));
                     if listed.insert((d.node, d.from)) {
                         cands.push(d);
-                        earlies.extend(early(g, &cur.sch, &cur.stage_peak, cap, d, t));
+                        stuck_cands.push((d, t));
                     }
                 }
             }
@@ -874,13 +876,14 @@ fn search_inner(
         let mut escape: Option<(f64, Move, Drop, Eval)> = None;
         // Early recomputations come last, and only when no other move
         // removes excess: where the usual moves work they change nothing.
-        let mut earlies = Some(earlies);
+        let mut earlies = Some(stuck_cands);
         let mut moves: Box<dyn Iterator<Item = (Move, Drop)>> = Box::new(moves.into_iter());
         while let Some((kind, d)) = moves.next().or_else(|| {
             let e = earlies.take().filter(|_| best.is_none())?;
             let mut ranked: Vec<(f64, Drop)> = e
                 .iter()
-                .flat_map(|d| with_twin(g, d))
+                .filter_map(|&(d, t)| early(g, &cur.sch, &cur.stage_peak, cap, d, t))
+                .flat_map(|d| with_twin(g, &d))
                 .filter_map(|d| {
                     let (cost, freed) = forecast(g, &cur.sch, &cur.stage_excess, d);
                     (freed > 0.0).then_some((cost / freed, d))
