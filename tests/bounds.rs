@@ -1,6 +1,6 @@
 //! The cover program's validity, checked plan by plan: every plan that any
 //! strategy produces and that fits its budget maps to a feasible point of
-//! the program at both details, at no more than its simulated cost. That is
+//! the program at every detail, at no more than its simulated cost. That is
 //! the argument the bound rests on (src/solver/cover.rs), tested on every
 //! kind of plan we make rather than on optima alone.
 
@@ -19,7 +19,7 @@ fn check_plans(name: &str, g: &Graph, budget: Bytes, skip: &[&str], secs: u64) -
         ..SolveOptions::default()
     };
     let needs = stage_needs(g, budget);
-    let programs: Vec<Program> = [Detail::Segments, Detail::Moments]
+    let programs: Vec<Program> = [Detail::Segments, Detail::SegmentInputs, Detail::Moments]
         .into_iter()
         .map(|d| Program::build(g, &needs, d))
         .collect();

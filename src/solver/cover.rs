@@ -28,6 +28,19 @@
 //!   after `r` is resident unless claimed absent, and so are `v`'s dead
 //!   inputs.
 //!
+//! The segment details ([`Detail::Segments`], [`Detail::SegmentInputs`])
+//! have one column per segment, standing for any recomputation in it, and
+//! claim the value absent through the whole segment. They have no moment
+//! rows. The input rows still hold there for a chosen set of inputs, the
+//! largest whose bytes together fit in the value's own: a plan that brings
+//! `v` back in stage `r` holds each such input `u` from its last reader up
+//! to `r`, so the claim "`u` kept" is true up to `r`. Past `r` it may be
+//! false, but there `v` is present while its column claims it absent, and
+//! `v`'s bytes, over-claimed, make up for the input bytes wrongly charged
+//! (each input charged once per stage, for whichever columns ask). This is
+//! what makes a cheap value cheap only with its input: GPT-2's softmax
+//! costs 1/26 of its scores, which died when it was computed.
+//!
 //! What the program leaves out (why it is a bound, not the optimum): the
 //! inputs of the inputs' recomputations, and values that are present when
 //! it claims them absent. The eviction bound is its one-stage fractional
@@ -72,6 +85,12 @@ pub enum Detail {
     /// milliseconds to seconds up to 10³ nodes, and already exact on the
     /// CNN training graphs.
     Segments,
+    /// The segment columns, plus the input rows for the inputs a column can
+    /// pay for (see `linked_inputs`): still linear in the edges and the hot
+    /// stages they span, and far tighter wherever a cheap value is cheap
+    /// only because its input is gone (a softmax whose scores were freed:
+    /// GPT-2 at 50%, 2.0% → 0.2% of the plan).
+    SegmentInputs,
     /// A column per segment and recomputation stage, with the input and
     /// moment rows: quadratic in segment length, and much tighter on
     /// random DAGs, where recomputations drag their inputs along.
@@ -131,10 +150,62 @@ impl<'a> Room<'a> {
     }
 }
 
-/// How big each program would be: (nonzeros of [`Detail::Segments`],
-/// columns of [`Detail::Moments`]). The second is counted exactly only
-/// when the segments are short enough for that to be cheap.
-fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
+/// The inputs of `v` whose link rows a recomputation column of `v` gets.
+/// A [`Detail::Moments`] column says when `v` comes back, so every input
+/// is linked; a segment column, only [`segment_inputs`].
+fn linked_inputs(g: &Graph, detail: Detail, v: usize) -> Vec<usize> {
+    match detail {
+        Detail::Segments => Vec::new(),
+        Detail::SegmentInputs => segment_inputs(g, v),
+        Detail::Moments => g
+            .deps(NodeId::from(v))
+            .iter()
+            .map(|u| u.idx())
+            .filter(|&u| g.memory(NodeId::from(u)).get() > 0)
+            .collect(),
+    }
+}
+
+/// The inputs a segment column of `v` may link: the largest whose bytes
+/// together fit in `v`'s. A segment column claims `v` absent through its
+/// whole segment, also after the plan has brought it back, and an input
+/// linked there may be claimed kept at stages where the plan has freed it
+/// again; the claim stays valid as long as `v`'s bytes, which the column
+/// over-claims at those stages, pay for the inputs it wrongly holds (module
+/// doc). The step cover program links the same ones.
+pub(crate) fn segment_inputs(g: &Graph, v: usize) -> Vec<usize> {
+    let mut deps: Vec<usize> = g
+        .deps(NodeId::from(v))
+        .iter()
+        .map(|u| u.idx())
+        .filter(|&u| g.memory(NodeId::from(u)).get() > 0)
+        .collect();
+    deps.sort_by_key(|&u| std::cmp::Reverse(g.memory(NodeId::from(u))));
+    let mut room = g.memory(NodeId::from(v)).get();
+    deps.retain(|&u| {
+        let m = g.memory(NodeId::from(u)).get();
+        let fits = m <= room;
+        if fits {
+            room -= m;
+        }
+        fits
+    });
+    deps
+}
+
+/// How big each program would be, to choose those worth building.
+struct Sizes {
+    /// Nonzeros of the stage rows of [`Detail::Segments`].
+    segment_nonzeros: usize,
+    /// Link rows [`Detail::SegmentInputs`] adds, at most (every input
+    /// counted, not only those `linked_inputs` keeps).
+    input_links: usize,
+    /// Columns of [`Detail::Moments`], counted exactly only when the
+    /// segments are short enough for that to be cheap.
+    moment_columns: usize,
+}
+
+fn sizes(g: &Graph, budget: Bytes) -> Sizes {
     let needs = stage_needs(g, budget);
     // hot_before[t]: hot stages among 0..t.
     let mut hot_before = vec![0usize; g.len() + 1];
@@ -145,20 +216,34 @@ fn sizes(g: &Graph, budget: Bytes) -> (usize, usize) {
         .into_iter()
         .filter(|s| g.memory(s.value).get() > 0)
         .collect();
-    let nonzeros = all
+    let segment_nonzeros = all
         .iter()
         .map(|s| hot_before[s.last + 1] - hot_before[s.first])
         .sum();
-    let stages: usize = all.iter().map(|s| s.last + 2 - s.first).sum();
-    if stages > 20 * MOMENT_COLUMNS_MAX {
-        return (nonzeros, stages);
-    }
-    let room = Room::new(g, &needs);
-    let columns = all
+    let last = last_use(g);
+    let input_links = all
         .iter()
-        .map(|s| (s.first..=s.last + 1).filter(|&r| room.keeps(s, r)).count())
+        .flat_map(|s| g.deps(s.value).iter().map(move |&u| (s, u)))
+        .filter(|&(_, u)| g.memory(u).get() > 0)
+        .map(|(s, u)| {
+            let from = (last[u.idx()].idx() + 1).min(s.last + 1);
+            hot_before[s.last + 1] - hot_before[from]
+        })
         .sum();
-    (nonzeros, columns)
+    let stages: usize = all.iter().map(|s| s.last + 2 - s.first).sum();
+    let moment_columns = if stages > 20 * MOMENT_COLUMNS_MAX {
+        stages
+    } else {
+        let room = Room::new(g, &needs);
+        all.iter()
+            .map(|s| (s.first..=s.last + 1).filter(|&r| room.keeps(s, r)).count())
+            .sum()
+    };
+    Sizes {
+        segment_nonzeros,
+        input_links,
+        moment_columns,
+    }
 }
 
 /// Builds and solves the cover program on HiGHS within `params`. A plan in
@@ -248,7 +333,7 @@ impl Program {
             }
             let mut one = Vec::new();
             let from = match detail {
-                Detail::Segments => s.last + 1,
+                Detail::Segments | Detail::SegmentInputs => s.last + 1,
                 Detail::Moments => s.first,
             };
             for r in from..=s.last + 1 {
@@ -271,30 +356,13 @@ impl Program {
                 model.add_row(f64::NEG_INFINITY, 1.0, &one);
             }
         }
-        if detail == Detail::Segments {
-            // A column then only says "absent somewhere in the segment", not
-            // when it comes back, so the input and moment rows do not apply.
-            for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
-                model.add_row(needs[t], f64::INFINITY, row);
-            }
-            return Program {
-                model,
-                scale,
-                detail,
-                recomputes,
-                again: HashMap::new(),
-                links: Vec::new(),
-            };
-        }
-
         // Inputs that died before the recomputation: computed again once
         // (ρ[u]) or kept through every hot stage in between (e[u, t]).
         let mut again: HashMap<usize, Col> = HashMap::new();
         let mut kept: HashMap<(usize, usize), Col> = HashMap::new();
         let mut links: Vec<[(Col, f64); 3]> = Vec::new();
         for x in &recomputes {
-            for &u in g.deps(NodeId::from(x.value)) {
-                let u = u.idx();
+            for u in linked_inputs(g, detail, x.value) {
                 let gap = last[u] + 1..x.recompute;
                 if mem(u) <= 0.0 || !gap.clone().any(hot) {
                     continue;
@@ -317,6 +385,18 @@ impl Program {
         }
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
             model.add_row(needs[t], f64::INFINITY, row);
+        }
+        if detail != Detail::Moments {
+            // A column then only says "absent somewhere in the segment", not
+            // when it comes back, so the moment rows do not apply.
+            return Program {
+                model,
+                scale,
+                detail,
+                recomputes,
+                again,
+                links,
+            };
         }
 
         // The moment of each recomputation.
@@ -386,7 +466,7 @@ impl Program {
                 end += 1;
             }
             let chosen = match self.detail {
-                Detail::Segments => (c.first..=c.recompute)
+                Detail::Segments | Detail::SegmentInputs => (c.first..=c.recompute)
                     .any(|t| computes(t, c.value))
                     .then_some(c.col),
                 // The last recomputation in the segment, moved forward to
@@ -427,6 +507,9 @@ impl Program {
 /// it the eviction bound alone is reported. random-layered-n1000 at 60%
 /// has ~10⁵ and solves in ~6 s.
 pub const SEGMENT_NONZEROS_MAX: usize = 400_000;
+
+/// Most link rows a [`Detail::SegmentInputs`] program may add.
+pub const INPUT_LINKS_MAX: usize = 1_000_000;
 
 /// Largest [`Detail::Moments`] program worth building (columns kept, see
 /// `Room::keeps`). Measured: 608 columns solve in 0.4 s (random-layered
@@ -484,10 +567,17 @@ pub fn eviction(g: &Graph, budget: Bytes) -> GraphBound {
 /// The cover programs small enough to build for this instance, in the
 /// order [`graph_bound`] solves them.
 pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<Detail> {
-    let (segment_nonzeros, moment_cols) = sizes(g, budget);
+    let size = sizes(g, budget);
     [
-        (Detail::Segments, segment_nonzeros <= SEGMENT_NONZEROS_MAX),
-        (Detail::Moments, moment_cols <= MOMENT_COLUMNS_MAX),
+        (
+            Detail::Segments,
+            size.segment_nonzeros <= SEGMENT_NONZEROS_MAX,
+        ),
+        (
+            Detail::SegmentInputs,
+            size.segment_nonzeros <= SEGMENT_NONZEROS_MAX && size.input_links <= INPUT_LINKS_MAX,
+        ),
+        (Detail::Moments, size.moment_columns <= MOMENT_COLUMNS_MAX),
     ]
     .into_iter()
     .filter_map(|(d, fits)| fits.then_some(d))
@@ -529,6 +619,7 @@ pub fn raise_bound(
                         "cover program ({}, {} columns, {} in {:.2} s)",
                         match detail {
                             Detail::Segments => "segments",
+                            Detail::SegmentInputs => "segments with inputs",
                             Detail::Moments => "recomputation moments",
                         },
                         c.columns,
