@@ -41,10 +41,15 @@
 //! segments' lengths, so the whole-step form stands in past
 //! [`STAGED_MAX_COLUMNS`].
 //!
-//! What both leave out: recomputations' inputs and where in its segment a
-//! recomputation runs, memory at moments other than a node's
-//! first computation, and the slow tier's capacity. That is why it is a
-//! bound and not the optimum.
+//! Both forms give a recomputation the input rows of the segment cover
+//! (`InputLinks`): an input that died before it is kept, recomputed or
+//! brought back from the slow tier, the last two loading their lanes over
+//! the whole step.
+//!
+//! What both leave out: the inputs a recomputation's bytes cannot pay for,
+//! the inputs of inputs, where in its segment a recomputation runs, memory
+//! at moments other than a node's first computation, and the slow tier's
+//! capacity. That is why it is a bound and not the optimum.
 
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
 use crate::device::{Device, Engines};
