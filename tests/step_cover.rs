@@ -11,6 +11,7 @@ use remat::solve::{run, Outcome};
 use remat::solver::step_cover::{step_cover_bound, Copies};
 use remat::solver::Params;
 use remat::strategies::{self, SolveOptions, Status};
+use remat::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +53,25 @@ fn cover_for(
         .get()
 }
 
+/// The outcomes with a plan of every seed policy and of `extra`, each
+/// given `secs`.
+fn plans(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    secs: u64,
+    extra: &[&str],
+) -> Vec<(String, Outcome)> {
+    let mut all = strategies::seed_policies();
+    all.extend(extra.iter().map(|n| strategies::by_name(n).unwrap()));
+    all.into_iter()
+        .filter_map(|p| {
+            let out = run(g, p.as_ref(), budget, &opts(dev, secs, false)).ok()?;
+            out.status.has_plan().then(|| (p.name().to_string(), out))
+        })
+        .collect()
+}
+
 /// The bound holds for the plans of every seed policy, of remat-fast's
 /// offload moves and of remat-tiered, on devices with a PCIe link, direct
 /// reads (GH200) and a slow persistent tier: a bound above any of them
@@ -78,26 +98,17 @@ fn the_step_cover_is_below_every_plan() {
                     "{name} at {pct}%: {lb_off}"
                 );
                 above_all_fast += usize::from(lb > all_fast * 1.001);
-                let mut plans: Vec<Box<dyn strategies::Strategy>> = strategies::seed_policies();
-                plans.push(strategies::by_name("remat-fast").unwrap());
-                plans.push(strategies::by_name("remat-tiered").unwrap());
-                for p in plans {
-                    let o = opts(&dev, 2, false);
-                    if let Ok(out) = run(&g, p.as_ref(), budget, &o) {
-                        if out.status.has_plan() {
-                            let s = step(&out);
-                            assert!(
-                                lb <= s * (1.0 + 1e-6),
-                                "{} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
-                                p.name(),
-                                dev.name
-                            );
-                            if out.sim.as_ref().unwrap().computations == g.len() {
-                                assert!(lb_off <= s * (1.0 + 1e-6), "{} (no recompute)", p.name());
-                            }
-                            checked += 1;
-                        }
+                for (p, out) in plans(&g, budget, &dev, 2, &["remat-fast", "remat-tiered"]) {
+                    let s = step(&out);
+                    assert!(
+                        lb <= s * (1.0 + 1e-6),
+                        "{p} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
+                        dev.name
+                    );
+                    if out.sim.as_ref().unwrap().computations == g.len() {
+                        assert!(lb_off <= s * (1.0 + 1e-6), "{p} (no recompute)");
                     }
+                    checked += 1;
                 }
             }
         }
@@ -220,21 +231,14 @@ fn the_input_rows_hold_on_transformers_and_random_training_dags() {
                 let lb = cover(g, pct, &dev, false, 20);
                 raised += usize::from(lb > all_fast * 1.001);
                 // remat-tiered runs remat-fast's offload moves itself.
-                let mut plans: Vec<Box<dyn strategies::Strategy>> = strategies::seed_policies();
-                plans.push(strategies::by_name("remat-tiered").unwrap());
-                for p in plans {
-                    if let Ok(out) = run(g, p.as_ref(), budget, &opts(&dev, 1, false)) {
-                        if out.status.has_plan() {
-                            let s = step(&out);
-                            assert!(
-                                lb <= s * (1.0 + 1e-6),
-                                "{} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
-                                p.name(),
-                                dev.name
-                            );
-                            checked += 1;
-                        }
-                    }
+                for (p, out) in plans(g, budget, &dev, 1, &["remat-tiered"]) {
+                    let s = step(&out);
+                    assert!(
+                        lb <= s * (1.0 + 1e-6),
+                        "{p} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
+                        dev.name
+                    );
+                    checked += 1;
                 }
             }
         }

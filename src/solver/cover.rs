@@ -386,51 +386,42 @@ impl Program {
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
             model.add_row(needs[t], f64::INFINITY, row);
         }
-        if detail != Detail::Moments {
-            // A column then only says "absent somewhere in the segment", not
-            // when it comes back, so the moment rows do not apply.
-            return Program {
-                model,
-                scale,
-                detail,
-                recomputes,
-                again,
-                links,
-            };
-        }
-
-        // The moment of each recomputation.
-        // Columns claiming their value absent at a moment inside stage r:
-        // absent since at most r and computed again after r.
-        let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-        let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-        for (k, x) in recomputes.iter().enumerate() {
-            for at in &mut spanning[x.first..x.recompute] {
-                at.push(k);
+        // A segment column only says "absent somewhere in the segment",
+        // not when it comes back, so the moment rows need moment columns.
+        if detail == Detail::Moments {
+            // The moment of each recomputation.
+            // Columns claiming their value absent at a moment inside stage r:
+            // absent since at most r and computed again after r.
+            let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+            let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+            for (k, x) in recomputes.iter().enumerate() {
+                for at in &mut spanning[x.first..x.recompute] {
+                    at.push(k);
+                }
+                ending[x.recompute].push(k);
             }
-            ending[x.recompute].push(k);
-        }
-        for x in &recomputes {
-            let r = x.recompute;
-            let k = room.excess_at(x.value, r);
-            if k <= 0.0 {
-                continue;
+            for x in &recomputes {
+                let r = x.recompute;
+                let k = room.excess_at(x.value, r);
+                if k <= 0.0 {
+                    continue;
+                }
+                // Values computed after this one in the same stage are still
+                // absent at its moment; values before it are back.
+                let claims = spanning[r]
+                    .iter()
+                    .chain(ending[r].iter().filter(|&&j| recomputes[j].value > x.value));
+                // Its inputs are resident at that moment whatever their columns
+                // claim, so their claims do not count toward it.
+                let inputs = g.deps(NodeId::from(x.value));
+                let mut row: Vec<(Col, f64)> = claims
+                    .map(|&j| recomputes[j])
+                    .filter(|y| y.value != x.value && !inputs.contains(&NodeId::from(y.value)))
+                    .map(|y| (y.col, mem(y.value).min(k)))
+                    .collect();
+                row.push((x.col, -k));
+                model.add_row(0.0, f64::INFINITY, &row);
             }
-            // Values computed after this one in the same stage are still
-            // absent at its moment; values before it are back.
-            let claims = spanning[r]
-                .iter()
-                .chain(ending[r].iter().filter(|&&j| recomputes[j].value > x.value));
-            // Its inputs are resident at that moment whatever their columns
-            // claim, so their claims do not count toward it.
-            let inputs = g.deps(NodeId::from(x.value));
-            let mut row: Vec<(Col, f64)> = claims
-                .map(|&j| recomputes[j])
-                .filter(|y| y.value != x.value && !inputs.contains(&NodeId::from(y.value)))
-                .map(|y| (y.col, mem(y.value).min(k)))
-                .collect();
-            row.push((x.col, -k));
-            model.add_row(0.0, f64::INFINITY, &row);
         }
         Program {
             model,
