@@ -483,13 +483,15 @@ fn max_batch_says_when_parameters_alone_overflow() {
 fn an_interrupt_keeps_the_best_plan_so_far() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.json");
-    // MobileNet at 60%: a plan within a second, then minutes of MILP.
+    // ResNet-50 at 30%: a plan within seconds, then minutes of search and
+    // MILP with a gap of 5%. (MobileNet at 60% used to be this instance;
+    // the cover program with inputs now proves its plan optimal in 7 s.)
     let child = Command::new(env!("CARGO_BIN_EXE_remat"))
         .args([
             "solve",
-            "models/mobilenet.yaml",
+            "models/resnet50.yaml",
             "-b",
-            "60%",
+            "30%",
             "--time-limit",
             "600",
             "--plan",
@@ -515,7 +517,7 @@ fn an_interrupt_keeps_the_best_plan_so_far() {
         "{s}"
     );
     // The plan written is a plan the simulator accepts within its budget.
-    let o = remat(&["simulate", "models/mobilenet.yaml", plan.to_str().unwrap()]);
+    let o = remat(&["simulate", "models/resnet50.yaml", plan.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
