@@ -421,6 +421,69 @@ pub fn search(g: &Graph, budget: Bytes, ranking: Ranking, deadline: Instant) -> 
     search_from(g, Schedule::checkpoint_all(g), budget, ranking, deadline)
 }
 
+/// Local search down a ladder of budgets: from checkpoint-all, each rung's
+/// plan is the start of the next, lower one, until `budget`. When a rung
+/// finds no plan, the step to it is halved (down to
+/// [`DESCENT_MIN_STEP`]), from the last plan that fit.
+///
+/// Why: at tight budgets on branchy DAGs, phase 1 from checkpoint-all
+/// drops values greedily for the budget it is given, and the drops that
+/// remove the most excess first leave cascades that later drops cannot
+/// undo; it stalls with no plan, or with a costly one. A descent makes the
+/// drops a looser budget needs first, and each rung repairs the last.
+/// Measured on random-layered-n1000 at 60%: 690k in 64 s, where the
+/// direct searches gave 854k (batched) and 1.01M (forecast) in 30 s.
+pub fn search_descending(
+    g: &Graph,
+    budget: Bytes,
+    ranking: Ranking,
+    deadline: Instant,
+) -> Option<Schedule> {
+    search_descending_from(g, Schedule::checkpoint_all(g), budget, ranking, deadline)
+}
+
+/// [`search_descending`] from any start: the first rung is the start's
+/// own simulated peak.
+pub fn search_descending_from(
+    g: &Graph,
+    start: Schedule,
+    budget: Bytes,
+    ranking: Ranking,
+    deadline: Instant,
+) -> Option<Schedule> {
+    let peak = crate::graph::analysis::checkpoint_all_peak(g);
+    let mut s = start;
+    let mut at = eval(g, &s, budget)?.sim.peak;
+    if at <= budget {
+        return search_from(g, s, budget, ranking, deadline);
+    }
+    let mut step = peak.scale_ceil(DESCENT_STEP.0, DESCENT_STEP.1);
+    let min_step = peak.scale_ceil(DESCENT_MIN_STEP.0, DESCENT_MIN_STEP.1);
+    loop {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        let next = at.saturating_sub(step).max(budget);
+        match search_from(g, s.clone(), next, ranking, deadline) {
+            Some(fit) => {
+                s = fit;
+                at = next;
+                if at <= budget {
+                    return Some(s);
+                }
+            }
+            None if step > min_step => step = step.scale_ceil(1, 2),
+            None => return None,
+        }
+    }
+}
+
+/// The rungs of [`search_descending`]: a share of the checkpoint-all peak
+/// per step at first, and the smallest step it halves down to. Measured on
+/// random-layered-n100 at 60–66%: 0.5–3% steps stall at the same budgets.
+const DESCENT_STEP: (u128, u128) = (1, 50);
+const DESCENT_MIN_STEP: (u128, u128) = (1, 400);
+
 /// Local search from checkpoint-all whose phase 1 makes many drops per
 /// exact evaluation (see [`batch_step`]) while that pays, then one at a
 /// time as [`search`] does.
@@ -1094,6 +1157,23 @@ impl Strategy for RematFast {
         };
         if let Some(sch) = found {
             inc.consider(g, sch, "local search on S (forecast ranking)".into());
+        }
+        // The descent refines a plan in hand within a few times what the
+        // searches took; with none in hand it may use the searches' slot.
+        let descent_end = start + window.mul_f64(1.0 - BASELINE_TIME_SHARE);
+        let descent_end = if inc.best.is_none() {
+            descent_end
+        } else {
+            descent_end.min(Instant::now() + ls_start.elapsed() * 4 + Duration::from_secs(1))
+        };
+        if !dtr_optimal {
+            if let Some(sch) = search_descending(g, budget, Ranking::Forecast, descent_end) {
+                inc.consider(
+                    g,
+                    sch,
+                    "local search on S (down a ladder of budgets)".into(),
+                );
+            }
         }
         let first_secs = ls_start.elapsed();
         // The bound, warm-started from the best plan so far, out of what is
