@@ -484,6 +484,48 @@ pub fn search_descending_from(
 const DESCENT_STEP: (u128, u128) = (1, 50);
 const DESCENT_MIN_STEP: (u128, u128) = (1, 400);
 
+/// Rounds of loosening and descending from a plan that fits: the plan is
+/// searched at a budget a few rungs above (phase 2 there keeps values
+/// again where the looser budget has room), then descended back to
+/// `budget`, with each ranking; the cheapest plan is kept and the next
+/// round starts from it. A local optimum of the drops at `budget` is
+/// rarely one at the looser budget, so each round leaves it by a
+/// different way. Answers `plan` itself when no round is cheaper.
+///
+/// Measured (20 s each, from the direct searches' best): random-layered
+/// n250 at 80% 131,643 → 130,919 in 2 s (the gap to the cover bound 2.21%
+/// → 1.67%); n500 at 80% 264,159 → 263,539; checkmate-mobilenet at 60%
+/// 164,015 → 163,975; ResNet-50 at 60% and n250 at 90% unchanged.
+pub fn loosen_and_descend(g: &Graph, plan: Schedule, budget: Bytes, deadline: Instant) -> Schedule {
+    let peak = crate::graph::analysis::checkpoint_all_peak(g);
+    let cost = |s: &Schedule| s.cost(g);
+    let mut best = plan;
+    for round in 0..LOOSEN_ROUNDS {
+        let up = LOOSEN_STEP.0 * (1 + (round % LOOSEN_CYCLE) as u128);
+        let loose = budget + peak.scale_ceil(up, LOOSEN_STEP.1);
+        for ranking in [Ranking::Forecast, Ranking::CostPerByte] {
+            if Instant::now() >= deadline {
+                return best;
+            }
+            let Some(up) = search_from(g, best.clone(), loose, ranking, deadline) else {
+                continue;
+            };
+            if let Some(s) = search_descending_from(g, up, budget, ranking, deadline) {
+                if cost(&s) < cost(&best) {
+                    best = s;
+                }
+            }
+        }
+    }
+    best
+}
+
+/// [`loosen_and_descend`]'s rounds, and how far each loosens: one to
+/// [`LOOSEN_CYCLE`] times a share of the checkpoint-all peak, in turn.
+const LOOSEN_ROUNDS: usize = 8;
+const LOOSEN_CYCLE: usize = 4;
+const LOOSEN_STEP: (u128, u128) = (1, 50);
+
 /// Local search from checkpoint-all whose phase 1 makes many drops per
 /// exact evaluation (see [`batch_step`]) while that pays, then one at a
 /// time as [`search`] does.
@@ -1253,6 +1295,17 @@ impl Strategy for RematFast {
         if !done(&inc) {
             if let Some(sch) = search(g, budget, Ranking::CostPerByte, second_end) {
                 inc.consider(g, sch, "local search on S (cost-per-byte ranking)".into());
+            }
+        }
+        // Loosen-and-descend rounds from the best plan, within the same
+        // allowance as the second ranking.
+        if !done(&inc) {
+            let end = deadline.min(Instant::now() + first_secs * 4 + Duration::from_secs(1));
+            if let Some((c, sch, how)) = inc.best.clone() {
+                let better = loosen_and_descend(g, sch, budget, end);
+                if better.cost(g) < c {
+                    inc.consider(g, better, format!("{how}, then loosened and descended"));
+                }
             }
         }
         let proven = done(&inc);
