@@ -500,6 +500,10 @@ pub fn loosen_and_descend(g: &Graph, plan: Schedule, budget: Bytes, deadline: In
     let peak = crate::graph::analysis::checkpoint_all_peak(g);
     let cost = |s: &Schedule| s.cost(g);
     let mut best = plan;
+    // At or above the peak, checkpoint-all fits: nothing to loosen to.
+    if budget >= peak {
+        return best;
+    }
     for round in 0..LOOSEN_ROUNDS {
         let up = LOOSEN_STEP.0 * (1 + (round % LOOSEN_CYCLE) as u128);
         let loose = budget + peak.scale_ceil(up, LOOSEN_STEP.1);
