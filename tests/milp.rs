@@ -827,18 +827,13 @@ fn batched_drops_fit_an_operator_chain_at_half_its_peak() {
 /// compares them; the plans are checked by the simulator.
 #[test]
 fn a_descent_of_budgets_beats_the_direct_search_at_a_tight_budget() {
-    use remat::schedule::{generate_plan, simulate};
     use remat::strategies::local_search::{search, search_descending, Ranking};
     let Some(g) = shared("random-layered-n100.yaml") else {
         return;
     };
     let budget = analysis::checkpoint_all_peak(&g).scale_ceil(605, 1000);
     let deadline = std::time::Instant::now() + Duration::from_secs(900);
-    let cost = |sch: remat::schedule::Schedule| {
-        let sim = simulate(&g, &generate_plan(&g, &sch).unwrap()).unwrap();
-        assert!(sim.peak <= budget, "{} > {}", sim.peak.get(), budget.get());
-        sim.cost
-    };
+    let cost = |sch: remat::schedule::Schedule| fitting_cost(&g, &sch, budget);
     let direct = cost(search(&g, budget, Ranking::Forecast, deadline).expect("a direct plan"));
     let descent = cost(search_descending(&g, budget, Ranking::Forecast, deadline).expect("a plan"));
     assert!(
@@ -855,18 +850,13 @@ fn a_descent_of_budgets_beats_the_direct_search_at_a_tight_budget() {
 /// more than the one they start from, or one over the budget.
 #[test]
 fn loosen_and_descend_improves_on_the_direct_searches() {
-    use remat::schedule::{generate_plan, simulate};
     use remat::strategies::local_search::{loosen_and_descend, search, Ranking};
     let Some(g) = shared("random-layered-n100.yaml") else {
         return;
     };
     let budget = analysis::checkpoint_all_peak(&g).scale_ceil(64, 100);
     let deadline = std::time::Instant::now() + Duration::from_secs(900);
-    let cost = |sch: &remat::schedule::Schedule| {
-        let sim = simulate(&g, &generate_plan(&g, sch).unwrap()).unwrap();
-        assert!(sim.peak <= budget, "{} > {}", sim.peak.get(), budget.get());
-        sim.cost
-    };
+    let cost = |sch: &remat::schedule::Schedule| fitting_cost(&g, sch, budget);
     let direct = [Ranking::Forecast, Ranking::CostPerByte]
         .into_iter()
         .filter_map(|r| search(&g, budget, r, deadline))
@@ -875,4 +865,12 @@ fn loosen_and_descend_improves_on_the_direct_searches() {
     let before = cost(&direct);
     let after = cost(&loosen_and_descend(&g, direct, budget, deadline));
     assert!(after < before, "{after} against {before}");
+}
+
+/// The simulated cost of a plan that must fit `budget`.
+fn fitting_cost(g: &Graph, sch: &remat::schedule::Schedule, budget: Bytes) -> f64 {
+    use remat::schedule::{generate_plan, simulate};
+    let sim = simulate(g, &generate_plan(g, sch).unwrap()).unwrap();
+    assert!(sim.peak <= budget, "{} > {}", sim.peak.get(), budget.get());
+    sim.cost
 }
