@@ -118,10 +118,14 @@ class Capture:
     placeholders: Dict[fx.Node, Tuple[str, Any]]
     # outputs of the joint graph
     loss: fx.Node
-    grads: Dict[str, fx.Node]  # parameter fqn (of the wrapped model) -> FX value
+    # parameter fqn (of the wrapped model) -> FX value. A tied (shared) parameter has one
+    # entry per name AOTAutograd gave it, each a partial gradient: their sum is its gradient
+    grads: Dict[str, fx.Node]
     mutations: Dict[str, fx.Node]  # buffer fqn -> FX value holding its new value
-    params: Dict[str, torch.Tensor]  # fqn (without the "model." prefix) -> parameter
-    buffers: Dict[str, torch.Tensor]
+    # fqn (without the "model." prefix) -> parameter, under every name it goes by
+    # (``named_parameters(remove_duplicate=False)``): a tied parameter appears once per name
+    params: Dict[str, torch.Tensor]
+    buffers: Dict[str, torch.Tensor]  # likewise, every name of each buffer
     batch_meta: List[Tuple[List[int], str]]
     api: str  # which AOTAutograd entry point captured it
     fingerprint: str = ""
@@ -137,6 +141,27 @@ class Capture:
     def kernels(self) -> List[GraphNode]:
         """The first member of every kernel, in graph order: one entry per kernel run."""
         return [g for g in self.nodes if g.member == 0]
+
+    def trained_params(self) -> Dict[str, torch.Tensor]:
+        """The parameters that get a gradient, each once (under the first of its names in
+        ``grads``): a tied parameter's gradient, one ``p.grad``, is accumulated from
+        several entries of ``grads`` but is one buffer, as is its optimizer state."""
+        out: Dict[str, torch.Tensor] = {}
+        seen: set = set()
+        for k in self.grads:
+            p = self.params[k]
+            if id(p) not in seen:
+                seen.add(id(p))
+                out[k] = p
+        return out
+
+    def tied_names(self) -> List[List[str]]:
+        """The names of each parameter that ``grads`` has under several names (in
+        ``grads`` order): ``[["emb.weight", "head.weight"]]`` for a tied embedding."""
+        by_param: Dict[int, List[str]] = {}
+        for k in self.grads:
+            by_param.setdefault(id(self.params[k]), []).append(k)
+        return [ks for ks in by_param.values() if len(ks) > 1]
 
 
 def _strip(fqn: str) -> str:
@@ -170,6 +195,26 @@ def _module_paths(model: torch.nn.Module):
     finally:
         h1.remove()
         h2.remove()
+
+
+@contextlib.contextmanager
+def _restore_tensors(model: torch.nn.Module):
+    """Put every module's own parameters and buffers back after tracing.
+
+    AOTAutograd swaps them for its tracing tensors and back; for a module
+    reachable under several names (one layer reused in a ``ModuleList``, a
+    shared block), torch 2.15 swaps one name back and leaves a
+    ``FunctionalTensor`` under the other, which breaks every later use of the
+    model (running it, ``deepcopy``)."""
+    saved = [(m, dict(m._parameters), dict(m._buffers)) for m in model.modules()]
+    try:
+        yield
+    finally:
+        for m, ps, bs in saved:
+            for d, was in ((m._parameters, ps), (m._buffers, bs)):
+                if list(d) != list(was) or any(d[k] is not v for k, v in was.items()):
+                    d.clear()
+                    d.update(was)
 
 
 def _joint_with_descriptors(wrapper, batch):
@@ -234,20 +279,48 @@ def _joint_with_aot_module(wrapper, batch):
         recorded["num_fwd_outputs"] = kw["num_fwd_outputs"]
         return default_partition(joint_module, joint_inputs, **kw)
 
+    # aot_module passes every name of a parameter or buffer (then the batch), but
+    # AOTAutograd de-duplicates a tensor passed twice (a module reachable under two names):
+    # the primals are the distinct tensors under their first names, as named_parameters()
+    # lists them. torch >= 2.9 says which input each primal is (an index into all names).
     names_p = [n for n, _ in wrapper.named_parameters()]
     names_b = [n for n, _ in wrapper.named_buffers()]
+    all_p = [n for n, _ in wrapper.named_parameters(remove_duplicate=False)]
+    all_b = [n for n, _ in wrapper.named_buffers(remove_duplicate=False)]
+
+    def input_of(i: int) -> Tuple[str, Any]:
+        """aot_module's flat input ``i`` (every name of every parameter, buffer, the batch)."""
+        if i < len(all_p):
+            return ("param", _strip(all_p[i]))
+        if i < len(all_p) + len(all_b):
+            return ("buffer", _strip(all_b[i - len(all_p)]))
+        return ("input", i - len(all_p) - len(all_b))
+
     compiled = aot_module(wrapper, fw_compiler=lambda g, _: g, partition_fn=partition)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake_mode:
-        fake_batch = [fake_mode.from_tensor(t) for t in batch]
-        compiled(*fake_batch)
+    try:
+        with fake_mode:
+            fake_batch = [fake_mode.from_tensor(t) for t in batch]
+            compiled(*fake_batch)
+    except Exception as e:  # noqa: BLE001 - say why, if it is weight tying
+        tied = _tied_parameter_names(wrapper)
+        if tied:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise RematInputError(
+                f"tied parameters ({'; '.join(' = '.join(_strip(n) for n in t) for t in tied)})"
+                f" cannot be captured with aot_module on this torch ({first}): use "
+                "torch >= 2.9 (aot_export_joint_with_descriptors)") from e
+        raise
     gm = recorded["gm"]
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
     n_pb = len(names_p) + len(names_b)
     primals = [n for n in phs if n.name.startswith("primals")]
+    indexed = all(isinstance(getattr(n.meta.get("desc"), "idx", None), int) for n in primals)
     for i, n in enumerate(primals):
-        if i < len(names_p):
+        if indexed:
+            placeholders[n] = input_of(n.meta["desc"].idx)
+        elif i < len(names_p):
             placeholders[n] = ("param", _strip(names_p[i]))
         elif i < n_pb:
             placeholders[n] = ("buffer", _strip(names_b[i - len(names_p)]))
@@ -263,11 +336,11 @@ def _joint_with_aot_module(wrapper, batch):
     # forward outputs: the mutated inputs' new values (in input order), then the loss
     n_mut = n_fwd - 1
     descs = out.meta.get("desc")
-    if descs is not None:  # torch >= 2.9 annotates them: mutated input i is primal i
-        mutated = [primals[d.mutated_input.idx] for d in descs[:n_mut]]
-        if any(placeholders[p][0] != "buffer" for p in mutated):
+    if descs is not None and indexed:  # torch >= 2.9 says which input each one mutates
+        mutated = [input_of(d.mutated_input.idx) for d in descs[:n_mut]]
+        if any(kind != "buffer" for kind, _ in mutated):
             raise RematInputError("the model mutates an input other than a buffer: unsupported")
-        mutated_names = [placeholders[p][1] for p in mutated]
+        mutated_names = [key for _, key in mutated]
     elif n_mut in (0, len(names_b)):
         mutated_names = [_strip(nm) for nm in names_b][:n_mut]
     else:
@@ -275,8 +348,18 @@ def _joint_with_aot_module(wrapper, batch):
                               "this torch does not say which: use torch >= 2.9")
     mutations = dict(zip(mutated_names, fw_outs[:n_mut]))
     loss = fw_outs[n_mut]
-    grads = {_strip(nm): v for nm, v in zip(names_p, grad_outs) if v is not None}
+    # one gradient output per primal, in primal order
+    grads = {placeholders[p][1]: v for p, v in zip(primals, grad_outs)
+             if v is not None and placeholders[p][0] == "param"}
     return gm, placeholders, loss, grads, mutations, "aot_module"
+
+
+def _tied_parameter_names(module: torch.nn.Module) -> List[List[str]]:
+    """The names of each parameter that ``module`` holds under several names."""
+    by_param: Dict[int, List[str]] = {}
+    for n, p in module.named_parameters(remove_duplicate=False):
+        by_param.setdefault(id(p), []).append(n)
+    return [ns for ns in by_param.values() if len(ns) > 1]
 
 
 def _is_alias_op(n: fx.Node) -> bool:
@@ -354,7 +437,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     wrapper = LossWrapper(model, loss_fn)
     use_desc = hasattr(aa, "aot_export_joint_with_descriptors") if api is None else (
         api == "descriptors")
-    with _module_paths(model):
+    with _module_paths(model), _restore_tensors(model):
         try:
             if use_desc:
                 gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)
@@ -456,8 +539,10 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
     if len(by_name) != len(nodes):
         dup = next(g.name for g in nodes if sum(x.name == g.name for x in nodes) > 1)
         raise RematInputError(f"two graph nodes are named '{dup}'")
-    params = {_strip("model." + k): p for k, p in model.named_parameters()}
-    buffers = {_strip("model." + k): b for k, b in model.named_buffers()}
+    # every name of a tied (shared) parameter or buffer: AOTAutograd lifts each name as
+    # its own input (and gives each its own partial gradient), all bound to the one tensor
+    params = {_strip("model." + k): p for k, p in model.named_parameters(remove_duplicate=False)}
+    buffers = {_strip("model." + k): b for k, b in model.named_buffers(remove_duplicate=False)}
     batch_meta = [(list(map(int, t.shape)), str(t.dtype).replace("torch.", "")) for t in batch]
     cap = Capture(gm=gm, nodes=nodes, by_name=by_name, node_of=node_of, placeholders=phs,
                   loss=loss, grads=grads, mutations=muts, params=params, buffers=buffers,
@@ -624,12 +709,20 @@ def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:
 
 def fingerprint(cap: Capture) -> str:
     """sha256 of the node list (names, targets, shapes, dtypes, deps, memory, and the
-    group of a group's members) and the placeholders. A plain node's entry is what it
-    was before groups."""
+    group of a group's members) and the placeholders, and of which placeholders are one
+    tied tensor (only when some are: an untied model's fingerprint is as before). A
+    plain node's entry is what it was before groups."""
     items: List[Any] = []
+    shared: Dict[int, List[str]] = {}
     for n, (kind, key) in cap.placeholders.items():
         shapes, dtypes = _shape_dtype(n.meta.get("val"))
         items.append(["placeholder", n.name, kind, key, shapes, dtypes])
+        t = {"param": cap.params, "buffer": cap.buffers}.get(kind, {}).get(key)
+        if t is not None:
+            shared.setdefault(id(t), []).append(n.name)
+    tied = [names for names in shared.values() if len(names) > 1]
+    if tied:  # tying changes the fixed memory and sums gradients: not the untied graph
+        items.append(["tied", tied])
     for g in cap.nodes:
         item: List[Any] = [g.name, g.op, g.shapes, g.dtypes, g.deps, g.memory]
         if g.group is not None:
@@ -640,9 +733,11 @@ def fingerprint(cap: Capture) -> str:
 
 
 def fixed_memory_bytes(cap: Capture, batch: Sequence[torch.Tensor]) -> int:
-    """Bytes resident all step, as the executor allocates them (see docs/pytorch.md)."""
+    """Bytes resident all step, as the executor allocates them (see docs/pytorch.md).
+
+    Each storage once: a tied parameter, and its one gradient buffer, count once."""
     total = storage_bytes(list(cap.params.values()) + list(cap.buffers.values()) + list(batch))
-    total += sum(_grad_bytes(cap.params[k]) for k in cap.grads)
+    total += sum(_grad_bytes(p) for p in cap.trained_params().values())
     total += _tangent_bytes(cap)
     return total
 

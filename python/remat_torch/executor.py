@@ -27,7 +27,10 @@ Semantics (see docs/pytorch.md):
   restored around every recomputation (the global state is restored after),
   so recomputed masks equal the originals;
 * gradients overwrite ``p.grad`` (as after ``zero_grad()``): gradient
-  accumulation across calls is not supported;
+  accumulation across calls is not supported. A tied (shared) parameter has
+  one partial gradient per name in the joint graph: the first one computed
+  is copied into its one ``p.grad``, the others are added to it, in the
+  order the plan first computes them (graph order, as the no-remat run);
 * transfers (plans solved with ``--device``): ``copy_out`` makes a copy of a
   fast register in the slow tier (host memory: pinned CPU tensors, copied
   on a side CUDA stream, on a GPU; plain copies that the memory measurement
@@ -247,8 +250,7 @@ class Executor:
                 f"{self.batch_shapes}; re-export and re-solve for this batch")
 
     def _ensure_grads(self) -> None:
-        for k in self.cap.grads:
-            p = self.cap.params[k]
+        for p in self.cap.trained_params().values():
             if p.grad is None or p.grad.shape != p.shape:
                 p.grad = torch.zeros_like(p)
 
@@ -279,7 +281,7 @@ class Executor:
         self.size_mismatches: Dict[str, tuple] = {}
         cuda = dev.type == "cuda"
         resident = list(cap.params.values()) + list(cap.buffers.values()) + list(batch) + [
-            tangent] + [cap.params[k].grad for k in cap.grads]
+            tangent] + [p.grad for p in cap.trained_params().values()]
         tracker = StorageTracker(resident) if measure else None
 
         def evaluate(v: fx.Node, live: Dict[str, Any]):
@@ -300,10 +302,17 @@ class Executor:
             return v.target(*fx.node.map_arg(v.args, lambda a: evaluate(a, live)),
                             **fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live)))
 
+        written: set = set()  # parameters whose p.grad this step has written
+
         def sink(kind, key, v, live):
             t = evaluate(v, live)
             if kind == "grad":
-                cap.params[key].grad.copy_(t)
+                p = cap.params[key]
+                if id(p) in written:  # a tied parameter's next partial gradient: sum
+                    p.grad.add_(t)
+                else:
+                    p.grad.copy_(t)
+                    written.add(id(p))
             elif kind == "buffer":
                 cap.buffers[key].copy_(t)
             else:

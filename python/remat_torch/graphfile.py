@@ -25,9 +25,10 @@ OPTIMIZER_STATES = {"none": 0, "sgd": 1, "adam": 2}  # state tensors per paramet
 
 
 def optimizer_bytes(cap: Capture, optimizer: str) -> int:
-    """Optimizer state: SGD with momentum keeps one buffer per trained parameter, Adam two."""
+    """Optimizer state: SGD with momentum keeps one buffer per trained parameter, Adam two
+    (a tied parameter is one parameter: its state counts once)."""
     per = OPTIMIZER_STATES[optimizer]
-    return per * sum(cap.params[k].numel() * cap.params[k].element_size() for k in cap.grads)
+    return per * sum(p.numel() * p.element_size() for p in cap.trained_params().values())
 
 
 def _q(s: str) -> str:
