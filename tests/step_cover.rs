@@ -247,3 +247,30 @@ fn the_input_rows_hold_on_transformers_and_random_training_dags() {
     // 28 of the 30 were, when this test was written.
     assert!(raised >= 20, "only {raised} bounds above all-fast");
 }
+
+/// Fetches share their engine: the work done by the time a read comes
+/// must cover every fetch due by then, not only the ones due at that read.
+/// FCN8 at 50% on the GH200: every node once plus the direct reads that
+/// no plan avoids (`grad/block1_conv2` cannot hold its operands) take
+/// 118.893 ms, which is what the program proved while each deadline saw
+/// only its own stage's fetches: the fetch engine's backlog then counted
+/// toward every deadline at once. Counted once each, the fetches due in
+/// the last backward stages cannot all hide (`block1_conv2`, 2.07 GB, is
+/// read by `grad/block1_pool`, and only `grad/block2_conv1`'s 3.1 ms of
+/// compute has room for its 5.8 ms copy), and the bound is 121.397 ms.
+/// It stays below remat-fast's plan on the device.
+#[test]
+fn fetches_due_in_turn_are_counted_once_on_their_engine() {
+    let g = model("fcn8");
+    let dev = device("gh200.yaml");
+    let lb = cover(&g, 50, &dev, false, 120);
+    assert!(lb > 0.1213 && lb < 0.1215, "bound {lb}");
+    let budget = checkpoint_all_peak(&g).scale_ceil(50, 100);
+    let fast = strategies::by_name("remat-fast").unwrap();
+    let out = run(&g, fast.as_ref(), budget, &opts(&dev, 10, false)).unwrap();
+    assert!(
+        lb <= step(&out) * (1.0 + 1e-9),
+        "bound {lb} above {}",
+        step(&out)
+    );
+}

@@ -321,7 +321,8 @@ impl Program {
 /// (`c_t ≥ load − x_t`). A plan with leads maps onto this with its real
 /// per-stage engine work, so the bound holds for it. Deadlines: the work
 /// an engine has done before node `t` is computed covers every copy out
-/// of a value counted absent at `t` and every copy in read by `t`.
+/// of a value counted absent at `t` and every copy in read by `t` or
+/// earlier (an engine's work cannot serve two deadlines).
 pub fn staged(
     g: &Graph,
     budget: Bytes,
@@ -780,6 +781,10 @@ impl<'a> InputLinks<'a> {
 /// Per stage, weighted columns (a lane's loads, or its deadlines).
 type Stagewise = Vec<(Col, f64)>;
 
+/// An engine lane: its loads, the deadlines of its copies out and of its
+/// copies in, and whether the frontier's copy out runs on it.
+type Lane<'a> = (&'a [Stagewise], &'a [Stagewise], &'a [Stagewise], bool);
+
 /// The lane rows of the staged program when copies may span stages (see
 /// [`staged`]): one carry column per engine lane and stage.
 #[allow(clippy::too_many_arguments)]
@@ -795,21 +800,24 @@ fn carried_lanes(
     engines: Engines,
 ) {
     let n = tau.len();
-    // Lanes as (per-stage loads, per-stage deadlines, whether the
-    // frontier's copy out is on it).
+    // Lanes as (per-stage loads, deadlines of copies out, deadlines of
+    // copies in, whether the frontier's copy out is on it).
     let merge = |a: &[Vec<(Col, f64)>], b: &[Vec<(Col, f64)>]| -> Vec<Vec<(Col, f64)>> {
         (0..n)
             .map(|t| a[t].iter().chain(&b[t]).copied().collect())
             .collect()
     };
-    let (shared, shared_due);
-    let lanes: Vec<(&[Stagewise], &[Stagewise], bool)> = match engines {
+    let shared;
+    let none: Vec<Stagewise> = vec![Vec::new(); n];
+    let lanes: Vec<Lane> = match engines {
         Engines::Shared => {
             shared = merge(out_lane, in_lane);
-            shared_due = merge(out_due, in_due);
-            vec![(&shared, &shared_due, true)]
+            vec![(&shared, out_due, in_due, true)]
         }
-        _ => vec![(out_lane, out_due, true), (in_lane, in_due, false)],
+        _ => vec![
+            (out_lane, out_due, &none, true),
+            (in_lane, &none, in_due, false),
+        ],
     };
     // x_t: the part of the frontier's copy out done within its own stage.
     let x: Vec<Option<Col>> = frontier
@@ -824,11 +832,17 @@ fn carried_lanes(
         }
         model.add_row(base(t), f64::INFINITY, &row);
     }
-    for (loads, due, has_frontier) in lanes {
+    for (loads, out_due, in_due, has_frontier) in lanes {
         let mut prev: Option<Col> = None;
         // q_t: the work the engine has done by the end of stage t, which
         // must cover every copy due by then (FIFO or not).
         let mut done_before: Option<Col> = None;
+        // The work of every copy in due by stage t: each is due once (at
+        // its segment's read), so they add up over the stages, in a running
+        // column that keeps each deadline row short. A copy out is due at
+        // every stage where its value counts absent, so only the copies due
+        // at stage t itself can be summed.
+        let mut fetched_by: Option<Col> = None;
         for t in 0..n {
             let c = model.add_col(0.0, f64::INFINITY, 0.0, false);
             let q = model.add_col(0.0, f64::INFINITY, 0.0, false);
@@ -842,7 +856,17 @@ fn carried_lanes(
             }
             qrow.extend(loads[t].iter().map(|&(col, w)| (col, -w)));
             model.add_row(0.0, 0.0, &qrow);
-            if !due[t].is_empty() {
+            if !in_due[t].is_empty() {
+                let total = model.add_col(0.0, f64::INFINITY, 0.0, false);
+                let mut row = vec![(total, 1.0)];
+                if let Some(f) = fetched_by {
+                    row.push((f, -1.0));
+                }
+                row.extend(in_due[t].iter().map(|&(col, w)| (col, -w)));
+                model.add_row(0.0, 0.0, &row);
+                fetched_by = Some(total);
+            }
+            if !out_due[t].is_empty() || !in_due[t].is_empty() {
                 // Copies due at stage t must be done before node t is
                 // computed: by the end of stage t−1 plus y_t, the work done
                 // in stage t before its frontier, which is at most the time
@@ -864,7 +888,10 @@ fn carried_lanes(
                 if let Some(d) = done_before {
                     row.push((d, 1.0));
                 }
-                row.extend(due[t].iter().map(|&(col, w)| (col, -w)));
+                row.extend(out_due[t].iter().map(|&(col, w)| (col, -w)));
+                if let Some(f) = fetched_by.filter(|_| !in_due[t].is_empty()) {
+                    row.push((f, -1.0));
+                }
                 model.add_row(0.0, f64::INFINITY, &row);
             }
             done_before = Some(q);
