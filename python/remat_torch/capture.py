@@ -158,10 +158,7 @@ class Capture:
     def tied_names(self) -> List[List[str]]:
         """The names of each parameter that ``grads`` has under several names (in
         ``grads`` order): ``[["emb.weight", "head.weight"]]`` for a tied embedding."""
-        by_param: Dict[int, List[str]] = {}
-        for k in self.grads:
-            by_param.setdefault(id(self.params[k]), []).append(k)
-        return [ks for ks in by_param.values() if len(ks) > 1]
+        return _shared((k, self.params[k]) for k in self.grads)
 
 
 def _strip(fqn: str) -> str:
@@ -303,7 +300,7 @@ def _joint_with_aot_module(wrapper, batch):
             fake_batch = [fake_mode.from_tensor(t) for t in batch]
             compiled(*fake_batch)
     except Exception as e:  # noqa: BLE001 - say why, if it is weight tying
-        tied = _tied_parameter_names(wrapper)
+        tied = _shared(wrapper.named_parameters(remove_duplicate=False))
         if tied:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise RematInputError(
@@ -354,12 +351,12 @@ def _joint_with_aot_module(wrapper, batch):
     return gm, placeholders, loss, grads, mutations, "aot_module"
 
 
-def _tied_parameter_names(module: torch.nn.Module) -> List[List[str]]:
-    """The names of each parameter that ``module`` holds under several names."""
-    by_param: Dict[int, List[str]] = {}
-    for n, p in module.named_parameters(remove_duplicate=False):
-        by_param.setdefault(id(p), []).append(n)
-    return [ns for ns in by_param.values() if len(ns) > 1]
+def _shared(named) -> List[List[str]]:
+    """From (name, tensor) pairs, the names of each tensor that goes by several, in order."""
+    by_tensor: Dict[int, List[str]] = {}
+    for n, t in named:
+        by_tensor.setdefault(id(t), []).append(n)
+    return [ns for ns in by_tensor.values() if len(ns) > 1]
 
 
 def _is_alias_op(n: fx.Node) -> bool:
@@ -713,14 +710,14 @@ def fingerprint(cap: Capture) -> str:
     tied tensor (only when some are: an untied model's fingerprint is as before). A
     plain node's entry is what it was before groups."""
     items: List[Any] = []
-    shared: Dict[int, List[str]] = {}
+    tensors = []
     for n, (kind, key) in cap.placeholders.items():
         shapes, dtypes = _shape_dtype(n.meta.get("val"))
         items.append(["placeholder", n.name, kind, key, shapes, dtypes])
         t = {"param": cap.params, "buffer": cap.buffers}.get(kind, {}).get(key)
         if t is not None:
-            shared.setdefault(id(t), []).append(n.name)
-    tied = [names for names in shared.values() if len(names) > 1]
+            tensors.append((n.name, t))
+    tied = _shared(tensors)
     if tied:  # tying changes the fixed memory and sums gradients: not the untied graph
         items.append(["tied", tied])
     for g in cap.nodes:

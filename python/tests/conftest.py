@@ -20,6 +20,35 @@ def example(name: str) -> str:
     return f"{EXAMPLES}:{name}"
 
 
+def assert_fallback_matches(model, data, loss_fn):
+    """The aot_module fallback captures the same graph as the descriptor API, and its
+    no-remat run leaves gradients and buffers bitwise equal to eager's. Returns both
+    captures for further checks."""
+    import copy
+
+    import torch
+
+    from remat_torch.capture import capture
+    from remat_torch.executor import Executor, no_remat_statements
+
+    a = capture(model, data, loss_fn, api="descriptors")
+    b = capture(model, data, loss_fn, api="aot_module")
+    assert b.api == "aot_module"
+    assert a.fingerprint == b.fingerprint
+    assert set(a.grads) == set(b.grads) and set(a.mutations) == set(b.mutations)
+    plan = {"model": f"x-{b.fingerprint[:12]}", "statements": no_remat_statements(b)}
+    eager = copy.deepcopy(model)
+    torch.manual_seed(0)
+    Executor(model, loss_fn, data, plan, cap=b)(*data)
+    torch.manual_seed(0)
+    loss_fn(eager(data[0]), *data[1:]).backward()
+    for (k, p), (_, q) in zip(model.named_parameters(), eager.named_parameters()):
+        assert torch.equal(p.grad, q.grad), k
+    for (k, p), (_, q) in zip(model.named_buffers(), eager.named_buffers()):
+        assert torch.equal(p, q), k
+    return a, b
+
+
 @pytest.fixture(scope="session")
 def remat_bin() -> str:
     from remat_torch.binary import RematNotFound, find_remat

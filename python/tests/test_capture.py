@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 
 import pytest
 import torch
-from conftest import example, export_graph, inspect_bounds, run_main
+from conftest import assert_fallback_matches, example, export_graph, inspect_bounds, run_main
 
 from remat_torch.capture import capture
 from remat_torch.executor import Executor, graph_name, no_remat_statements
@@ -203,22 +202,8 @@ def test_aot_module_fallback_gives_the_same_graph(name):
     """torch < 2.9 has no aot_export_joint_with_descriptors: the aot_module fallback
     (a partition function that records the joint graph) must give the same nodes."""
     model, data, loss_fn = call_factory(example(name), 4)
-    a = capture(model, data, loss_fn, api="descriptors")
-    b = capture(model, data, loss_fn, api="aot_module")
-    assert b.api == "aot_module"
-    assert a.fingerprint == b.fingerprint
-    assert set(a.grads) == set(b.grads) and set(a.mutations) == set(b.mutations)
+    a, b = assert_fallback_matches(model, data, loss_fn)
     assert [g.module for g in a.nodes] == [g.module for g in b.nodes]
-    plan = {"model": f"x-{b.fingerprint[:12]}", "statements": no_remat_statements(b)}
-    eager = copy.deepcopy(model)
-    torch.manual_seed(0)
-    Executor(model, loss_fn, data, plan, cap=b)(*data)
-    torch.manual_seed(0)
-    loss_fn(eager(data[0]), *data[1:]).backward()
-    for (k, p), (_, q) in zip(model.named_parameters(), eager.named_parameters()):
-        assert torch.equal(p.grad, q.grad), k
-    for (k, p), (_, q) in zip(model.named_buffers(), eager.named_buffers()):
-        assert torch.equal(p, q), k
 
 
 def test_scalar_losses_that_keep_their_elementwise_buffer():

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import HERE, inspect_bounds, run_main
+from conftest import HERE, assert_fallback_matches, inspect_bounds, run_main
 
 from remat_torch import binary
 from remat_torch.capture import capture
 from remat_torch.errors import RematInputError
-from remat_torch.executor import Executor, no_remat_statements
+from remat_torch.executor import Executor
 from remat_torch.factory import call_factory
 from remat_torch.verify import EAGER_ATOL, EAGER_RTOL, verify
 
@@ -159,17 +159,4 @@ def test_aot_module_fallback_with_shared_parameters():
         capture(model, data, loss_fn, api="aot_module")
     # a module reused under two names: the same graph as the descriptor API's
     model, data, loss_fn = call_factory(spec("shared_bn"), 4)
-    a = capture(model, data, loss_fn, api="descriptors")
-    b = capture(model, data, loss_fn, api="aot_module")
-    assert a.fingerprint == b.fingerprint
-    assert set(a.grads) == set(b.grads) and set(a.mutations) == set(b.mutations)
-    plan = {"model": f"x-{b.fingerprint[:12]}", "statements": no_remat_statements(b)}
-    eager = copy.deepcopy(model)
-    torch.manual_seed(0)
-    Executor(model, loss_fn, data, plan, cap=b)(*data)
-    torch.manual_seed(0)
-    loss_fn(eager(data[0]), *data[1:]).backward()
-    for (k, p), (_, q) in zip(model.named_parameters(), eager.named_parameters()):
-        assert torch.equal(p.grad, q.grad), k
-    for (k, p), (_, q) in zip(model.named_buffers(), eager.named_buffers()):
-        assert torch.equal(p, q), k
+    assert_fallback_matches(model, data, loss_fn)
