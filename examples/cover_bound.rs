@@ -6,8 +6,10 @@
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
+use remat::schedule::{generate_plan, simulate};
 use remat::solver::cover::{cover_bound, Detail};
 use remat::solver::Params;
+use remat::strategies::local_search::{search_from, Ranking};
 use std::path::Path;
 use std::time::Duration;
 
@@ -41,4 +43,16 @@ fn main() {
         c.seconds,
         c.columns
     );
+    if let Some(sch) = c.plan {
+        let sim = simulate(&g, &generate_plan(&g, &sch).unwrap()).unwrap();
+        println!(
+            "its solution as a schedule: cost {} peak {} (budget {})",
+            sim.cost, sim.peak, budget
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
+        if let Some(s) = search_from(&g, sch, budget, Ranking::Forecast, deadline) {
+            let sim = simulate(&g, &generate_plan(&g, &s).unwrap()).unwrap();
+            println!("searched from it: cost {} peak {}", sim.cost, sim.peak);
+        }
+    }
 }

@@ -73,6 +73,10 @@ const LP_SECS_PER_COLUMN: f64 = 1e-4;
 /// on a graph with multi-output kernels (see `solve_milp`).
 const MERGED_SHARE: f64 = 0.4;
 
+/// Share of the seeding time the cover program's solution may take to be
+/// fitted and improved by the local search, before the portfolio runs.
+const BOUND_PLAN_SHARE: f64 = 0.25;
+
 fn seed_share(columns: usize, left: Duration) -> f64 {
     let lp_secs = columns as f64 * LP_SECS_PER_COLUMN;
     if lp_secs > left.as_secs_f64() * (1.0 - SEED_TIME_SHARE) {
@@ -349,6 +353,40 @@ pub(crate) fn solve_milp(
     } else {
         seed_share(checkmate::columns(g), left)
     };
+    // The bound's own solution, as a plan: where the program is tight it
+    // is the optimum (then no seeding or MILP), else one more seed.
+    let from_bound = super::plan_from_bound(
+        g,
+        budget,
+        &bound,
+        Instant::now() + left.mul_f64(share * BOUND_PLAN_SHARE),
+    )
+    .and_then(|sch| {
+        let sim = evaluate(g, &sch)?;
+        acceptable(&sim, budget, opts.cost_bound).then(|| Seed {
+            name: "the cover program's solution".into(),
+            schedule: sch,
+            cost: sim.cost,
+        })
+    });
+    if let Some(s) = from_bound.as_ref().filter(|s| s.cost <= good_enough) {
+        trace.push(Progress {
+            secs: start.elapsed().as_secs_f64(),
+            cost: Some(s.cost),
+            bound: Some(floor),
+        });
+        let note = format!(
+            "a plan read off the solution of the {}, within the requested gap of it ({floor}): no seeding, no MILP needed; bound {bound_secs:.2} s, total {:.2} s",
+            bound.note,
+            start.elapsed().as_secs_f64()
+        );
+        return Ok(Solution {
+            status: Status::Optimal,
+            lower_bound: Some(floor.min(s.cost)),
+            trace,
+            ..Solution::feasible(s.schedule.clone(), Some(note))
+        });
+    }
     let seed = find_seed(g, budget, &seed_opts, share, good_enough, &mut |c| {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),
@@ -356,6 +394,11 @@ pub(crate) fn solve_milp(
             bound: Some(floor),
         })
     });
+    let seed = match (seed, from_bound) {
+        (Some(s), Some(b)) if b.cost < s.cost => Some(b),
+        (None, b) => b,
+        (s, _) => s,
+    };
     // No heuristic answered in time: DTR's plan, if it fits, still seeds.
     let seed = seed.or_else(|| {
         let (cost, sch, how) = quick.clone()?;

@@ -1261,6 +1261,15 @@ impl Strategy for RematFast {
         }
         let good_enough = super::within_gap(bound.value, opts.gap);
         let done = |inc: &Incumbent| inc.best.as_ref().is_some_and(|b| b.0 <= good_enough);
+        // The bound's own solution, fitted by the search, within what the
+        // first searches took (it is often the optimum where the program is
+        // tight: random DAGs).
+        if !done(&inc) {
+            let end = deadline.min(Instant::now() + first_secs * 2 + Duration::from_secs(1));
+            if let Some(sch) = super::plan_from_bound(g, budget, &bound, end) {
+                inc.consider(g, sch, "the cover program's solution, searched from".into());
+            }
+        }
         // The prior-work baselines too, so the fast answer is never worse
         // than the best of them (revolve can win on chains at tight
         // budgets, and on some DAGs the search finds nothing). Their knob
