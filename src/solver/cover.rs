@@ -544,8 +544,27 @@ impl Program {
         for l in &rows {
             model.add_row(0.0, f64::INFINITY, l);
         }
+        // A segment's columns exclude each other, so one row per segment
+        // bounds N by their sum: as valid, tighter, and fewer rows (n250 at
+        // 90%: the moments program solved in 9 s instead of 18). A ρ
+        // demand gets a row of its own.
+        let segment_of: HashMap<Col, (usize, usize)> = recomputes
+            .iter()
+            .map(|x| (x.col, (x.value, x.first)))
+            .collect();
+        let mut by_segment: std::collections::BTreeMap<(Col, usize, usize), Vec<(Col, f64)>> =
+            Default::default();
         for &(need, demand) in &demands {
-            model.add_row(0.0, f64::INFINITY, &[(need, 1.0), (demand, -1.0)]);
+            match segment_of.get(&demand) {
+                Some(&(v, first)) => by_segment
+                    .entry((need, v, first))
+                    .or_insert_with(|| vec![(need, 1.0)])
+                    .push((demand, -1.0)),
+                None => model.add_row(0.0, f64::INFINITY, &[(need, 1.0), (demand, -1.0)]),
+            }
+        }
+        for row in by_segment.values() {
+            model.add_row(0.0, f64::INFINITY, row);
         }
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
             model.add_row(needs[t], f64::INFINITY, row);

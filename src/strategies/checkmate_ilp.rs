@@ -355,20 +355,17 @@ pub(crate) fn solve_milp(
     };
     // The bound's own solution, as a plan: where the program is tight it
     // is the optimum (then no seeding or MILP), else one more seed.
-    let from_bound = super::plan_from_bound(
-        g,
-        budget,
-        &bound,
-        Instant::now() + left.mul_f64(share * BOUND_PLAN_SHARE),
-    )
-    .and_then(|sch| {
-        let sim = evaluate(g, &sch)?;
-        acceptable(&sim, budget, opts.cost_bound).then(|| Seed {
-            name: "the cover program's solution".into(),
-            schedule: sch,
-            cost: sim.cost,
-        })
-    });
+    let from_bound =
+        super::plan_from_bound(g, budget, &bound, left.mul_f64(share * BOUND_PLAN_SHARE)).and_then(
+            |sch| {
+                let sim = evaluate(g, &sch)?;
+                acceptable(&sim, budget, opts.cost_bound).then(|| Seed {
+                    name: "the cover program's solution".into(),
+                    schedule: sch,
+                    cost: sim.cost,
+                })
+            },
+        );
     if let Some(s) = from_bound.as_ref().filter(|s| s.cost <= good_enough) {
         trace.push(Progress {
             secs: start.elapsed().as_secs_f64(),

@@ -1265,8 +1265,10 @@ impl Strategy for RematFast {
         // first searches took (it is often the optimum where the program is
         // tight: random DAGs).
         if !done(&inc) {
-            let end = deadline.min(Instant::now() + first_secs * 2 + Duration::from_secs(1));
-            if let Some(sch) = super::plan_from_bound(g, budget, &bound, end) {
+            let window = deadline
+                .saturating_duration_since(Instant::now())
+                .min(first_secs * 2 + Duration::from_secs(1));
+            if let Some(sch) = super::plan_from_bound(g, budget, &bound, window) {
                 inc.consider(g, sch, "the cover program's solution, searched from".into());
             }
         }
