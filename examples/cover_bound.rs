@@ -7,7 +7,7 @@
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
 use remat::schedule::{generate_plan, simulate};
-use remat::solver::cover::{cover_bound, Detail};
+use remat::solver::cover::{cover_bound, cover_bound_relaxed, Detail};
 use remat::solver::Params;
 use remat::strategies::local_search::{search_from, Ranking};
 use std::path::Path;
@@ -33,7 +33,11 @@ fn main() {
         gap: 1e-5,
         ..Params::default()
     };
-    let c = cover_bound(&g, budget, detail, &p, None).unwrap();
+    let c = if a.get(5).map(String::as_str) == Some("lp") {
+        cover_bound_relaxed(&g, budget, detail, &p).unwrap()
+    } else {
+        cover_bound(&g, budget, detail, &p, None).unwrap()
+    };
     println!(
         "{} {pct}% {detail:?}: bound {:.6e} ({:.5}x one pass) proven {} {:.2} s columns {}",
         a[1],

@@ -550,6 +550,37 @@ fn cover_program_proves_and_finds_the_n250_optimum() {
     assert_eq!(sim.cost, 126_704.0);
 }
 
+/// random-layered-n250 at 80%: the moments program is too big to solve as
+/// an integer program in a strategy's time (14,442 columns), but its LP
+/// relaxation, solved in seconds, is already tighter than the segment
+/// program's optimum, and stays below the best plan known (130,919).
+#[test]
+fn moments_lp_tightens_the_n250_bound_at_80_percent() {
+    let Some((g, budget)) = shared_at("random-layered-n250.yaml", "80%") else {
+        return;
+    };
+    let programs = remat::solver::cover::cover_programs(&g, budget);
+    assert!(programs.contains(&(Detail::Moments, true)), "{programs:?}");
+    let p = Params {
+        time_limit: Duration::from_secs(600),
+        ..Params::default()
+    };
+    let segments = cover_bound(&g, budget, Detail::SegmentInputs, &p, None).unwrap();
+    let lp = remat::solver::cover::cover_bound_relaxed(&g, budget, Detail::Moments, &p).unwrap();
+    assert!(segments.proven);
+    assert!(
+        lp.bound > segments.bound + 900.0,
+        "LP {} vs segments {}",
+        lp.bound,
+        segments.bound
+    );
+    assert!(
+        lp.bound < 130_919.0,
+        "LP bound {} above a known plan",
+        lp.bound
+    );
+}
+
 #[test]
 fn remat_exact_and_fast_on_linear8() {
     let g = synthetic::linear(8);
