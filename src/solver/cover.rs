@@ -216,6 +216,9 @@ struct Sizes {
     /// Columns of [`Detail::Moments`], counted exactly only when the
     /// segments are short enough for that to be cheap.
     moment_columns: usize,
+    /// Nonzeros of its moment rows, at most: what its memory and its LP's
+    /// time grow with (a CNN's long segments make rows of thousands).
+    moment_nonzeros: usize,
 }
 
 fn sizes(g: &Graph, budget: Bytes) -> Sizes {
@@ -244,18 +247,37 @@ fn sizes(g: &Graph, budget: Bytes) -> Sizes {
         })
         .sum();
     let stages: usize = all.iter().map(|s| s.last + 2 - s.first).sum();
-    let moment_columns = if stages > 20 * MOMENT_LP_COLUMNS_MAX {
-        stages
+    let (moment_columns, moment_nonzeros) = if stages > 20 * MOMENT_LP_COLUMNS_MAX {
+        (stages, usize::MAX)
     } else {
         let room = Room::new(g, &needs);
-        all.iter()
-            .map(|s| (s.first..=s.last + 1).filter(|&r| room.keeps(s, r)).count())
-            .sum()
+        let kept: Vec<(usize, usize)> = all
+            .iter()
+            .flat_map(|s| {
+                let room = &room;
+                (s.first..=s.last + 1)
+                    .filter(move |&r| room.keeps(s, r))
+                    .map(move |r| (s.first, r))
+            })
+            .collect();
+        // A column's moment row lists the columns whose claim spans its
+        // stage: counted with a difference array over the stages.
+        let mut spanning = vec![0i64; g.len() + 2];
+        for &(first, r) in &kept {
+            spanning[first] += 1;
+            spanning[r] -= 1;
+        }
+        for t in 1..spanning.len() {
+            spanning[t] += spanning[t - 1];
+        }
+        let nonzeros = kept.iter().map(|&(_, r)| spanning[r].max(0) as usize).sum();
+        (kept.len(), nonzeros)
     };
     Sizes {
         segment_nonzeros,
         input_links,
         moment_columns,
+        moment_nonzeros,
     }
 }
 
@@ -781,11 +803,14 @@ pub const INPUT_LINKS_MAX: usize = 1_000_000;
 pub const MOMENT_COLUMNS_MAX: usize = 4_000;
 
 /// Largest [`Detail::Moments`] program whose LP relaxation is solved
-/// instead. Measured (one thread): 14,442 columns in 3 s and 0.4 GB
-/// (random-layered-n250 at 80%: 129,737 against the segment program's
-/// 128,849); 27,768 took 54 s and 2 GB (n500 at 90%), 67,691 96 s and
-/// 9.5 GB (n500 at 80%).
+/// instead (moment columns, and nonzeros of their moment rows, which its
+/// memory and time follow). Measured (one thread): random-layered-n250 at
+/// 80%, 4,007 moment columns and 2.95×10⁶ nonzeros, in 3 s and 0.4 GB
+/// (129,737 against the segment program's 128,849); checkmate-mobilenet at
+/// 60%, 8,318 and 2.8×10⁷, took 25 s and 3 GB for less than the segment
+/// program's optimum.
 pub const MOMENT_LP_COLUMNS_MAX: usize = 16_000;
+pub const MOMENT_LP_NONZEROS_MAX: usize = 4_000_000;
 
 /// The best lower bound the graph gives without the Checkmate model: the
 /// eviction bound, then the cover program at each detail the instance is
@@ -851,7 +876,8 @@ pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
         ),
         (
             (Detail::Moments, size.moment_columns > MOMENT_COLUMNS_MAX),
-            size.moment_columns <= MOMENT_LP_COLUMNS_MAX,
+            size.moment_columns <= MOMENT_LP_COLUMNS_MAX
+                && size.moment_nonzeros <= MOMENT_LP_NONZEROS_MAX,
         ),
     ]
     .into_iter()
