@@ -848,6 +848,7 @@ pub fn graph_bound(
         enough,
         eviction(g, budget),
         &details,
+        None,
     )
 }
 
@@ -885,7 +886,11 @@ pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
     .collect()
 }
 
-/// [`graph_bound`] from `best`, over the programs `details`.
+/// [`graph_bound`] from `best`, over the programs `details`. Each better
+/// bound is also written to `progress`, for a caller that stops waiting
+/// (HiGHS's presolve does not poll its interrupt): what finished before is
+/// not lost with the program that overran.
+#[allow(clippy::too_many_arguments)]
 pub fn raise_bound(
     g: &Graph,
     budget: Bytes,
@@ -894,6 +899,7 @@ pub fn raise_bound(
     enough: Option<f64>,
     mut best: GraphBound,
     details: &[(Detail, bool)],
+    progress: Option<&std::sync::Mutex<GraphBound>>,
 ) -> GraphBound {
     let start = std::time::Instant::now();
     for &(detail, relaxed) in details {
@@ -944,6 +950,9 @@ pub fn raise_bound(
                         c.seconds
                     ),
                     plan: c.plan.or(best.plan),
+                };
+                if let Some(Ok(mut p)) = progress.map(|p| p.lock()) {
+                    *p = best.clone();
                 }
             }
             Ok(_) => {}

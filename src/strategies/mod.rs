@@ -475,8 +475,10 @@ pub(crate) fn starting_bound(
     // program runs where it can be abandoned, with a little slack past its
     // own limit for the answer to come back.
     let deadline = start + params.time_limit.mul_f64(1.0 + BOUND_SLACK_SHARE) + BOUND_SLACK;
-    let (owned, known) = (std::sync::Arc::new(g.clone()), known.cloned());
     let fallback = eviction.clone();
+    let (owned, known) = (std::sync::Arc::new(g.clone()), known.cloned());
+    let progress = std::sync::Arc::new(std::sync::Mutex::new(eviction.clone()));
+    let written = progress.clone();
     let waited = abandonable(deadline, &stop, opts.stop.as_ref(), move || {
         cover::raise_bound(
             &owned,
@@ -486,15 +488,20 @@ pub(crate) fn starting_bound(
             enough,
             eviction,
             &details,
+            Some(&written),
         )
     });
-    waited.unwrap_or_else(|| GraphBound {
-        note: format!(
-            "{}; the cover program was abandoned after {:.2} s",
-            fallback.note,
-            start.elapsed().as_secs_f64()
-        ),
-        ..fallback
+    waited.unwrap_or_else(|| {
+        // The programs that finished before the one abandoned still count.
+        let done = progress.lock().map(|b| b.clone()).unwrap_or(fallback);
+        GraphBound {
+            note: format!(
+                "{}; the next cover program was abandoned after {:.2} s",
+                done.note,
+                start.elapsed().as_secs_f64()
+            ),
+            ..done
+        }
     })
 }
 
