@@ -366,6 +366,15 @@ impl Inputs {
             return;
         }
         for t in stages {
+            // A shallow link is one row; N pays only where it carries the
+            // deep rows (on the segment programs it made the zoo ResNet-50's
+            // program at 60% miss its time).
+            if !deep {
+                let rho = self.rho(model, g, scale, u);
+                let e = self.kept(model, stage_rows, g, u, t);
+                self.rows.push(vec![(e, 1.0), (rho, 1.0), (demand, -1.0)]);
+                continue;
+            }
             let need = match self.needed.get(&(u, t, deep)) {
                 Some(&c) => c,
                 None => {
