@@ -1,8 +1,10 @@
 //! The recompute cover program's bound alone, at one detail, for measuring
 //! it against plans:
-//! `cargo run --release --example cover_bound -- GRAPH PCT SECS [segments|inputs|moments]`
-//! (PCT: percent of the checkpoint-all peak; default detail: inputs).
-//! Prints the bound as a multiple of every node once (docs/scale.md).
+//! `cargo run --release --example cover_bound -- GRAPH PCT SECS [segments|inputs|moments] [lp]`
+//! (PCT: percent of the checkpoint-all peak; default detail: inputs; `lp`:
+//! the LP relaxation only). Prints the bound as a multiple of every node
+//! once, and the program's solution as a plan: its simulated cost and peak,
+//! and the local search's plan from it (docs/scale.md).
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
