@@ -324,8 +324,10 @@ pub fn cover_bound(
 /// The input links of the cover program under construction: per dead
 /// input, its ρ column and its kept columns, shared by every column that
 /// needs it (each input is charged once per stage).
-#[derive(Default)]
-struct Inputs {
+struct Inputs<'a> {
+    g: &'a Graph,
+    last: &'a [usize],
+    scale: f64,
     again: HashMap<usize, Col>,
     /// The values given a ρ, in the order they got it.
     order: Vec<usize>,
@@ -340,7 +342,21 @@ struct Inputs {
     rows: Vec<Vec<(Col, f64)>>,
 }
 
-impl Inputs {
+impl<'a> Inputs<'a> {
+    fn new(g: &'a Graph, last: &'a [usize], scale: f64) -> Inputs<'a> {
+        Inputs {
+            g,
+            last,
+            scale,
+            again: HashMap::new(),
+            order: Vec::new(),
+            kept: HashMap::new(),
+            needed: HashMap::new(),
+            demands: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
     /// `demand` (a recomputation that needs `u`) is met by ρ[u] or by `u`
     /// kept at the end of every stage in `stages`. With `deep`, also by
     /// `u`'s own inputs at each such stage: where `u` is not kept at the end
@@ -349,20 +365,16 @@ impl Inputs {
     /// or computed again after `t` (ρ[w]). That holds only where `demand`
     /// says when `u` is needed: a ρ column or a [`Detail::Moments`] column
     /// (a segment column may stand for a recomputation before `t`).
-    #[allow(clippy::too_many_arguments)]
     fn link(
         &mut self,
         model: &mut Model,
         stage_rows: &mut [Vec<(Col, f64)>],
-        g: &Graph,
-        last: &[usize],
-        scale: f64,
         u: usize,
         stages: impl Iterator<Item = usize>,
         demand: Col,
         deep: bool,
     ) {
-        if g.memory(NodeId::from(u)).get() == 0 {
+        if self.g.memory(NodeId::from(u)).get() == 0 {
             return;
         }
         for t in stages {
@@ -370,8 +382,8 @@ impl Inputs {
             // deep rows (on the segment programs it made the zoo ResNet-50's
             // program at 60% miss its time).
             if !deep {
-                let rho = self.rho(model, g, scale, u);
-                let e = self.kept(model, stage_rows, g, u, t);
+                let rho = self.rho(model, u);
+                let e = self.kept(model, stage_rows, u, t);
                 self.rows.push(vec![(e, 1.0), (rho, 1.0), (demand, -1.0)]);
                 continue;
             }
@@ -380,7 +392,7 @@ impl Inputs {
                 None => {
                     let c = model.add_col(0.0, 1.0, 0.0, false);
                     self.needed.insert((u, t, deep), c);
-                    self.need_rows(model, stage_rows, g, last, scale, u, t, c, deep);
+                    self.need_rows(model, stage_rows, u, t, c, deep);
                     c
                 }
             };
@@ -389,22 +401,19 @@ impl Inputs {
     }
 
     /// The rows of a new N[u, t] (see [`Inputs::link`]).
-    #[allow(clippy::too_many_arguments)]
     fn need_rows(
         &mut self,
         model: &mut Model,
         stage_rows: &mut [Vec<(Col, f64)>],
-        g: &Graph,
-        last: &[usize],
-        scale: f64,
         u: usize,
         t: usize,
         need: Col,
         deep: bool,
     ) {
-        let rho = self.rho(model, g, scale, u);
-        let e = self.kept(model, stage_rows, g, u, t);
+        let rho = self.rho(model, u);
+        let e = self.kept(model, stage_rows, u, t);
         self.rows.push(vec![(e, 1.0), (rho, 1.0), (need, -1.0)]);
+        let (g, last) = (self.g, self.last);
         if !deep {
             return;
         }
@@ -412,14 +421,15 @@ impl Inputs {
             if last[w] >= t || g.memory(NodeId::from(w)).get() == 0 {
                 continue;
             }
-            let rho_w = self.rho(model, g, scale, w);
-            let e_w = self.kept(model, stage_rows, g, w, t);
+            let rho_w = self.rho(model, w);
+            let e_w = self.kept(model, stage_rows, w, t);
             self.rows
                 .push(vec![(e, 1.0), (e_w, 1.0), (rho_w, 1.0), (need, -1.0)]);
         }
     }
 
-    fn rho(&mut self, model: &mut Model, g: &Graph, scale: f64, u: usize) -> Col {
+    fn rho(&mut self, model: &mut Model, u: usize) -> Col {
+        let (g, scale) = (self.g, self.scale);
         *self.again.entry(u).or_insert_with(|| {
             self.order.push(u);
             model.add_col(0.0, 1.0, g.cost(NodeId::from(u)) / scale, true)
@@ -430,10 +440,10 @@ impl Inputs {
         &mut self,
         model: &mut Model,
         stage_rows: &mut [Vec<(Col, f64)>],
-        g: &Graph,
         u: usize,
         t: usize,
     ) -> Col {
+        let g = self.g;
         *self.kept.entry((u, t)).or_insert_with(|| {
             let e = model.add_col(0.0, 1.0, 0.0, false);
             stage_rows[t].push((e, -g.memory(NodeId::from(u)).as_f64()));
@@ -552,22 +562,12 @@ impl Program {
         }
         // Inputs that died before the recomputation: computed again once
         // (ρ[u]) or kept through every hot stage in between (e[u, t]).
-        let mut inputs = Inputs::default();
+        let mut inputs = Inputs::new(g, last, scale);
         for x in &recomputes {
             for u in linked_inputs(g, detail, x.value) {
                 let gap = (last[u] + 1..x.recompute).filter(|&t| hot(t));
                 let deep = detail == Detail::Moments;
-                inputs.link(
-                    &mut model,
-                    &mut stage_rows,
-                    g,
-                    last,
-                    scale,
-                    u,
-                    gap,
-                    x.col,
-                    deep,
-                );
+                inputs.link(&mut model, &mut stage_rows, u, gap, x.col, deep);
             }
         }
         // ρ[u] itself needs u's inputs: u comes back in some stage after its
@@ -579,28 +579,14 @@ impl Program {
         // chains multiply the program (random-layered-n1000 at 80%: 267,206
         // columns, unsolved in 15 s where it had been solved in 26 s), for
         // 0.1% of bound on n250 at 80%.
-        let mut done = if detail == Detail::Moments {
-            0
-        } else {
-            inputs.order.len()
-        };
-        while done < inputs.order.len() {
+        let mut done = 0;
+        while detail == Detail::Moments && done < inputs.order.len() {
             let u = inputs.order[done];
             done += 1;
             let rho = inputs.again[&u];
             for w in g.deps(NodeId::from(u)).iter().map(|w| w.idx()) {
                 let gap = (last[w] + 1..=last[u]).filter(|&t| hot(t));
-                inputs.link(
-                    &mut model,
-                    &mut stage_rows,
-                    g,
-                    last,
-                    scale,
-                    w,
-                    gap,
-                    rho,
-                    true,
-                );
+                inputs.link(&mut model, &mut stage_rows, w, gap, rho, true);
             }
         }
         let Inputs {
