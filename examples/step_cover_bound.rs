@@ -3,7 +3,9 @@
 //! (PCT: percent of the checkpoint-all peak; `norec`: no recomputation).
 //! Prints the bound of the whole-step form, and of the staged form for
 //! copies within their stage and for copies that span stages
-//! (docs/tiers.md).
+//! (docs/tiers.md). With `SHOW=1` it first prints the events the spanning
+//! form's solution chooses (which values it recomputes, copies and reads
+//! directly, and where), to read beside a plan.
 
 use remat::device::Device;
 use remat::graph::analysis::checkpoint_all_peak;
@@ -26,6 +28,7 @@ fn main() {
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
         feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
+        verbose: remat::solver::verbose_from_env(),
         ..Params::default()
     };
     if let Some(prog) = Program::whole_step(&g, budget, &dev, a.len() > 5) {
@@ -40,6 +43,33 @@ fn main() {
             r.seconds,
             prog.model.num_cols()
         );
+    }
+    // SHOW=1: the spanning form's chosen events, to read beside plans.
+    if std::env::var_os("SHOW").is_some() {
+        let prog =
+            remat::solver::step_cover::staged(&g, budget, &dev, a.len() > 5, Copies::Spanning)
+                .unwrap();
+        let r = solve_mip(&prog.model, Backend::Highs, &p, None).unwrap();
+        let x = r.x.unwrap();
+        let name = |v: usize| g.node(remat::graph::NodeId::from(v)).name.clone();
+        for (c, e) in &prog.events {
+            let val = x[*c];
+            if val > 1e-6 {
+                let v = match *e {
+                    remat::solver::step_cover::Event::Recompute { value, .. }
+                    | remat::solver::step_cover::Event::CopyIn { value, .. }
+                    | remat::solver::step_cover::Event::CopyOut { value, .. }
+                    | remat::solver::step_cover::Event::Direct { value, .. }
+                    | remat::solver::step_cover::Event::Again { value }
+                    | remat::solver::step_cover::Event::Fetched { value } => value,
+                };
+                println!(
+                    "{val:.3} {e:?} {} ({} B)",
+                    name(v),
+                    g.memory(remat::graph::NodeId::from(v)).get()
+                );
+            }
+        }
     }
     for copies in [Copies::WithinStage, Copies::Spanning] {
         let c = step_cover_bound(&g, budget, &dev, a.len() > 5, copies, &p)

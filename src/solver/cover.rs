@@ -185,8 +185,8 @@ fn linked_inputs(g: &Graph, detail: Detail, v: usize) -> Vec<usize> {
 /// linked there may be claimed kept at stages where the plan has freed it
 /// again; the claim stays valid as long as `v`'s bytes, which the column
 /// over-claims at those stages, pay for the inputs it wrongly holds (module
-/// doc). The step cover program links the same ones.
-pub(crate) fn segment_inputs(g: &Graph, v: usize) -> Vec<usize> {
+/// doc).
+fn segment_inputs(g: &Graph, v: usize) -> Vec<usize> {
     let mut deps: Vec<usize> = g
         .deps(NodeId::from(v))
         .iter()

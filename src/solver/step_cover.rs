@@ -41,20 +41,26 @@
 //! segments' lengths, so the whole-step form stands in past
 //! [`STAGED_MAX_COLUMNS`].
 //!
-//! Both forms give a recomputation the input rows of the segment cover
-//! (`InputLinks`): an input that died before it is kept, recomputed or
-//! brought back from the slow tier, the last two loading their lanes over
-//! the whole step.
+//! Both forms give a recomputation one column per *moment* ([`Moments`]):
+//! the hot stage of its segment after which the value comes back, so that
+//! it claims the value absent only up to there. Each input that died
+//! before that moment is linked (`InputLinks`): kept through the hot
+//! stages from its last reader, recomputed after its last reader (`ρ`,
+//! whose own inputs are linked in turn) or brought back from the slow
+//! tier, the last two loading their lanes over the whole step. In the
+//! staged form the moment also places the recomputation's compute: in the
+//! stages between that hot stage and the next.
 //!
-//! What both leave out: the inputs a recomputation's bytes cannot pay for,
-//! the inputs of inputs, where in its segment a recomputation runs, memory
-//! at moments other than a node's first computation, and the slow tier's
-//! capacity. That is why it is a bound and not the optimum.
+//! What both leave out: inputs still alive but absent when a
+//! recomputation runs (only the fetch deadline of [`inputs_arrive`], and
+//! only without direct reads), where `ρ` and the fetches of dead inputs
+//! run, memory at moments other than a node's first computation, and the
+//! slow tier's capacity. That is why it is a bound and not the optimum.
 
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
 use crate::device::{Device, Engines};
 use crate::graph::analysis::{segments, stage_needs};
-use crate::graph::Graph;
+use crate::graph::{Graph, NodeId};
 use crate::units::{Bytes, Seconds};
 
 /// The stages with something to give up (`need_t > 0`), ascending, so that
@@ -119,6 +125,36 @@ pub struct Program {
     /// Seconds per model time unit: times are divided by the all-fast step
     /// so that the solver's tolerances are relative to the instance.
     pub scale: f64,
+    /// What the staged form's event columns stand for, to read a solution
+    /// back (empty for the whole-step form).
+    pub events: Vec<(Col, Event)>,
+}
+
+/// One event column of the staged form: the value it moves or computes,
+/// and the stage it is placed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// `value` computed again from stage `from` on, after its segment's
+    /// hot stages before `from`, for its read at `read`.
+    Recompute {
+        value: usize,
+        from: usize,
+        read: usize,
+    },
+    /// A copy of `value` into fast memory issued in `stage`, for `read`.
+    CopyIn {
+        value: usize,
+        stage: usize,
+        read: usize,
+    },
+    /// `value`'s first copy to the slow tier, issued in `stage`.
+    CopyOut { value: usize, stage: usize },
+    /// `value` read from the slow tier by node `stage`.
+    Direct { value: usize, stage: usize },
+    /// `value` computed again after its last reader, somewhere (`ρ`).
+    Again { value: usize },
+    /// `value` brought back from the slow tier after its last reader (`φ`).
+    Fetched { value: usize },
 }
 
 /// Per stage, on a device whose kernels read the slow tier: the bytes by
@@ -194,9 +230,10 @@ impl Program {
         let mut outs: Vec<(Col, f64)> = Vec::new();
         let mut ins: Vec<(Col, f64)> = Vec::new();
         let mut slow_copy: Vec<Option<Col>> = vec![None; n];
-        // (value, segment's last stage, recomputation column), linked once
-        // every slow copy column exists.
-        let mut recomputes: Vec<(usize, usize, Col)> = Vec::new();
+        // (value, its segment's recomputation columns), linked once every
+        // slow copy column exists.
+        let mut recomputes: Vec<(usize, Moments)> = Vec::new();
+        let mut inputs = InputLinks::new(g);
         for s in segments(g) {
             let v = s.value;
             let m = g.memory(v).as_f64();
@@ -209,7 +246,6 @@ impl Program {
                 continue;
             }
             let mut events: Vec<(Col, f64)> = Vec::new();
-            let mut recompute = None;
             let mut out_col = |model: &mut Model| {
                 *slow_copy[v.idx()].get_or_insert_with(|| {
                     let c = model.add_col(0.0, 1.0, 0.0, true);
@@ -218,12 +254,6 @@ impl Program {
                 })
             };
             if inside.clone().next().is_some() {
-                if !no_recompute {
-                    let a = model.add_col(0.0, 1.0, 0.0, true);
-                    compute.push((a, time(dev.compute_time(g.cost(v)))));
-                    events.push((a, 1.0));
-                    recompute = Some(a);
-                }
                 let b = model.add_col(0.0, 1.0, 0.0, true);
                 ins.push((b, time(dev.copy_time(g.memory(v), false))));
                 let o = out_col(&mut model);
@@ -239,26 +269,33 @@ impl Program {
                 direct_rows[closing].push((d, m));
                 events.push((d, 1.0));
             }
-            for &t in hot_stages.within(s.first, s.last) {
+            let inside = hot_stages.within(s.first, s.last);
+            for &t in inside {
                 for &(c, _) in &events {
                     stage_rows[t].push((c, m));
                 }
             }
+            if !inside.is_empty() && !no_recompute {
+                let moments = Moments::build(&mut model, &mut stage_rows, &s, inside, false, m, n);
+                let work = time(dev.compute_time(g.cost(v)));
+                for &(a, _, _) in &moments.cols {
+                    compute.push((a, work));
+                    events.push((a, 1.0));
+                }
+                recomputes.push((v.idx(), moments));
+            }
             if events.len() > 1 {
                 model.add_row(f64::NEG_INFINITY, 1.0, &events);
             }
-            if let Some(a) = recompute {
-                recomputes.push((v.idx(), s.last, a));
-            }
         }
-        let mut inputs = InputLinks::new(g);
         inputs.outs = slow_copy
             .iter()
             .map(|c| c.iter().copied().collect())
             .collect();
-        for (v, last, a) in recomputes {
-            inputs.link(&mut model, &mut stage_rows, &hot_stages, v, last, a);
+        for (v, moments) in &recomputes {
+            inputs.link_moments(&mut model, &mut stage_rows, &hot_stages, *v, moments);
         }
+        inputs.link_inputs_of_inputs(&mut model, &mut stage_rows, &hot_stages);
         let [again, fetch_out, fetch_in] = inputs.loads(dev, &time);
         compute.extend(again);
         outs.extend(fetch_out);
@@ -274,13 +311,8 @@ impl Program {
         // step ≥ load, with the load's constant (every node once) as the
         // row's lower bound.
         let base = all_fast / scale;
-        let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
-            let mut row = vec![(step, 1.0)];
-            for p in parts {
-                row.extend(p.iter().map(|&(c, w)| (c, -w)));
-            }
-            model.add_row(constant, f64::INFINITY, &row);
-        };
+        let mut lane =
+            |constant: f64, parts: &[&[(Col, f64)]]| lane_row(&mut model, step, constant, parts);
         match dev.slow.engines {
             Engines::Duplex => {
                 lane(base, &[&compute]);
@@ -293,7 +325,11 @@ impl Program {
             }
             Engines::Synchronous => lane(base, &[&compute, &outs, &ins]),
         }
-        Some(Program { model, scale })
+        Some(Program {
+            model,
+            scale,
+            events: Vec::new(),
+        })
     }
 }
 
@@ -370,6 +406,9 @@ pub fn staged(
     let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
     let mut inputs = InputLinks::new(g);
+    let mut log: Vec<(Col, Event)> = Vec::new();
+    // Per value, its segments' copies in: (first, last, [(stage, column)]).
+    let mut fetches: Vec<Vec<SegmentCols>> = vec![Vec::new(); n];
     // Segments by value.
     let mut by_value: Vec<Vec<crate::graph::analysis::Segment>> = vec![Vec::new(); n];
     for s in segments(g) {
@@ -421,6 +460,7 @@ pub fn staged(
         let outs: Vec<Col> = (v..last_moment)
             .map(|q| {
                 let c = model.add_col(0.0, 1.0, 0.0, true);
+                log.push((c, Event::CopyOut { value: v, stage: q }));
                 out_lane[q].push((c, out_time));
                 c
             })
@@ -465,29 +505,60 @@ pub fn staged(
         };
         let in_time = time(dev.copy_time(g.memory(id), false));
         let mut prev_direct: Option<Col> = None;
+        // The previous segment's claim that the value is absent at its
+        // direct read.
+        let mut prev_absent: Option<Col> = None;
         for (s, inside, read, chained) in &useful {
             let mut events: Vec<(Col, f64)> = Vec::new();
             if (!inside.is_empty() || *chained) && !no_recompute {
-                let a = model.add_col(0.0, 1.0, 0.0, true);
-                // Its compute lands in the stages between the first absent
-                // moment and the closing read, split as the program likes.
-                let from = inside.first().copied().unwrap_or(s.first);
-                let mut row = vec![(a, -time(dev.compute_time(g.cost(id))))];
-                for lane in &mut compute_lane[from..=(s.last + 1).min(n - 1)] {
-                    let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
-                    lane.push((y, 1.0));
-                    row.push((y, 1.0));
+                let moments =
+                    Moments::build(&mut model, &mut stage_rows, s, inside, *chained, m, n);
+                let work = time(dev.compute_time(g.cost(id)));
+                for &(a, from, to) in &moments.cols {
+                    // Its compute lands in the stages of its window, split
+                    // as the program likes.
+                    let mut row = vec![(a, -work)];
+                    for lane in &mut compute_lane[from..=to] {
+                        let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
+                        lane.push((y, 1.0));
+                        row.push((y, 1.0));
+                    }
+                    model.add_row(0.0, f64::INFINITY, &row);
+                    events.push((a, 1.0));
+                    log.push((
+                        a,
+                        Event::Recompute {
+                            value: v,
+                            from,
+                            read: s.last + 1,
+                        },
+                    ));
                 }
-                model.add_row(0.0, f64::INFINITY, &row);
-                events.push((a, 1.0));
-                for &t in inside {
-                    stage_rows[t].push((a, m));
+                inputs.link_moments(&mut model, &mut stage_rows, &hot_stages, v, &moments);
+                // With direct reads the recomputation may read `u` from
+                // the slow tier while its copy in runs.
+                if copies == Copies::Spanning && direct_bw.is_none() {
+                    inputs_arrive(
+                        &mut model,
+                        g,
+                        v,
+                        &moments.cols,
+                        &fetches,
+                        &mut in_due,
+                        &|u| time(dev.copy_time(g.memory(NodeId::from(u)), false)),
+                    );
                 }
-                inputs.link(&mut model, &mut stage_rows, &hot_stages, v, s.last, a);
             }
             let d = match direct_bw.filter(|_| s.last + 1 < n) {
                 Some(bw) => {
                     let d = model.add_col(0.0, 1.0, 0.0, true);
+                    log.push((
+                        d,
+                        Event::Direct {
+                            value: v,
+                            stage: s.last + 1,
+                        },
+                    ));
                     compute_lane[s.last + 1].push((d, time(bw.time(g.memory(id)))));
                     events.push((d, 1.0));
                     Some(d)
@@ -495,10 +566,12 @@ pub fn staged(
                 None => None,
             };
             // Copies in: b[s, p] for p after the first absent moment, up to
-            // the stage before the closing read.
-            // A chained segment's value is absent from its start.
+            // the stage before the closing read. A chained segment's value
+            // is absent from its start, and its copy in may already be
+            // issued in the stage of the direct read before it (that node
+            // reads the slow copy while the fast one is filled).
             let first = if *chained {
-                Some(s.first)
+                Some(s.first - 1)
             } else {
                 inside.first().map(|&f| f + 1)
             };
@@ -506,6 +579,14 @@ pub fn staged(
                 Some(f) => (f..=s.last)
                     .map(|p| {
                         let c = model.add_col(0.0, 1.0, 0.0, true);
+                        log.push((
+                            c,
+                            Event::CopyIn {
+                                value: v,
+                                stage: p,
+                                read: s.last + 1,
+                            },
+                        ));
                         in_lane[p].push((c, in_time));
                         if let Some(due) = in_due.get_mut(s.last + 1) {
                             due.push((c, in_time));
@@ -557,9 +638,24 @@ pub fn staged(
                 stage_rows[t].push((w, m));
                 out_due[t].push((w, out_time));
             }
+            fetches[v].push(SegmentCols {
+                first: s.first,
+                last: s.last,
+                ins: ins.clone(),
+            });
+            // A copy in issued in the stage of the direct read before this
+            // segment fills its buffer there: the value is not absent from
+            // fast memory at that read.
+            if let (true, Some(w), Some(&(p, b))) = (*chained, prev_absent, ins.first()) {
+                if p + 1 == s.first {
+                    model.add_row(f64::NEG_INFINITY, 1.0, &[(w, 1.0), (b, 1.0)]);
+                }
+            }
+            prev_absent = None;
             if let (true, Some(d)) = (*read, d) {
                 let c = s.last + 1;
                 let w = model.add_col(0.0, 1.0, 0.0, false);
+                prev_absent = Some(w);
                 out_due[c].push((w, out_time));
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (copied(c), -1.0)]);
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (d, -1.0)]);
@@ -572,6 +668,7 @@ pub fn staged(
             }
         }
     }
+    inputs.link_inputs_of_inputs(&mut model, &mut stage_rows, &hot_stages);
     for t in 0..n {
         if needs[t] > 0.0 {
             covering_row(&mut model, &stage_rows[t], needs[t]);
@@ -601,17 +698,18 @@ pub fn staged(
             [&out_due, &in_due],
             dev.slow.engines,
         );
-        return Some(Program { model, scale });
+        log.extend(inputs.logged());
+        return Some(Program {
+            model,
+            scale,
+            events: log,
+        });
     }
     for t in 0..n {
         let compute = &compute_lane[t];
         let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
-            let mut row = vec![(tau[t], 1.0)];
-            for p in parts {
-                row.extend(p.iter().map(|&(c, w)| (c, -w)));
-            }
-            if row.len() > 1 {
-                model.add_row(constant, f64::INFINITY, &row);
+            if parts.iter().any(|p| !p.is_empty()) {
+                lane_row(&mut model, tau[t], constant, parts);
             }
         };
         let after: Vec<(Col, f64)> = compute.iter().copied().chain(frontier[t]).collect();
@@ -628,19 +726,161 @@ pub fn staged(
             Engines::Synchronous => lane(base(t), &[compute, &out_lane[t], &in_lane[t]]),
         }
     }
-    Some(Program { model, scale })
+    log.extend(inputs.logged());
+    Some(Program {
+        model,
+        scale,
+        events: log,
+    })
+}
+
+/// One segment's recomputation columns by moment (see [`staged`]).
+struct Moments {
+    /// `(a_i, from, to)`: the value computed again in a stage from `from`
+    /// to `to`, absent at the hot stages inside before `from`.
+    cols: Vec<(Col, usize, usize)>,
+    /// Per hot stage inside, ascending: the sum of the columns that claim
+    /// the value absent there.
+    absent: Vec<(usize, Col)>,
+    /// The segment's first stage.
+    first: usize,
+}
+
+impl Moments {
+    /// One column per moment: `a_i` is absent at the first `i` hot stages
+    /// inside (`inside`) and computed again after the i-th, by the next
+    /// (for the read at `last + 1` after the last; a chained segment's
+    /// `a_0` is absent from its start only). A plan maps onto the column of
+    /// the last hot stage at which the value is absent, when it comes back
+    /// by a recomputation: it claims the value absent at every hot stage
+    /// up to there, which only eases the stage rows, and nothing after.
+    /// The stage rows get `A_j = Σ_{i ≥ j} a_i` (one column and row per hot
+    /// stage) rather than every column that claims stage `j`.
+    fn build(
+        model: &mut Model,
+        stage_rows: &mut [Vec<(Col, f64)>],
+        s: &crate::graph::analysis::Segment,
+        inside: &[usize],
+        chained: bool,
+        bytes: f64,
+        n: usize,
+    ) -> Moments {
+        let mut cols = Vec::with_capacity(inside.len() + 1);
+        for i in usize::from(!chained)..=inside.len() {
+            let a = model.add_col(0.0, 1.0, 0.0, true);
+            let from = if i == 0 { s.first } else { inside[i - 1] + 1 };
+            let to = inside.get(i).copied().unwrap_or(s.last + 1).min(n - 1);
+            cols.push((a, from, to.max(from)));
+        }
+        let mut absent = Vec::with_capacity(inside.len());
+        let mut later: Option<Col> = None;
+        for (j, &t) in inside.iter().enumerate().rev() {
+            let (a, _, _) = cols[cols.len() - inside.len() + j];
+            let c = model.add_col(0.0, 1.0, 0.0, false);
+            let mut row = vec![(c, 1.0), (a, -1.0)];
+            row.extend(later.map(|l| (l, -1.0)));
+            model.add_row(0.0, 0.0, &row);
+            stage_rows[t].push((c, bytes));
+            absent.push((t, c));
+            later = Some(c);
+        }
+        absent.reverse();
+        Moments {
+            cols,
+            absent,
+            first: s.first,
+        }
+    }
+
+    /// The columns whose sum says the value comes back after hot stage
+    /// `t` (one column inside the segment; before it, the chained
+    /// segment's `a_0` and the sum of the others).
+    fn back_after(&self, t: usize) -> Vec<Col> {
+        if let Ok(j) = self.absent.binary_search_by_key(&t, |&(h, _)| h) {
+            return vec![self.absent[j].1];
+        }
+        if t >= self.first {
+            return Vec::new();
+        }
+        let head = self
+            .cols
+            .first()
+            .filter(|&&(_, from, _)| from == self.first && self.cols.len() > self.absent.len());
+        head.map(|&(a, _, _)| a)
+            .into_iter()
+            .chain(self.absent.first().map(|&(_, c)| c))
+            .collect()
+    }
+}
+
+/// A segment's copies in: its first and last stage, and each copy's issue
+/// stage and column.
+#[derive(Clone)]
+struct SegmentCols {
+    first: usize,
+    last: usize,
+    ins: Vec<(usize, Col)>,
+}
+
+/// With copies that span stages, a recomputation of `v` reads each input
+/// `u` when it runs, not when `u`'s own segment is read: if `u` was
+/// brought back by a copy issued no later than the recomputation's window
+/// starts (`from`), that copy is done before the recomputation, so by
+/// `to` at the latest, not only by `u`'s next read. The earlier deadline
+/// is `z ≥ a + Σ b − 1` at `to`, taken back at the read so that the copy
+/// counts once there.
+fn inputs_arrive(
+    model: &mut Model,
+    g: &Graph,
+    v: usize,
+    moments: &[(Col, usize, usize)],
+    fetches: &[Vec<SegmentCols>],
+    in_due: &mut [Vec<(Col, f64)>],
+    copy_in_time: &dyn Fn(usize) -> f64,
+) {
+    for &(a, from, to) in moments {
+        for &u in g.deps(NodeId::from(v)) {
+            let u = u.idx();
+            let Some(seg) = fetches[u]
+                .iter()
+                .find(|c| c.first <= from && from <= c.last + 1)
+            else {
+                continue;
+            };
+            let (last, ins) = (seg.last, &seg.ins);
+            let read = last + 1;
+            if to >= read {
+                continue;
+            }
+            let early: Vec<(Col, f64)> = ins
+                .iter()
+                .filter(|&&(p, _)| p <= from)
+                .map(|&(_, c)| (c, -1.0))
+                .collect();
+            if early.is_empty() {
+                continue;
+            }
+            let z = model.add_col(0.0, 1.0, 0.0, false);
+            let mut row = vec![(z, 1.0), (a, -1.0)];
+            row.extend(early);
+            model.add_row(-1.0, f64::INFINITY, &row);
+            let t = copy_in_time(u);
+            in_due[to].push((z, t));
+            in_due[read].push((z, -t));
+        }
+    }
 }
 
 /// The input rows of the recomputation columns (as in
-/// [`super::cover::Detail::SegmentInputs`]). A recomputation of `v` needs
-/// each input `u` that died before it: `u` is kept through every hot stage
-/// from its last reader (bytes in that stage's row), or computed again
-/// after its last reader (`ρ[u]`), or brought back from the slow tier
-/// (`φ[u]`, or a copy out of `u` the program already places). The link
-/// also gives way to a copy out of `v` itself: a plan that recomputes `v`
-/// and then sends it to the slow tier is absent where the column's
-/// over-claim would otherwise have to pay for the inputs. `ρ` and `φ` are
-/// placed in no stage: they load their lane over the whole step (the
+/// [`super::cover::Detail::Moments`]). A recomputation of `v` needs each
+/// input `u` that died before it: `u` is kept through every hot stage from
+/// its last reader to the recomputation's moment (bytes in that stage's
+/// row), or computed again after its last reader (`ρ[u]`), or brought back
+/// from the slow tier (`φ[u]`, or a copy out of `u` the program already
+/// places). A moment column claims nothing after `v` is back, so every
+/// input is linked, whatever its bytes (a column claiming the whole
+/// segment could link only the inputs its own bytes pay for). `ρ` and `φ`
+/// are placed in no stage: they load their lane over the whole step (the
 /// compute stream for `ρ`, the engine toward the slow tier for `φ`).
 struct InputLinks<'a> {
     g: &'a Graph,
@@ -651,6 +891,7 @@ struct InputLinks<'a> {
     kept: std::collections::HashMap<(usize, usize), Col>,
     again: std::collections::HashMap<usize, Col>,
     fetched: std::collections::HashMap<usize, Col>,
+    demands: std::collections::HashMap<(usize, usize), Col>,
 }
 
 impl<'a> InputLinks<'a> {
@@ -665,45 +906,135 @@ impl<'a> InputLinks<'a> {
             kept: Default::default(),
             again: Default::default(),
             fetched: Default::default(),
+            demands: Default::default(),
         }
     }
 
-    /// Links recomputation column `a` of a segment of `v` that ends at
-    /// stage `last`.
-    fn link(
+    /// Links the moment columns of one segment of `v`: `(a, from)` brings
+    /// `v` back by computing it at some stage from `from` on, so each
+    /// input `u` of `v` that died before `from` is there then: kept
+    /// through every hot stage after its last reader and before `from`,
+    /// computed again (`ρ[u]`) or brought back (`φ[u]`, or a copy out of
+    /// `u`). Unlike a segment column, a moment column claims nothing after
+    /// `v` is back, so every input is linked, whatever its bytes. The
+    /// segment's columns exclude each other: one row per input and stage
+    /// bounds the demand column `N[u,t]` by their sum.
+    fn link_moments(
         &mut self,
         model: &mut Model,
         stage_rows: &mut [Vec<(Col, f64)>],
         hot: &HotStages,
         v: usize,
-        last: usize,
-        a: Col,
+        moments: &Moments,
     ) {
-        for u in super::cover::segment_inputs(self.g, v) {
-            let stages = hot.within(self.last[u] + 1, last);
-            if stages.is_empty() {
+        let Some(latest) = moments.cols.iter().map(|&(_, from, _)| from).max() else {
+            return;
+        };
+        for &u in self.g.deps(NodeId::from(v)) {
+            let u = u.idx();
+            if self.g.memory(u.into()).get() == 0 || latest == 0 {
                 continue;
             }
-            let mem = self.g.memory(crate::graph::NodeId::from(u)).as_f64();
-            let rho = *self
-                .again
-                .entry(u)
-                .or_insert_with(|| model.add_col(0.0, 1.0, 0.0, true));
-            let phi = *self
-                .fetched
-                .entry(u)
-                .or_insert_with(|| model.add_col(0.0, 1.0, 0.0, true));
-            for &t in stages {
-                let e = *self.kept.entry((u, t)).or_insert_with(|| {
-                    let e = model.add_col(0.0, 1.0, 0.0, false);
-                    stage_rows[t].push((e, -mem));
-                    e
-                });
-                let mut row = vec![(e, 1.0), (rho, 1.0), (phi, 1.0), (a, -1.0)];
-                row.extend(self.outs[u].iter().chain(&self.outs[v]).map(|&o| (o, 1.0)));
+            for &t in hot.within(self.last[u] + 1, latest - 1) {
+                let after = moments.back_after(t);
+                if after.is_empty() {
+                    continue;
+                }
+                let demand = self.demand(model, stage_rows, u, t);
+                let mut row = vec![(demand, 1.0)];
+                row.extend(after.into_iter().map(|a| (a, -1.0)));
                 model.add_row(0.0, f64::INFINITY, &row);
             }
         }
+    }
+
+    /// `N[u,t]`: `u` is needed after hot stage `t`, past its last reader,
+    /// so it is kept at `t`, computed again, or brought back.
+    fn demand(
+        &mut self,
+        model: &mut Model,
+        stage_rows: &mut [Vec<(Col, f64)>],
+        u: usize,
+        t: usize,
+    ) -> Col {
+        if let Some(&c) = self.demands.get(&(u, t)) {
+            return c;
+        }
+        let mem = self.g.memory(crate::graph::NodeId::from(u)).as_f64();
+        let rho = *self
+            .again
+            .entry(u)
+            .or_insert_with(|| model.add_col(0.0, 1.0, 0.0, true));
+        let phi = *self
+            .fetched
+            .entry(u)
+            .or_insert_with(|| model.add_col(0.0, 1.0, 0.0, true));
+        let e = *self.kept.entry((u, t)).or_insert_with(|| {
+            let e = model.add_col(0.0, 1.0, 0.0, false);
+            stage_rows[t].push((e, -mem));
+            e
+        });
+        let c = model.add_col(0.0, 1.0, 0.0, false);
+        let mut row = vec![(e, 1.0), (rho, 1.0), (phi, 1.0), (c, -1.0)];
+        row.extend(self.outs[u].iter().map(|&o| (o, 1.0)));
+        model.add_row(0.0, f64::INFINITY, &row);
+        self.demands.insert((u, t), c);
+        c
+    }
+
+    /// A value computed again after its last reader (`ρ[u]`) needs its
+    /// own inputs then: each input `w` dead by `u`'s last reader is kept
+    /// through the hot stages up to it, computed again, or brought back.
+    /// Followed until no new `ρ` appears.
+    fn link_inputs_of_inputs(
+        &mut self,
+        model: &mut Model,
+        stage_rows: &mut [Vec<(Col, f64)>],
+        hot: &HotStages,
+    ) {
+        let mut done = std::collections::HashSet::new();
+        loop {
+            let mut todo: Vec<usize> = self
+                .again
+                .keys()
+                .copied()
+                .filter(|u| !done.contains(u))
+                .collect();
+            if todo.is_empty() {
+                return;
+            }
+            todo.sort_unstable();
+            for u in todo {
+                done.insert(u);
+                let rho = self.again[&u];
+                for &w in self.g.deps(crate::graph::NodeId::from(u)) {
+                    let w = w.idx();
+                    if self.g.memory(crate::graph::NodeId::from(w)).get() == 0 {
+                        continue;
+                    }
+                    for &t in hot.within(self.last[w] + 1, self.last[u]) {
+                        let demand = self.demand(model, stage_rows, w, t);
+                        model.add_row(0.0, f64::INFINITY, &[(demand, 1.0), (rho, -1.0)]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `ρ` and `φ` columns, by what they stand for.
+    fn logged(&self) -> Vec<(Col, Event)> {
+        let mut out: Vec<(Col, Event)> = self
+            .again
+            .iter()
+            .map(|(&value, &c)| (c, Event::Again { value }))
+            .chain(
+                self.fetched
+                    .iter()
+                    .map(|(&value, &c)| (c, Event::Fetched { value })),
+            )
+            .collect();
+        out.sort_by_key(|&(c, _)| c);
+        out
     }
 
     /// What `ρ` and `φ` load over the whole step: the compute stream, the
@@ -752,13 +1083,8 @@ impl<'a> InputLinks<'a> {
                 .flat_map(|l| l.iter().flatten().copied())
                 .collect()
         };
-        let mut lane = |constant: f64, parts: &[&[(Col, f64)]]| {
-            let mut row = vec![(step, 1.0)];
-            for p in parts {
-                row.extend(p.iter().map(|&(c, w)| (c, -w)));
-            }
-            model.add_row(constant, f64::INFINITY, &row);
-        };
+        let mut lane =
+            |constant: f64, parts: &[&[(Col, f64)]]| lane_row(model, step, constant, parts);
         let (compute, outs, ins) = (all(&[compute]), all(&[outs]), all(&[ins]));
         match dev.slow.engines {
             Engines::Duplex => {
@@ -776,6 +1102,20 @@ impl<'a> InputLinks<'a> {
             ),
         }
     }
+}
+
+/// `time ≥ constant + Σ loads`. A column may load two parts (a fetch of a
+/// dead input loads both directions of a shared engine, and every lane of
+/// a synchronous device): its weights add up, since a row may hold a
+/// column only once.
+fn lane_row(model: &mut Model, time: Col, constant: f64, parts: &[&[(Col, f64)]]) {
+    let mut load: std::collections::BTreeMap<Col, f64> = Default::default();
+    for &(c, w) in parts.iter().copied().flatten() {
+        *load.entry(c).or_default() += w;
+    }
+    let mut row = vec![(time, 1.0)];
+    row.extend(load.into_iter().map(|(c, w)| (c, -w)));
+    model.add_row(constant, f64::INFINITY, &row);
 }
 
 /// Per stage, weighted columns (a lane's loads, or its deadlines).
