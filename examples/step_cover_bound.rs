@@ -51,7 +51,7 @@ fn main() {
                 .unwrap();
         let r = solve_mip(&prog.model, Backend::Highs, &p, None).unwrap();
         let x = r.x.unwrap();
-        let name = |v: usize| g.node(remat::graph::NodeId::from(v)).name.clone();
+        let name = |v: remat::graph::NodeId| g.node(v).name.clone();
         for (c, e) in &prog.events {
             let val = x[*c];
             if val > 1e-6 {
@@ -63,11 +63,7 @@ fn main() {
                     | remat::solver::step_cover::Event::Again { value }
                     | remat::solver::step_cover::Event::Fetched { value } => value,
                 };
-                println!(
-                    "{val:.3} {e:?} {} ({} B)",
-                    name(v),
-                    g.memory(remat::graph::NodeId::from(v)).get()
-                );
+                println!("{val:.3} {e:?} {} ({} B)", name(v), g.memory(v).get());
             }
         }
     }

@@ -137,24 +137,24 @@ pub enum Event {
     /// `value` computed again from stage `from` on, after its segment's
     /// hot stages before `from`, for its read at `read`.
     Recompute {
-        value: usize,
+        value: NodeId,
         from: usize,
         read: usize,
     },
     /// A copy of `value` into fast memory issued in `stage`, for `read`.
     CopyIn {
-        value: usize,
+        value: NodeId,
         stage: usize,
         read: usize,
     },
     /// `value`'s first copy to the slow tier, issued in `stage`.
-    CopyOut { value: usize, stage: usize },
+    CopyOut { value: NodeId, stage: usize },
     /// `value` read from the slow tier by node `stage`.
-    Direct { value: usize, stage: usize },
+    Direct { value: NodeId, stage: usize },
     /// `value` computed again after its last reader, somewhere (`ρ`).
-    Again { value: usize },
+    Again { value: NodeId },
     /// `value` brought back from the slow tier after its last reader (`φ`).
-    Fetched { value: usize },
+    Fetched { value: NodeId },
 }
 
 /// Per stage, on a device whose kernels read the slow tier: the bytes by
@@ -460,7 +460,13 @@ pub fn staged(
         let outs: Vec<Col> = (v..last_moment)
             .map(|q| {
                 let c = model.add_col(0.0, 1.0, 0.0, true);
-                log.push((c, Event::CopyOut { value: v, stage: q }));
+                log.push((
+                    c,
+                    Event::CopyOut {
+                        value: id,
+                        stage: q,
+                    },
+                ));
                 out_lane[q].push((c, out_time));
                 c
             })
@@ -528,7 +534,7 @@ pub fn staged(
                     log.push((
                         a,
                         Event::Recompute {
-                            value: v,
+                            value: id,
                             from,
                             read: s.last + 1,
                         },
@@ -555,7 +561,7 @@ pub fn staged(
                     log.push((
                         d,
                         Event::Direct {
-                            value: v,
+                            value: id,
                             stage: s.last + 1,
                         },
                     ));
@@ -582,7 +588,7 @@ pub fn staged(
                         log.push((
                             c,
                             Event::CopyIn {
-                                value: v,
+                                value: id,
                                 stage: p,
                                 read: s.last + 1,
                             },
@@ -1026,11 +1032,11 @@ impl<'a> InputLinks<'a> {
         let mut out: Vec<(Col, Event)> = self
             .again
             .iter()
-            .map(|(&value, &c)| (c, Event::Again { value }))
+            .map(|(&u, &c)| (c, Event::Again { value: u.into() }))
             .chain(
                 self.fetched
                     .iter()
-                    .map(|(&value, &c)| (c, Event::Fetched { value })),
+                    .map(|(&u, &c)| (c, Event::Fetched { value: u.into() })),
             )
             .collect();
         out.sort_by_key(|&(c, _)| c);
