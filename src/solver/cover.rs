@@ -179,6 +179,23 @@ fn linked_inputs(g: &Graph, detail: Detail, v: usize) -> Vec<usize> {
     }
 }
 
+/// `e[u,t]`: `u`, dead, kept at hot stage `t`, made once per value and
+/// stage. Its bytes count against the stage's need (both cover programs).
+pub(super) fn kept_column(
+    kept: &mut HashMap<(usize, usize), Col>,
+    model: &mut Model,
+    stage_rows: &mut [Vec<(Col, f64)>],
+    g: &Graph,
+    u: usize,
+    t: usize,
+) -> Col {
+    *kept.entry((u, t)).or_insert_with(|| {
+        let e = model.add_col(0.0, 1.0, 0.0, false);
+        stage_rows[t].push((e, -g.memory(NodeId::from(u)).as_f64()));
+        e
+    })
+}
+
 /// The inputs a segment column of `v` may link: the largest whose bytes
 /// together fit in `v`'s. A segment column claims `v` absent through its
 /// whole segment, also after the plan has brought it back, and an input
@@ -443,12 +460,7 @@ impl<'a> Inputs<'a> {
         u: usize,
         t: usize,
     ) -> Col {
-        let g = self.g;
-        *self.kept.entry((u, t)).or_insert_with(|| {
-            let e = model.add_col(0.0, 1.0, 0.0, false);
-            stage_rows[t].push((e, -g.memory(NodeId::from(u)).as_f64()));
-            e
-        })
+        kept_column(&mut self.kept, model, stage_rows, self.g, u, t)
     }
 }
 

@@ -409,6 +409,10 @@ pub fn staged(
     let mut log: Vec<(Col, Event)> = Vec::new();
     // Per value, its segments' copies in: (first, last, [(stage, column)]).
     let mut fetches: Vec<Vec<SegmentCols>> = vec![Vec::new(); n];
+    // Inputs' arrival deadlines (`inputs_arrive`) only where copies span
+    // stages and there are no direct reads: with them the recomputation
+    // may read `u` from the slow tier while its copy in runs.
+    let arrivals = copies == Copies::Spanning && direct_bw.is_none();
     // Segments by value.
     let mut by_value: Vec<Vec<crate::graph::analysis::Segment>> = vec![Vec::new(); n];
     for s in segments(g) {
@@ -541,9 +545,7 @@ pub fn staged(
                     ));
                 }
                 inputs.link_moments(&mut model, &mut stage_rows, &hot_stages, v, &moments);
-                // With direct reads the recomputation may read `u` from
-                // the slow tier while its copy in runs.
-                if copies == Copies::Spanning && direct_bw.is_none() {
+                if arrivals {
                     inputs_arrive(
                         &mut model,
                         g,
@@ -644,11 +646,13 @@ pub fn staged(
                 stage_rows[t].push((w, m));
                 out_due[t].push((w, out_time));
             }
-            fetches[v].push(SegmentCols {
-                first: s.first,
-                last: s.last,
-                ins: ins.clone(),
-            });
+            if arrivals {
+                fetches[v].push(SegmentCols {
+                    first: s.first,
+                    last: s.last,
+                    ins: ins.clone(),
+                });
+            }
             // A copy in issued in the stage of the direct read before this
             // segment fills its buffer there: the value is not absent from
             // fast memory at that read.
@@ -966,7 +970,6 @@ impl<'a> InputLinks<'a> {
         if let Some(&c) = self.demands.get(&(u, t)) {
             return c;
         }
-        let mem = self.g.memory(crate::graph::NodeId::from(u)).as_f64();
         let rho = *self
             .again
             .entry(u)
@@ -975,11 +978,7 @@ impl<'a> InputLinks<'a> {
             .fetched
             .entry(u)
             .or_insert_with(|| model.add_col(0.0, 1.0, 0.0, true));
-        let e = *self.kept.entry((u, t)).or_insert_with(|| {
-            let e = model.add_col(0.0, 1.0, 0.0, false);
-            stage_rows[t].push((e, -mem));
-            e
-        });
+        let e = super::cover::kept_column(&mut self.kept, model, stage_rows, self.g, u, t);
         let c = model.add_col(0.0, 1.0, 0.0, false);
         let mut row = vec![(e, 1.0), (rho, 1.0), (phi, 1.0), (c, -1.0)];
         row.extend(self.outs[u].iter().map(|&o| (o, 1.0)));
