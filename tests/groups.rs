@@ -384,3 +384,61 @@ nodes:
     let exact = solve::run(&g, &RematExact, peak, &opts()).unwrap();
     assert!(exact.cost().unwrap() <= sch.cost(&g) + 1e-9);
 }
+
+/// The exact feasibility search (`schedule::feasible`) treats a kernel as
+/// the schedules do: one byte below its smallest budget the group-aware
+/// MILP is infeasible too, and at every budget its schedules make each
+/// kernel's outputs together and fit in simulation. (At the smallest
+/// budget itself the MILP may still be infeasible: it counts a recomputed
+/// kernel's memory more strictly than the simulator.)
+#[test]
+fn the_feasibility_search_agrees_with_the_group_aware_milp() {
+    use remat::schedule::feasible::{decide, Feasibility};
+    use remat::solver::{solve_mip, MipStatus, Params};
+    let p = Params {
+        // Only feasibility is compared: the first plan the MILP finds does.
+        gap: 1.0,
+        ..Params::default()
+    };
+    let mut raised = 0;
+    for g in [
+        toy(),
+        grouped(1, 5),
+        grouped(2, 6),
+        grouped(5, 6),
+        grouped(6, 5),
+        grouped(7, 6),
+    ] {
+        assert!(g.has_groups());
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        let mut smallest = None;
+        for b in lo..=hi {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            match decide(&g, Bytes(b), deadline) {
+                Feasibility::NoSchedule { .. } => assert!(smallest.is_none(), "{} at {b}", g.name),
+                Feasibility::Fits(sch) => {
+                    let plan = generate_plan(&g, &sch).unwrap();
+                    assert_groups_back_to_back(&g, &plan.statements);
+                    assert!(
+                        simulate(&g, &plan).unwrap().peak <= Bytes(b),
+                        "{} at {b}",
+                        g.name
+                    );
+                    smallest.get_or_insert(b);
+                }
+                Feasibility::Unknown { .. } => panic!("{} at {b}: undecided", g.name),
+            }
+        }
+        let b = smallest.expect("checkpoint-all fits at the peak");
+        if b > lo {
+            let f = Formulation::build(&g, Bytes(b - 1), true, None);
+            let status = solve_mip(&f.model, Backend::Highs, &p, None)
+                .unwrap()
+                .status;
+            assert_eq!(status, MipStatus::Infeasible, "{} at {}", g.name, b - 1);
+            raised += 1;
+        }
+    }
+    assert!(raised >= 2, "{raised} graphs");
+}

@@ -1,0 +1,278 @@
+//! Does any schedule fit the budget at all? An exact search, so that "no
+//! plan" can be a proof rather than a strategy giving up.
+//!
+//! Why a search and not a program: on tight budgets a MILP spends its
+//! whole limit on the question (random-layered-n250 at 60% of its peak:
+//! no plan from any strategy in 60 s, the Checkmate LP relaxation feasible
+//! after 125 s), while the answer follows from memory alone, in a few
+//! hundred states.
+//!
+//! The search runs backwards through the frontier-advancing stages, from
+//! the last node to the first, carrying `W`: the values that must be
+//! resident at the current point because something later reads them. At
+//! each node of a stage (highest first, the reverse of the stage's
+//! order) a value of `W` is either computed there (its inputs join `W`,
+//! and that moment's memory, `W`, the inputs and the output, must fit) or
+//! kept from earlier; a stage's frontier is always computed. A value in
+//! `W` at the start of stage `t` must have been made before it, so it is
+//! below `t`. Holding exactly `W` is the least any schedule holds, so the
+//! search decides the question exactly for the schedules remat can
+//! express (`tests/feasible.rs` checks it against the MILP), and a failed
+//! state `(stage, node, W)` is remembered and never explored again.
+//!
+//! A kernel with several outputs is one decision at its last member's
+//! position, as the schedules make it (all members or none, in the stage
+//! of the last one).
+//!
+//! What it does not cover: plans whose first computations are in another
+//! order than the file's (the frontier-advancing form fixes that order, as
+//! in Checkmate), and slow tiers (offloading may fit where no recompute
+//! plan does).
+
+use super::Schedule;
+use crate::graph::Graph;
+use crate::units::Bytes;
+use fixedbitset::FixedBitSet;
+use std::collections::HashSet;
+use std::time::Instant;
+
+/// The answer of [`decide`].
+#[derive(Debug, Clone)]
+pub enum Feasibility {
+    /// A schedule whose plan fits (the simulator still checks it).
+    Fits(Schedule),
+    /// Proven: no frontier-advancing schedule fits. `states` is the size
+    /// of the proof.
+    NoSchedule { states: u64 },
+    /// The search stopped at its deadline or its memory cap.
+    Unknown { states: u64 },
+}
+
+/// The memo and the stack hold bitsets of n bits; past this many words in
+/// all, the search gives up rather than take the machine's memory.
+const MAX_WORDS: usize = 1 << 25;
+
+/// One open choice: whether `x` (a member of `w`, or stage `t`'s frontier)
+/// is computed here, in stage `t`.
+struct Frame {
+    t: usize,
+    x: usize,
+    w: FixedBitSet,
+    mem_w: u64,
+    /// Options still to try, in order (`true`: compute).
+    options: [Option<bool>; 2],
+    trail: usize,
+}
+
+/// What the successful path did, to build its schedule.
+enum Step {
+    Compute { t: usize, x: usize },
+    Kept { t: usize, w: FixedBitSet },
+}
+
+/// Decides whether some schedule of `g` fits `budget`, or gives up at
+/// `deadline`.
+pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
+    let n = g.len();
+    if n == 0 {
+        return Feasibility::Unknown { states: 0 };
+    }
+    let Some(cap) = budget.get().checked_sub(g.fixed_memory.get()) else {
+        return Feasibility::NoSchedule { states: 0 };
+    };
+    let mem: Vec<u64> = g.ids().map(|i| g.memory(i).get()).collect();
+    let inputs: Vec<Vec<usize>> = g
+        .ids()
+        .map(|k| {
+            let mut d: Vec<usize> = g.deps(k).iter().map(|d| d.idx()).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+    // A kernel with several outputs is computed whole, at its last
+    // member's position; `group[x]` is its first and last member.
+    let group: Vec<(usize, usize)> = g
+        .ids()
+        .map(|i| (g.group_start(i), g.group_end(i)))
+        .collect();
+    let words = n.div_ceil(64).max(1);
+    let mut failed: HashSet<(u32, u32, FixedBitSet)> = HashSet::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut trail: Vec<Step> = Vec::new();
+    let mut states = 0u64;
+
+    // The walk from a point to the next choice: (t, j) is "stage t, nodes
+    // j and above handled". Returns the next open choice, `Ok(None)` when
+    // the first stage's start is reached with nothing left to hold, or
+    // `Err(())` for a dead end.
+    let next_choice = |mut t: usize,
+                       mut j: usize,
+                       w: &FixedBitSet,
+                       trail: &mut Vec<Step>|
+     -> Result<Option<(usize, usize)>, ()> {
+        loop {
+            // A stage's frontier is its node, or the kernel it ends.
+            if j == t + 1 && group[t].1 == t {
+                return Ok(Some((t, t)));
+            }
+            // The highest value of W below j.
+            if let Some(x) = highest_below(w, j) {
+                return Ok(Some((t, x)));
+            }
+            // Stage t's start: W is what stage t - 1 hands on.
+            if w.ones().any(|i| group[i].1 >= t) {
+                return Err(());
+            }
+            trail.push(Step::Kept { t, w: w.clone() });
+            if t == 0 {
+                return if w.is_clear() { Ok(None) } else { Err(()) };
+            }
+            t -= 1;
+            j = t + 1;
+        }
+    };
+
+    // The bytes a kernel's computation adds to W's: its inputs and its
+    // outputs that W does not hold; and the bytes of W it makes.
+    let costs = |x: usize, w: &FixedBitSet| -> (u64, u64, u64) {
+        let (a, b) = group[x];
+        let extra: u64 = inputs[x]
+            .iter()
+            .filter(|&&d| !w.contains(d))
+            .map(|&d| mem[d])
+            .sum();
+        let (new, held) = (a..=b).fold((0, 0), |(new, held), m| {
+            if w.contains(m) {
+                (new, held + mem[m])
+            } else {
+                (new + mem[m], held)
+            }
+        });
+        (extra, new, held)
+    };
+    let open = |t: usize, x: usize, w: FixedBitSet, mem_w: u64, trail_len: usize| -> Frame {
+        let frontier = x == t;
+        let (extra, new, held) = costs(x, &w);
+        let fits = mem_w + extra + new <= cap;
+        let compute = fits.then_some(true);
+        let keep = (!frontier).then_some(false);
+        // Greedy: the option that leaves less to hold before this point
+        // first (a proof tries both; a fit is found sooner).
+        let options = if extra <= held {
+            [compute, keep]
+        } else {
+            [keep, compute]
+        };
+        Frame {
+            t,
+            x,
+            w,
+            mem_w,
+            options,
+            trail: trail_len,
+        }
+    };
+
+    let start = FixedBitSet::with_capacity(n);
+    match next_choice(n - 1, n, &start, &mut trail) {
+        Ok(Some((t, x))) => stack.push(open(t, x, start, 0, trail.len())),
+        Ok(None) => return Feasibility::Fits(build(g, &trail)),
+        Err(()) => return Feasibility::NoSchedule { states },
+    }
+    while !stack.is_empty() {
+        if states.is_multiple_of(1024)
+            && (Instant::now() >= deadline || (failed.len() + stack.len()) * words > MAX_WORDS)
+        {
+            return Feasibility::Unknown { states };
+        }
+        let top = stack.last_mut().expect("non-empty");
+        let Some(choice) = top.options.iter_mut().find_map(|o| o.take()) else {
+            let f = stack.pop().expect("non-empty");
+            failed.insert((f.t as u32, f.x as u32, f.w));
+            continue;
+        };
+        states += 1;
+        trail.truncate(top.trail);
+        let (t, x) = (top.t, top.x);
+        let mut w = top.w.clone();
+        let mut mem_w = top.mem_w;
+        // Whether the kernel is computed here or held, its other members
+        // are settled with it: computing it again below would make a
+        // second copy of a held member.
+        let first = group[x].0;
+        if choice {
+            trail.push(Step::Compute { t, x });
+            let (extra, _, held) = costs(x, &w);
+            mem_w = mem_w + extra - held;
+            for m in first..=group[x].1 {
+                w.set(m, false);
+            }
+            for &d in &inputs[x] {
+                w.insert(d);
+            }
+        }
+        match next_choice(t, first, &w, &mut trail) {
+            Ok(None) => return Feasibility::Fits(build(g, &trail)),
+            Err(()) => {}
+            Ok(Some((t2, x2))) => {
+                if !failed.contains(&(t2 as u32, x2 as u32, w.clone())) {
+                    let len = trail.len();
+                    stack.push(open(t2, x2, w, mem_w, len));
+                }
+            }
+        }
+    }
+    Feasibility::NoSchedule { states }
+}
+
+/// The highest member of `w` below `j`.
+fn highest_below(w: &FixedBitSet, j: usize) -> Option<usize> {
+    const BITS: usize = usize::BITS as usize;
+    if j == 0 {
+        return None;
+    }
+    let blocks = w.as_slice();
+    let mut b = (j - 1) / BITS;
+    let mut mask = if j.is_multiple_of(BITS) {
+        usize::MAX
+    } else {
+        (1usize << (j % BITS)) - 1
+    };
+    loop {
+        let v = blocks.get(b).copied().unwrap_or(0) & mask;
+        if v != 0 {
+            return Some(b * BITS + BITS - 1 - v.leading_zeros() as usize);
+        }
+        if b == 0 {
+            return None;
+        }
+        b -= 1;
+        mask = usize::MAX;
+    }
+}
+
+/// The schedule of a successful path: what each stage computes, and what
+/// is held into it.
+fn build(g: &Graph, trail: &[Step]) -> Schedule {
+    let n = g.len();
+    let mut sch = Schedule::identity(n);
+    for t in 0..n {
+        sch.set_r(t, t, false);
+    }
+    for step in trail {
+        match step {
+            Step::Compute { t, x } => {
+                for m in g.group(crate::graph::NodeId::from(*x)) {
+                    sch.set_r(*t, m, true);
+                }
+            }
+            Step::Kept { t, w } => {
+                for i in w.ones() {
+                    sch.set_s(*t, i, true);
+                }
+            }
+        }
+    }
+    sch
+}
