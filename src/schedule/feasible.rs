@@ -48,9 +48,20 @@ pub enum Feasibility {
     Unknown { states: u64 },
 }
 
-/// The memo and the stack hold bitsets of n bits; past this many words in
-/// all, the search gives up rather than take the machine's memory.
-const MAX_WORDS: usize = 1 << 25;
+/// The memo and the stack hold bitsets of n bits; past this many bytes
+/// (estimated: a key's words and the table's overhead) the search gives up
+/// rather than take the machine's memory. random-layered-n250 at 62% of
+/// its peak needs 1.1×10⁷ failed states for its proof, about 0.8 GB.
+const MAX_BYTES: usize = 3 << 29;
+
+/// A failed state as one boxed key: the stage and node packed in the
+/// first word, then the bits of `W` (half the size of a bitset and a
+/// tuple, which carry a length and a capacity each).
+fn key(t: usize, x: usize, w: &FixedBitSet) -> Box<[usize]> {
+    std::iter::once(t << 32 | x)
+        .chain(w.as_slice().iter().copied())
+        .collect()
+}
 
 /// One open choice: whether `x` (a member of `w`, or stage `t`'s frontier)
 /// is computed here, in stage `t`.
@@ -96,8 +107,8 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
         .ids()
         .map(|i| (g.group_start(i), g.group_end(i)))
         .collect();
-    let words = n.div_ceil(64).max(1);
-    let mut failed: HashSet<(u32, u32, FixedBitSet)> = HashSet::new();
+    let per_state = 8 * (n.div_ceil(64) + 1) + 40;
+    let mut failed: HashSet<Box<[usize]>> = HashSet::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut trail: Vec<Step> = Vec::new();
     let mut states = 0u64;
@@ -182,14 +193,14 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
     }
     while !stack.is_empty() {
         if states.is_multiple_of(1024)
-            && (Instant::now() >= deadline || (failed.len() + stack.len()) * words > MAX_WORDS)
+            && (Instant::now() >= deadline || (failed.len() + stack.len()) * per_state > MAX_BYTES)
         {
             return Feasibility::Unknown { states };
         }
         let top = stack.last_mut().expect("non-empty");
         let Some(choice) = top.options.iter_mut().find_map(|o| o.take()) else {
             let f = stack.pop().expect("non-empty");
-            failed.insert((f.t as u32, f.x as u32, f.w));
+            failed.insert(key(f.t, f.x, &f.w));
             continue;
         };
         states += 1;
@@ -216,7 +227,7 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
             Ok(None) => return Feasibility::Fits(build(g, &trail)),
             Err(()) => {}
             Ok(Some((t2, x2))) => {
-                if !failed.contains(&(t2 as u32, x2 as u32, w.clone())) {
+                if !failed.contains(&key(t2, x2, &w)) {
                     let len = trail.len();
                     stack.push(open(t2, x2, w, mem_w, len));
                 }
