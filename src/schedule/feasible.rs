@@ -287,3 +287,21 @@ fn build(g: &Graph, trail: &[Step]) -> Schedule {
     }
     sch
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highest_below_crosses_block_boundaries() {
+        let mut w = FixedBitSet::with_capacity(200);
+        for i in [0, 63, 64, 65, 127, 128, 199] {
+            w.insert(i);
+        }
+        let want = |j: usize| w.ones().filter(|&i| i < j).last();
+        for j in 0..=200 {
+            assert_eq!(highest_below(&w, j), want(j), "below {j}");
+        }
+        assert_eq!(highest_below(&FixedBitSet::with_capacity(70), 70), None);
+    }
+}
