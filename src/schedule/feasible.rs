@@ -298,7 +298,7 @@ mod tests {
         for i in [0, 63, 64, 65, 127, 128, 199] {
             w.insert(i);
         }
-        let want = |j: usize| w.ones().filter(|&i| i < j).last();
+        let want = |j: usize| w.ones().rfind(|&i| i < j);
         for j in 0..=200 {
             assert_eq!(highest_below(&w, j), want(j), "below {j}");
         }
