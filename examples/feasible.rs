@@ -2,12 +2,14 @@
 //! `cargo run --release --example feasible -- GRAPH PCT|BYTES SECS`
 //! (a budget of at most 100 is a percent of the checkpoint-all peak).
 //! Prints the answer, its size in states and its time; for a schedule
-//! that fits, its simulated cost and peak.
+//! that fits, its simulated cost and peak, and those of the local search
+//! from it (`search_from`, given SECS again).
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::{generate_plan, simulate};
+use remat::strategies::local_search::{search_from, Ranking};
 use remat::units::Bytes;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,6 +41,17 @@ fn main() {
                 sim.cost / g.total_cost(),
                 sim.peak
             );
+            // The local search from it, for as long again.
+            let deadline = Instant::now() + Duration::from_secs_f64(secs);
+            if let Some(s) = search_from(&g, sch, budget, Ranking::Forecast, deadline) {
+                let sim = simulate(&g, &generate_plan(&g, &s).unwrap()).unwrap();
+                println!(
+                    "searched from: cost {} ({:.3}x one pass), peak {}",
+                    sim.cost,
+                    sim.cost / g.total_cost(),
+                    sim.peak
+                );
+            }
         }
         Feasibility::NoSchedule { states } => {
             println!(
