@@ -249,10 +249,8 @@ fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
                 format!("-s {}", others.join(" or "))
             }
         ),
-        // remat-exact seeds from a share of its limit; remat-fast spends
-        // all of it on finding plans, the feasibility search included
-        // (random-layered-n250 at 70%: a plan from remat-fast, none from
-        // remat-exact in 60 s).
+        // remat-exact seeds from a share of its limit and gives the rest to
+        // the MILP; remat-fast spends all of it on finding plans.
         Status::NoSolution if out.strategy == "remat-exact" && !tiers => anyhow::bail!(
             "no plan found within the time limit; -s remat-fast or a longer --time-limit may find one{hint}"
         ),
