@@ -2,6 +2,9 @@
 //! fits" is a proof, checked against the plain Checkmate MILP on small
 //! DAGs, and its schedules pass the simulator.
 
+mod common;
+
+use common::shared_at;
 use remat::graph::analysis;
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::{generate_plan, simulate};
@@ -13,7 +16,6 @@ use remat::strategies::remat_exact::RematExact;
 use remat::strategies::{SolveOptions, Status};
 use remat::zoo::synthetic::{self, Dist, RandomDag};
 use remat::{Bytes, Graph};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn answer(g: &Graph, budget: Bytes) -> Feasibility {
@@ -86,21 +88,6 @@ fn the_smallest_budget_is_the_milps() {
     // The threshold is above the largest node with its inputs often enough
     // for the comparison to mean something.
     assert!(raised >= 5, "{raised} graphs");
-}
-
-fn shared_at(name: &str, pct: &str) -> Option<(Graph, Bytes)> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found", p.display());
-        return None;
-    }
-    let g = Graph::load(&p).expect("benchmark graphs load");
-    let budget = remat::units::BudgetSpec::parse(pct)
-        .unwrap()
-        .resolve(analysis::checkpoint_all_peak(&g));
-    Some((g, budget))
 }
 
 /// random-layered-n250 at 60% of its peak (88,104 bytes; the largest node

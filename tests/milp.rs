@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{shared, shared_at};
+
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution as _, SolverModel};
 use proptest::prelude::*;
 use remat::graph::analysis;
@@ -23,7 +25,6 @@ use remat::strategies::{SolveOptions, Status, Strategy};
 use remat::zoo::synthetic::{self, RandomDag};
 use remat::{Bytes, Graph, NodeId};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Checkmate's 8-layer linear graph, budgets 2..=10 (unit memory).
@@ -396,26 +397,6 @@ proptest! {
             }
         }
     }
-}
-
-fn shared(name: &str) -> Option<Graph> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found", p.display());
-        return None;
-    }
-    Some(Graph::load(&p).expect("benchmark graphs load"))
-}
-
-/// A public graph and the budget at `pct` of its checkpoint-all peak.
-fn shared_at(name: &str, pct: &str) -> Option<(Graph, Bytes)> {
-    let g = shared(name)?;
-    let budget = remat::units::BudgetSpec::parse(pct)
-        .unwrap()
-        .resolve(analysis::checkpoint_all_peak(&g));
-    Some((g, budget))
 }
 
 fn bench_opts() -> SolveOptions {

@@ -168,8 +168,7 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
     // finds one at 74% of the peak and none at 70%, byte-stages the
     // reverse), so the search restarts with each in turn, keeping the
     // failed states.
-    let compute_first = |order: usize, t: usize, x: usize, w: &FixedBitSet| -> bool {
-        let (extra, _, held) = costs(x, w);
+    let compute_first = |order: usize, t: usize, x: usize, w: &FixedBitSet, extra, held| -> bool {
         if order == 0 {
             // Compute where that adds fewer bytes than it frees.
             return extra <= held;
@@ -191,11 +190,11 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
     let open =
         |order: usize, t: usize, x: usize, w: FixedBitSet, mem_w: u64, trail_len: usize| -> Frame {
             let frontier = x == t;
-            let (extra, new, _) = costs(x, &w);
+            let (extra, new, held) = costs(x, &w);
             let fits = mem_w + extra + new <= cap;
             let compute = fits.then_some(true);
             let keep = (!frontier).then_some(false);
-            let options = if compute_first(order, t, x, &w) {
+            let options = if compute_first(order, t, x, &w, extra, held) {
                 [compute, keep]
             } else {
                 [keep, compute]

@@ -243,3 +243,25 @@ pub fn offloaded_case(
     }
     (g, sch)
 }
+
+/// A public benchmark graph from `../shared/benchmarks/`, or `None` (with a
+/// note) where that folder is absent.
+pub fn shared(name: &str) -> Option<Graph> {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/benchmarks")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipping: {} not found", p.display());
+        return None;
+    }
+    Some(Graph::load(&p).expect("benchmark graphs load"))
+}
+
+/// A public graph and the budget at `pct` of its checkpoint-all peak.
+pub fn shared_at(name: &str, pct: &str) -> Option<(Graph, Bytes)> {
+    let g = shared(name)?;
+    let budget = remat::units::BudgetSpec::parse(pct)
+        .unwrap()
+        .resolve(remat::graph::analysis::checkpoint_all_peak(&g));
+    Some((g, budget))
+}
