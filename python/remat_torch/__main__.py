@@ -26,6 +26,8 @@ def _export(a) -> int:
 
     if a.device not in DEVICES:
         raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
+    if a.batch < 1:
+        raise RematInputError(f"--batch must be at least 1 (got {a.batch})")
     model, batch, loss_fn = call_factory(a.factory, a.batch)
     if torch.cuda.is_available() and not a.cpu:
         model = model.cuda()
@@ -39,9 +41,12 @@ def _export(a) -> int:
                   bandwidth=a.bandwidth_gbs * 1e9 if a.bandwidth_gbs else None,
                   optimizer=a.optimizer, factory=a.factory)
     tmp = a.output + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, a.output)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.output)
+    except OSError as e:
+        raise RematInputError(f"{a.output}: cannot be written ({e.strerror or e})") from e
     print(f"{a.output}: {name}, {len(cap.nodes)} nodes ({len(cap.kernels())} kernels), "
           f"cost {a.cost}, "
           f"captured and written in {time.perf_counter() - t0:.2f} s")
@@ -157,6 +162,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return args.fn(args)
     except RematInputError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a file the command was given cannot be read or written
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 

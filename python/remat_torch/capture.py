@@ -195,6 +195,24 @@ def _module_paths(model: torch.nn.Module):
 
 
 @contextlib.contextmanager
+def _quiet_torch_errors():
+    """Keep torch's own error logs quiet while tracing: a model that fails under
+    FakeTensorMode (a shape mismatch...) makes ``torch._subclasses.fake_tensor`` log
+    the whole traceback at ERROR level before raising; the exception itself is
+    reported in one line. Loggers given their own level (``TORCH_LOGS``) still
+    print."""
+    import logging
+
+    root = logging.getLogger("torch")
+    level = root.level
+    root.setLevel(max(level, logging.CRITICAL))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+@contextlib.contextmanager
 def _restore_tensors(model: torch.nn.Module):
     """Put every module's own parameters and buffers back after tracing.
 
@@ -246,7 +264,7 @@ def _joint_with_descriptors(wrapper, batch):
         if isinstance(desc, d.PlainAOTOutput):
             if desc.idx != 0:
                 raise RematInputError("the loss function must return one scalar tensor")
-            loss = v
+            loss = v  # checked by _capture (a Python number is no FX node)
         elif isinstance(desc, d.GradAOTOutput) and isinstance(desc.grad_of, d.ParamAOTInput):
             grads[_strip(desc.grad_of.target)] = v
         elif isinstance(desc, d.GradAOTOutput):
@@ -255,6 +273,14 @@ def _joint_with_descriptors(wrapper, batch):
             desc.mutated_input, d.BufferAOTInput
         ):
             mutations[_strip(desc.mutated_input.target)] = v
+        elif isinstance(desc, d.InputMutationAOTOutput) and isinstance(
+                desc.mutated_input, d.PlainAOTInput):
+            raise RematInputError(f"the model mutates batch[{desc.mutated_input.idx}] in place "
+                                  "(an input other than a buffer): unsupported")
+        elif isinstance(desc, d.InputMutationAOTOutput) and isinstance(
+                desc.mutated_input, d.ParamAOTInput):
+            raise RematInputError(f"the model mutates parameter "
+                                  f"'{_strip(desc.mutated_input.target)}' in place: unsupported")
         else:
             raise RematInputError(f"unsupported joint-graph output {desc!r}")
     if loss is None:
@@ -415,6 +441,7 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
     multi-output kernel one node (all its outputs freed together), as before the
     graph format had groups: only for comparing the two.
     """
+    batch = normalize_inputs(model, batch, loss_fn)
     # capturing must not consume the global RNG (the step that follows would then
     # draw other dropout masks than an uncaptured one): save and restore it
     cpu_rng = torch.get_rng_state()
@@ -434,7 +461,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     wrapper = LossWrapper(model, loss_fn)
     use_desc = hasattr(aa, "aot_export_joint_with_descriptors") if api is None else (
         api == "descriptors")
-    with _module_paths(model), _restore_tensors(model):
+    with _module_paths(model), _restore_tensors(model), _quiet_torch_errors():
         try:
             if use_desc:
                 gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)
@@ -444,12 +471,47 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
             raise
         except Exception as e:  # noqa: BLE001 - tracing failures are user-facing
             raise RematInputError(f"capturing the joint graph failed: {type(e).__name__}: "
-                                  f"{str(e).splitlines()[0] if str(e) else ''}") from e
+                                  f"{str(e).splitlines()[0] if str(e) else ''}"
+                                  + _why_untraceable(e)) from e
+    if not isinstance(loss, fx.Node):  # a Python number: nothing to differentiate
+        raise RematInputError("the loss must be a floating-point scalar tensor "
+                              f"(got {type(loss).__name__} {loss!r})")
     val = loss.meta.get("val")
     if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
         shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
         raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
     return _build(gm, phs, loss, grads, muts, used, model, batch, groups)
+
+
+def _why_untraceable(e: Exception) -> str:
+    """What a tracing failure usually means, for the exceptions whose message is only
+    an op's name."""
+    from torch._subclasses import fake_tensor as ft
+
+    if isinstance(e, ft.DataDependentOutputException):
+        return (" (the model reads a tensor's value in Python: .item(), float(t), bool(t), "
+                "an if on a tensor, or BatchNorm with momentum=None; the joint graph must "
+                "not depend on the data)")
+    if isinstance(e, ft.DynamicOutputShapeException):
+        return (" (an op whose output shape depends on the data, e.g. nonzero or boolean-mask "
+                "indexing: the joint graph needs static shapes)")
+    return ""
+
+
+def normalize_inputs(model: Any, batch: Any, loss_fn: Any) -> Tuple[torch.Tensor, ...]:
+    """Check the Python API's (model, batch, loss_fn) as the factory's are checked, and
+    return the batch as a tuple (a single tensor is a 1-tuple)."""
+    if not isinstance(model, torch.nn.Module):
+        raise RematInputError(f"the model must be an nn.Module (got {type(model).__name__})")
+    if isinstance(batch, torch.Tensor):
+        batch = (batch,)
+    if not (isinstance(batch, (tuple, list)) and batch
+            and all(isinstance(t, torch.Tensor) for t in batch)):
+        raise RematInputError("the batch must be a non-empty tuple of tensors (got "
+                              f"{type(batch).__name__})")
+    if not callable(loss_fn):
+        raise RematInputError(f"loss_fn is not callable (got {type(loss_fn).__name__})")
+    return tuple(batch)
 
 
 def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],

@@ -59,6 +59,7 @@ from .capture import (
     GraphNode,
     base_nodes,
     capture,
+    normalize_inputs,
     storage_bytes,
 )
 from .errors import RematInputError
@@ -78,10 +79,53 @@ def load_plan(path: str) -> Dict[str, Any]:
         raise RematInputError(f"{path}: no such file") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RematInputError(f"{path}: not a JSON plan ({e})") from e
+    except OSError as e:  # a directory, no permission...
+        raise RematInputError(f"{path}: cannot be read ({e.strerror or e})") from e
     if not isinstance(plan, dict) or not isinstance(plan.get("statements"), list):
         raise RematInputError(f"{path}: not a remat plan (no 'statements' list)")
     plan.setdefault("_path", path)
     return plan
+
+
+# each statement's keys and their types (docs/format.md); an int is never a bool here
+_STATEMENT_KEYS: Dict[str, Dict[str, type]] = {
+    "allocate": {"register": int, "node": str, "bytes": int},
+    "compute": {"node": str, "register": int, "args": list},
+    "deallocate": {"register": int},
+    "copy_out": {"register": int, "src": int},
+    "copy_in": {"register": int, "src": int},
+    "wait": {"register": int},
+    "drop": {"register": int},
+}
+
+
+def _is(x: Any, t: type) -> bool:
+    return isinstance(x, t) and not (t is int and isinstance(x, bool))
+
+
+def check_statements(path: str, statements: Any) -> None:
+    """Refuse, in one line naming the statement, a plan whose statements are not the
+    format's (a statement that is not an object, an unknown op, a missing key, a key
+    of the wrong type: ``"bytes": "64"``, ``"args": 5``), before anything reads them."""
+    if not isinstance(statements, list):
+        raise RematInputError(f"{path}: not a remat plan (no 'statements' list)")
+    for i, st in enumerate(statements):
+        if not isinstance(st, dict):
+            raise RematInputError(f"{path}: statement {i}: not an object ({json.dumps(st)})")
+        op = st.get("op")
+        keys = _STATEMENT_KEYS.get(op) if isinstance(op, str) else None
+        if keys is None:
+            raise RematInputError(f"{path}: statement {i}: unknown op {json.dumps(op)} "
+                                  f"({', '.join(_STATEMENT_KEYS)})")
+        for k, t in keys.items():
+            if not _is(st.get(k), t):
+                got = "missing" if k not in st else f"got {json.dumps(st[k])}"
+                raise RematInputError(f"{path}: statement {i} ({op}): '{k}' must be "
+                                      f"{'a list of registers' if t is list else t.__name__}"
+                                      f" ({got})")
+        if op == "compute" and not all(_is(a, int) for a in st["args"]):
+            raise RematInputError(f"{path}: statement {i} (compute): 'args' must be a list of "
+                                  f"registers (got {json.dumps(st['args'])})")
 
 
 class Executor:
@@ -90,8 +134,12 @@ class Executor:
     def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any],
                  batch: Sequence[torch.Tensor], plan: Dict[str, Any] | str,
                  cap: Optional[Capture] = None, model_name: Optional[str] = None):
+        batch = normalize_inputs(model, batch, loss_fn)
         if isinstance(plan, str):
             plan = load_plan(plan)
+        if not isinstance(plan, dict):
+            raise RematInputError(f"the plan must be a file name or a dict (got "
+                                  f"{type(plan).__name__})")
         self.model = model
         self.loss_fn = loss_fn
         self.cap = cap if cap is not None else capture(model, batch, loss_fn)
@@ -123,6 +171,7 @@ class Executor:
             raise RematInputError(
                 f"{path}: the plan is for model '{name}', whose fingerprint does not match "
                 f"this model's joint graph ({cap.fingerprint[:12]})")
+        check_statements(path, plan["statements"])
         regs: Dict[int, GraphNode] = {}
         slow: set = set()  # registers in the slow tier
         copies: set = set()  # registers made by a copy (what a wait may name)

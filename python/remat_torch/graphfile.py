@@ -131,6 +131,9 @@ def read_graph(path: str) -> Dict[str, Any]:
             text = f.read()
     except FileNotFoundError as e:
         raise RematInputError(f"{path}: no such file") from e
+    except (OSError, UnicodeDecodeError) as e:  # a directory, no permission, binary data
+        raise RematInputError(f"{path}: cannot be read as a graph file "
+                              f"({getattr(e, 'strerror', None) or e})") from e
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -55,7 +55,11 @@ def batch_from(plan: Dict, graph: Optional[Dict], batch: Optional[int]) -> int:
     if batch is not None:
         return batch
     if graph is not None and "batch_size" in graph:
-        return int(graph["batch_size"])
+        try:
+            return int(graph["batch_size"])
+        except (TypeError, ValueError) as e:
+            raise RematInputError(f"the graph file's batch_size is not a number "
+                                  f"({graph['batch_size']!r}): pass --batch") from e
     m = re.search(r"-b(\d+)-[0-9a-f]{12}$", str(plan.get("model", "")))
     if m:
         return int(m.group(1))

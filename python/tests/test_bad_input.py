@@ -1,0 +1,166 @@
+"""More bad input, from the command line and the Python API: one line naming what is
+wrong (exit code 2 on the command line), never a traceback from deep inside."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import example, export_graph, run_main
+from test_refuse import refused
+
+from remat_torch.capture import capture
+from remat_torch.errors import RematInputError
+from remat_torch.executor import Executor, no_remat_statements
+
+FACTORIES = '''
+import torch, torch.nn as nn, torch.nn.functional as F
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+def float_loss(b):
+    return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,))), lambda out, y: 1.0
+
+class ItemIf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        y = self.fc(x)
+        return y * 2 if y.sum().item() > 0 else y
+
+def reads_item(b):
+    return ItemIf(), (torch.randn(b, 4),), lambda out: out.sum()
+
+def bn_cumulative(b):
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8, momentum=None), nn.Linear(8, 3))
+    return model, (torch.randn(b, 4), torch.randint(0, 3, (b,))), F.cross_entropy
+
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        y = self.fc(x)
+        return y[y > 0]
+
+def mask_select(b):
+    return Masked(), (torch.randn(b, 4),), lambda out: out.sum()
+
+class Scales(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        x.mul_(2)
+        return self.fc(x)
+
+def mutates_batch(b):
+    return Scales(), (torch.randn(b, 4),), lambda out: out.sum()
+
+class Mismatch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        return self.fc(x) + torch.ones(3, 5)
+
+def shape_mismatch(b):
+    return Mismatch(), (torch.randn(b, 4),), lambda out: out.sum()
+'''
+
+
+@pytest.fixture(scope="module")
+def factories(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bad_input") / "factories.py"
+    path.write_text(FACTORIES)
+    return path
+
+
+@pytest.mark.parametrize("fn,needle", [
+    ("float_loss", "the loss must be a floating-point scalar tensor (got float 1.0)"),
+    ("reads_item", "the model reads a tensor's value in Python"),
+    ("bn_cumulative", "BatchNorm with momentum=None"),
+    ("mask_select", "output shape depends on the data"),
+    ("mutates_batch", "the model mutates batch[0] in place"),
+    ("shape_mismatch", "Attempting to broadcast a dimension of length 5"),
+])
+def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
+    """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
+    an aten op; a mutated input printed a descriptor's repr; and a shape error printed
+    torch's own 40-line ERROR log of the fake kernel's traceback before the one line."""
+    proc = run_main("export", f"{factories}:{fn}", "--batch", "2", "-o", str(tmp_path / "g.yaml"))
+    refused(proc, str(factories), needle)
+    # nothing but our one line on the real stderr either (torch logs there directly)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_files_that_cannot_be_read_or_written(workdir, tmp_path):
+    refused(run_main("export", example("mlp"), "--batch", "2", "-o",
+                     str(tmp_path / "no" / "such" / "dir" / "g.yaml")),
+            "g.yaml: cannot be written (No such file or directory)")
+    refused(run_main("export", example("mlp"), "--batch", "0", "-o", str(tmp_path / "g.yaml")),
+            "--batch must be at least 1 (got 0)")
+    refused(run_main("verify", example("mlp"), str(tmp_path), "--batch", "2"),
+            str(tmp_path), "cannot be read (Is a directory)")
+    graph = export_graph(workdir, "mlp", 4)
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"model": "mlp-b4-000000000000", "statements": []}))
+    refused(run_main("verify", example("mlp"), str(plan), "--graph", str(tmp_path)),
+            str(tmp_path), "cannot be read as a graph file")
+    assert graph  # the good graph exists: only the directory was refused
+
+
+def _mlp_plan():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    data = (torch.randn(2, 4), torch.randint(0, 3, (2,)))
+    cap = capture(model, data, F.cross_entropy)
+    return model, data, cap, no_remat_statements(cap)
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda sts: sts.__setitem__(0, 7), "statement 0: not an object (7)"),
+    (lambda sts: sts[0].update(op="alloc"), "statement 0: unknown op \"alloc\""),
+    (lambda sts: sts[0].update(bytes=str(sts[0]["bytes"])), "'bytes' must be int (got \""),
+    (lambda sts: sts[0].update(node=["addmm"]), "'node' must be str (got [\"addmm\"])"),
+    (lambda sts: sts[0].update(register=[0]), "'register' must be int (got [0])"),
+    (lambda sts: sts[0].pop("register"), "'register' must be int (missing)"),
+    (lambda sts: sts[1].update(args=5), "'args' must be a list of registers (got 5)"),
+    (lambda sts: sts[3].update(args=["0"]), "'args' must be a list of registers (got [\"0\"])"),
+    (lambda sts: sts[4].update(register=True), "'register' must be int (got true)"),
+])
+def test_malformed_statements_are_named(edit, needle):
+    """Before: AttributeError, TypeError (unhashable list, int not iterable) tracebacks,
+    and for "bytes": "64" the puzzling 'allocates 64 bytes, the kernel outputs 64'."""
+    model, data, cap, sts = _mlp_plan()
+    edit(sts)
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": sts, "_path": "p.json"}
+    with pytest.raises(RematInputError) as e:
+        Executor(model, F.cross_entropy, data, plan, cap=cap)
+    msg = str(e.value)
+    assert msg.startswith("p.json: statement ") and needle in msg and "\n" not in msg, msg
+
+
+def test_python_api_checks_its_arguments():
+    model, data, cap, sts = _mlp_plan()
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": sts}
+    with pytest.raises(RematInputError, match="the model must be an nn.Module .got function"):
+        Executor(lambda x: x, F.cross_entropy, data, plan)
+    with pytest.raises(RematInputError, match="the batch must be a non-empty tuple of tensors"):
+        capture(model, (data[0], 3), F.cross_entropy)
+    with pytest.raises(RematInputError, match="loss_fn is not callable"):
+        capture(model, data, "cross_entropy")
+    with pytest.raises(RematInputError, match="the plan must be a file name or a dict"):
+        Executor(model, F.cross_entropy, data, [sts])
+    # a single tensor is a 1-tuple, as from a factory
+    x = data[0]
+    cap1 = capture(model, x, lambda out: out.square().mean())
+    plan1 = {"model": f"m-{cap1.fingerprint[:12]}", "statements": no_remat_statements(cap1)}
+    loss = Executor(model, lambda out: out.square().mean(), x, plan1)(x)
+    assert loss.item() == model(x).square().mean().item()
