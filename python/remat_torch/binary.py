@@ -45,9 +45,26 @@ def find_remat() -> str:
 def run(args: List[str], check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run([find_remat(), *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
-        msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise RematInputError(f"remat {' '.join(args)}: {msg[-1] if msg else 'failed'}")
+        raise RematInputError(f"remat {' '.join(args)}: {_failure(proc)}")
     return proc
+
+
+def _failure(proc: subprocess.CompletedProcess) -> str:
+    """The line that says why ``remat`` failed: its ``error:`` line (notes or progress
+    may follow it), else a panic's message (a backtrace follows it), else the last
+    line, else the exit code."""
+    lines = [ln.strip() for ln in (proc.stderr.strip() or proc.stdout.strip()).splitlines()]
+    lines = [ln for ln in lines if ln]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    if errors:
+        return errors[-1][len("error:"):].strip()
+    for i, ln in enumerate(lines):
+        if "panicked at" in ln:
+            what = lines[i + 1] if i + 1 < len(lines) else ""
+            return f"crashed ({ln}{' ' + what if what else ''})"
+    if lines:
+        return lines[-1]
+    return f"failed with exit code {proc.returncode}"
 
 
 def solve(graph: str, budget: str, plan: str, strategy: str = "remat-fast",

@@ -164,3 +164,36 @@ def test_python_api_checks_its_arguments():
     plan1 = {"model": f"m-{cap1.fingerprint[:12]}", "statements": no_remat_statements(cap1)}
     loss = Executor(model, lambda out: out.square().mean(), x, plan1)(x)
     assert loss.item() == model(x).square().mean().item()
+
+
+@pytest.mark.parametrize("stderr,line", [
+    ("error: infeasible: needs at least 5000 bytes (40% of the checkpoint-all peak)\n"
+     "note: solved in 0.01 s\n",
+     "infeasible: needs at least 5000 bytes (40% of the checkpoint-all peak)"),
+    ("thread 'main' panicked at src/sim.rs:12:5:\nindex out of bounds\nstack backtrace:\n"
+     "   0: remat::main\nnote: Some details are omitted, run with `RUST_BACKTRACE=full`\n",
+     "crashed (thread 'main' panicked at src/sim.rs:12:5: index out of bounds)"),
+    ("", "failed with exit code 3"),
+])
+def test_a_failing_binary_is_one_line_saying_why(stderr, line, tmp_path, monkeypatch):
+    """Before: the last line of stderr, i.e. a note that follows the error, or the
+    RUST_BACKTRACE hint after a panic's backtrace."""
+    from remat_torch import binary
+
+    fake = tmp_path / "remat"
+    (tmp_path / "stderr.txt").write_text(stderr)
+    fake.write_text(f"#!/bin/sh\ncat '{tmp_path / 'stderr.txt'}' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("REMAT_BIN", str(fake))
+    with pytest.raises(RematInputError) as e:
+        binary.solve("g.yaml", "10%", str(tmp_path / "p.json"))
+    plan = tmp_path / "p.json"
+    assert str(e.value) == f"remat solve g.yaml -b 10% -s remat-fast --plan {plan}: {line}"
+
+
+def test_a_missing_binary_is_one_line(tmp_path, monkeypatch):
+    from remat_torch import binary
+
+    monkeypatch.setenv("REMAT_BIN", str(tmp_path / "nope"))
+    with pytest.raises(RematInputError, match=r"^REMAT_BIN=\S+/nope: not an executable file$"):
+        binary.simulate_peak("g.yaml", "p.json")
