@@ -114,7 +114,8 @@ class Capture:
     by_name: Dict[str, GraphNode]
     # FX value -> the GraphNode owning its storage (None for placeholder-derived values)
     node_of: Dict[fx.Node, Optional[GraphNode]]
-    # placeholder FX node -> ("param", fqn) | ("buffer", fqn) | ("input", i) | ("tangent", 0)
+    # placeholder FX node -> ("param", fqn) | ("buffer", fqn) | ("input", i) | ("tangent", 0);
+    # a get_attr node (a tensor constant) -> ("constant", target)
     placeholders: Dict[fx.Node, Tuple[str, Any]]
     # outputs of the joint graph
     loss: fx.Node
@@ -131,6 +132,9 @@ class Capture:
     fingerprint: str = ""
     # kernel FX node -> its graph nodes in member order (one for a plain node)
     members: Dict[fx.Node, List[GraphNode]] = field(default_factory=dict)
+    # tensor constants of the joint graph (``get_attr`` nodes: a plain tensor attribute
+    # of a module, or a tensor the forward closes over), by target: resident all step
+    constants: Dict[str, torch.Tensor] = field(default_factory=dict)
     # FX value -> the graph nodes whose storage it lives in (readers depend on them)
     bases: Dict[fx.Node, List[GraphNode]] = field(default_factory=dict)
 
@@ -235,9 +239,15 @@ def _restore_tensors(model: torch.nn.Module):
 def _joint_with_descriptors(wrapper, batch):
     from torch._functorch._aot_autograd import descriptors as d
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # fake inputs from a mode that accepts real tensors: a plain tensor attribute of a
+    # module (not a buffer) or a global tensor the forward reads becomes a constant of
+    # the graph (a get_attr node), as in the aot_module fallback, instead of an error
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake_batch = tuple(fake_mode.from_tensor(t) for t in batch)
     with contextlib.ExitStack() as stack:
-        jd = aot_export_joint_with_descriptors(stack, wrapper, tuple(batch))
+        jd = aot_export_joint_with_descriptors(stack, wrapper, fake_batch)
         gm = jd.graph_module
     placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
     for n in gm.graph.nodes:
@@ -492,6 +502,9 @@ def _why_untraceable(e: Exception) -> str:
         return (" (the model reads a tensor's value in Python: .item(), float(t), bool(t), "
                 "an if on a tensor, or BatchNorm with momentum=None; the joint graph must "
                 "not depend on the data)")
+    if "entirely functional graph" in str(e) and "_tensor_constant" in str(e):
+        return (" (the model writes in place into a plain tensor attribute or a global "
+                "tensor: register it as a buffer, register_buffer, to update it)")
     if isinstance(e, ft.DynamicOutputShapeException):
         return (" (an op whose output shape depends on the data, e.g. nonzero or boolean-mask "
                 "indexing: the joint graph needs static shapes)")
@@ -529,8 +542,16 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
     members: Dict[fx.Node, List[GraphNode]] = {}
     backward: Dict[fx.Node, bool] = {}
     nodes: List[GraphNode] = []
+    constants: Dict[str, torch.Tensor] = {}
     for n in gm.graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "get_attr":  # a tensor constant: resident, as a placeholder
+            const = getattr(gm, n.target, None)
+            if not isinstance(const, torch.Tensor):
+                raise RematInputError(f"unsupported FX node {n.name} (get_attr of "
+                                      f"{type(const).__name__})")
+            constants[n.target] = const
+            phs[n] = ("constant", n.target)
+        if n.op in ("placeholder", "get_attr"):
             bases[n] = []
             node_of[n] = None
             backward[n] = phs[n][0] == "tangent"
@@ -574,6 +595,9 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
                 for p in parts:
                     p["bytes"] = max(p["bytes"], sum(probed[j] for j in p["outputs"]
                                                      if j < len(probed)))
+        full = _scatter_storage_bytes(n)
+        if full is not None and len(parts) == 1:
+            parts[0]["bytes"] = max(parts[0]["bytes"], full)
         module = (n.meta.get("custom") or {}).get("module", "")
         random = torch.Tag.nondeterministic_seeded in n.target.tags
         group = n.name if len(parts) > 1 else None
@@ -605,7 +629,8 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
     batch_meta = [(list(map(int, t.shape)), str(t.dtype).replace("torch.", "")) for t in batch]
     cap = Capture(gm=gm, nodes=nodes, by_name=by_name, node_of=node_of, placeholders=phs,
                   loss=loss, grads=grads, mutations=muts, params=params, buffers=buffers,
-                  batch_meta=batch_meta, api=api, members=members, bases=bases)
+                  batch_meta=batch_meta, api=api, members=members, bases=bases,
+                  constants=constants)
     for what, v in [("loss", loss)] + [(f"grad of {k}", v) for k, v in grads.items()] + [
             (f"new value of buffer {k}", v) for k, v in muts.items()]:
         if len(bases[v]) > 1:
@@ -670,6 +695,33 @@ def _output_bases(kernel: fx.Node, j: Any, ms: List[GraphNode],
 def _scalar_outputs(val) -> bool:
     ts = _tensor_leaves(val)
     return bool(ts) and all(t.dim() == 0 for t in ts)
+
+
+# ops whose real kernel copies the whole storage under its input view (ATen's
+# ``clone_preserve_strides``), where the fake kernel allocates only the view's extent
+_SCATTER_OPS = ("slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter")
+
+
+def _scatter_storage_bytes(n: fx.Node) -> Optional[int]:
+    """Real output storage bytes of a ``*_scatter`` kernel, None for other kernels.
+
+    The functionalized form of an in-place write into a view (``mask[:7, 2:5] = 1``
+    on a slice of a larger tensor) is a ``slice_scatter``/``select_scatter``...
+    whose first input is that view. The real kernel clones the *whole* storage
+    under it (to keep its strides and offset: ``clone_preserve_strides``), unless
+    the view overlaps itself (an expanded tensor), where it is a plain clone; the
+    fake kernel allocates only the view's extent. So a scatter into the top half
+    of a 14x14 mask holds 784 bytes, not the 392 its FakeTensor says."""
+    if getattr(n.target, "_overloadpacket", None) is None or (
+            n.target._overloadpacket.__name__ not in _SCATTER_OPS):
+        return None
+    src = n.args[0] if n.args else None
+    v = src.meta.get("val") if isinstance(src, fx.Node) else None
+    if not isinstance(v, torch.Tensor):
+        return None
+    if torch._debug_has_internal_overlap(v) == 1:  # MemOverlap::Yes: clone()
+        return None
+    return v.untyped_storage().nbytes()
 
 
 PROBE_DIM = 3  # dimensions are clipped to this for the first, cheap probe
@@ -753,7 +805,7 @@ def base_nodes(cap: Capture, v: fx.Node) -> List[GraphNode]:
     output ``j`` only, not the whole group."""
     if v in cap.bases:
         return list(cap.bases[v])
-    if v.op == "placeholder":
+    if v.op in ("placeholder", "get_attr"):
         return []
     out: List[GraphNode] = []
     for a in v.all_input_nodes:
@@ -795,7 +847,8 @@ def fixed_memory_bytes(cap: Capture, batch: Sequence[torch.Tensor]) -> int:
     """Bytes resident all step, as the executor allocates them (see docs/pytorch.md).
 
     Each storage once: a tied parameter, and its one gradient buffer, count once."""
-    total = storage_bytes(list(cap.params.values()) + list(cap.buffers.values()) + list(batch))
+    total = storage_bytes(list(cap.params.values()) + list(cap.buffers.values()) + list(batch)
+                          + list(cap.constants.values()))
     total += sum(_grad_bytes(p) for p in cap.trained_params().values())
     total += _tangent_bytes(cap)
     return total

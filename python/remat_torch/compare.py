@@ -174,6 +174,9 @@ def partition_statements(cap: Capture, fw: fx.GraphModule, bw: fx.GraphModule) -
         for n in gm.graph.nodes:
             if n.op == "output":
                 continue
+            if n.op == "get_attr":  # a tensor constant: fixed memory, as a parameter
+                env[n] = {}
+                continue
             if n.op == "placeholder":
                 if n.name in joint and joint[n.name].op == "placeholder":
                     env[n] = {}  # parameter, buffer, batch or tangent: fixed memory

@@ -103,6 +103,8 @@ def measured(cap: Capture, batch, repeats: int = 5) -> Dict[str, float]:
             env[n] = cap.buffers[key].detach().clone()
         elif kind == "input":
             env[n] = batch[key]
+        elif kind == "constant":
+            env[n] = cap.constants[key]
         else:
             env[n] = torch.ones((), dtype=cap.loss.meta["val"].dtype, device=dev)
     values: Dict[fx.Node, object] = {}

@@ -287,6 +287,8 @@ class Executor:
                 env[n] = self.cap.buffers[key]
             elif kind == "input":
                 env[n] = batch[key]
+            elif kind == "constant":
+                env[n] = self.cap.constants[key]
             else:
                 env[n] = tangent
         return env
@@ -330,13 +332,14 @@ class Executor:
         self.size_mismatches: Dict[str, tuple] = {}
         cuda = dev.type == "cuda"
         resident = list(cap.params.values()) + list(cap.buffers.values()) + list(batch) + [
-            tangent] + [p.grad for p in cap.trained_params().values()]
+            tangent] + [p.grad for p in cap.trained_params().values()] + list(
+            cap.constants.values())
         tracker = StorageTracker(resident) if measure else None
 
         def evaluate(v: fx.Node, live: Dict[str, Any]):
             """An FX value from the placeholders and the live graph-node values ``live``
             (node name -> register value)."""
-            if v.op == "placeholder":
+            if v.op in ("placeholder", "get_attr"):
                 return env[v]
             ms = cap.members.get(v)
             if ms is not None:  # a kernel

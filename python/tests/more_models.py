@@ -1,0 +1,64 @@
+"""Factories for test_more_models.py: patterns the examples do not have, each one a
+bridge failure once (see the test that uses it).
+
+FN(batch) -> (model, batch_tuple, loss_fn), as python/examples/models.py.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ShiftMask(nn.Module):
+    """Attention whose additive mask is written into slices of a zero tensor, as
+    torchvision's swin_t builds its shifted-window masks (``mask[h0:h1, w0:w1] = k``):
+    functionalized, each write is a ``slice_scatter``/``select_scatter`` whose input is
+    a view of the mask."""
+
+    N, DIM = 12, 16
+
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(self.DIM, self.DIM)
+        self.k = nn.Linear(self.DIM, self.DIM)
+        self.out = nn.Linear(self.DIM, 3)
+
+    def forward(self, x):
+        n = self.N
+        mask = x.new_zeros(n, n)
+        mask[: n // 2, n // 2:] = 1.0
+        mask[n // 2:, : n // 3] = 2.0
+        mask[n - 1, 1:] = 3.0
+        att = torch.softmax(self.q(x) @ self.k(x).transpose(1, 2) - 5.0 * mask.ne(0), dim=-1)
+        return self.out((att @ x).mean(1))
+
+
+def shift_mask(batch_size: int):
+    torch.manual_seed(0)
+    x = torch.randn(batch_size, ShiftMask.N, ShiftMask.DIM)
+    return ShiftMask(), (x, torch.randint(0, 3, (batch_size,))), F.cross_entropy
+
+
+_OFFSET = torch.linspace(-1.0, 1.0, 8)  # a global tensor the forward reads
+
+
+class ConstantTensors(nn.Module):
+    """A plain tensor attribute (not a registered buffer) and a global tensor, both read
+    by the forward (and, through the multiplication, by the backward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.scale = torch.linspace(0.5, 1.5, 16)  # not a buffer
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.fc(x + _OFFSET)) * self.scale)
+
+
+def constant_tensors(batch_size: int):
+    torch.manual_seed(0)
+    x = torch.randn(batch_size, 8)
+    return ConstantTensors(), (x, torch.randint(0, 3, (batch_size,))), F.cross_entropy
