@@ -568,6 +568,12 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
                 if b not in dep_list:
                     dep_list.append(b)
         val = n.meta.get("val")
+        sparse = next((t for t in _tensor_leaves(val) if t.layout != torch.strided), None)
+        if sparse is not None:
+            raise RematInputError(
+                f"{n.name} ({n.target}, module '{(n.meta.get('custom') or {}).get('module', '')}')"
+                f" makes a {str(sparse.layout).replace('torch.', '')} tensor: only dense "
+                "tensors are supported (nn.Embedding(sparse=True) makes sparse gradients)")
         alias = _is_alias_op(n)
         in_st: Dict[int, int] = {}
         for a in inputs:

@@ -72,6 +72,11 @@ class Mismatch(nn.Module):
 
 def shape_mismatch(b):
     return Mismatch(), (torch.randn(b, 4),), lambda out: out.sum()
+
+def sparse_embedding(b):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
+    return model, (torch.randint(0, 20, (b, 3)), torch.randint(0, 3, (b,))), F.cross_entropy
 '''
 
 
@@ -89,11 +94,13 @@ def factories(tmp_path_factory):
     ("mask_select", "output shape depends on the data"),
     ("mutates_batch", "the model mutates batch[0] in place"),
     ("shape_mismatch", "Attempting to broadcast a dimension of length 5"),
+    ("sparse_embedding", "makes a sparse_coo tensor: only dense tensors are supported"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
     an aten op; a mutated input printed a descriptor's repr; and a shape error printed
-    torch's own 40-line ERROR log of the fake kernel's traceback before the one line."""
+    torch's own 40-line ERROR log of the fake kernel's traceback before the one line; a
+    sparse gradient was a NotImplementedError traceback from untyped_storage()."""
     proc = run_main("export", f"{factories}:{fn}", "--batch", "2", "-o", str(tmp_path / "g.yaml"))
     refused(proc, str(factories), needle)
     # nothing but our one line on the real stderr either (torch logs there directly)
