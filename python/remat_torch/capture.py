@@ -226,6 +226,11 @@ def _restore_tensors(model: torch.nn.Module):
     ``FunctionalTensor`` under the other, which breaks every later use of the
     model (running it, ``deepcopy``)."""
     saved = [(m, dict(m._parameters), dict(m._buffers)) for m in model.modules()]
+    # plain tensor attributes too: a forward (pre-)hook that assigns one (the old
+    # nn.utils.spectral_norm and weight_norm set ``module.weight``) leaves a tracing
+    # tensor there, which breaks running or deep-copying the model afterwards
+    attrs = [(m, {k: v for k, v in vars(m).items() if isinstance(v, torch.Tensor)})
+             for m in model.modules()]
     try:
         yield
     finally:
@@ -234,6 +239,13 @@ def _restore_tensors(model: torch.nn.Module):
                 if list(d) != list(was) or any(d[k] is not v for k, v in was.items()):
                     d.clear()
                     d.update(was)
+        for m, was in attrs:
+            for k, v in list(vars(m).items()):
+                if isinstance(v, torch.Tensor) and was.get(k) is not v:
+                    if k in was:
+                        vars(m)[k] = was[k]
+                    else:
+                        del vars(m)[k]
 
 
 def _joint_with_descriptors(wrapper, batch):

@@ -355,6 +355,13 @@ class Executor:
                             **fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live)))
 
         written: set = set()  # parameters whose p.grad this step has written
+        # a buffer's new value is copied into it at its node's first computation; a kernel
+        # that reads the buffer and is (re)computed after that must still see the old
+        # value (spectral norm's power-iteration vectors feed the weight): the old value
+        # is then kept in a copy for the rest of the step (executor overhead, as the RNG
+        # states, outside the measurement)
+        last_read = _last_buffer_reads(cap, statements)
+        step = [0]  # index of the statement being run
 
         def sink(kind, key, v, live):
             t = evaluate(v, live)
@@ -366,7 +373,14 @@ class Executor:
                     p.grad.copy_(t)
                     written.add(id(p))
             elif kind == "buffer":
-                cap.buffers[key].copy_(t)
+                buf = cap.buffers[key]
+                if last_read.get(id(buf), -1) > step[0]:
+                    with (tracker.paused() if tracker is not None else _null()):
+                        old = buf.clone()
+                    for ph, (k2, key2) in cap.placeholders.items():
+                        if k2 == "buffer" and cap.buffers[key2] is buf:
+                            env[ph] = old
+                buf.copy_(t)
             else:
                 loss_value.append(t.item())
 
@@ -380,6 +394,7 @@ class Executor:
                 for kind, key, v in self.const_sinks:
                     sink(kind, key, v, {})
                 for i_st, st in enumerate(statements):
+                    step[0] = i_st
                     op = st["op"]
                     if op == "compute":
                         name = st["node"]
@@ -533,6 +548,38 @@ class _Tiers:
 
 def _is_tuple(val) -> bool:
     return isinstance(val, (tuple, list))
+
+
+def _last_buffer_reads(cap: Capture, statements: List[Dict[str, Any]]) -> Dict[int, int]:
+    """id(buffer) -> index of the last compute statement whose kernel reads that mutated
+    buffer (directly or through views of it)."""
+    mutated = {id(cap.buffers[k]) for k in cap.mutations}
+    if not mutated:
+        return {}
+    reads: Dict[fx.Node, set] = {}
+
+    def bufs(v: fx.Node) -> set:
+        """The mutated buffers an FX value is (a view of), without crossing a kernel."""
+        if v in reads:
+            return reads[v]
+        out: set = set()
+        kind = cap.placeholders.get(v)
+        if kind is not None and kind[0] == "buffer" and id(cap.buffers[kind[1]]) in mutated:
+            out.add(id(cap.buffers[kind[1]]))
+        elif v.op == "call_function" and v not in cap.members:
+            for a in v.all_input_nodes:
+                out |= bufs(a)
+        reads[v] = out
+        return out
+
+    last: Dict[int, int] = {}
+    for i, st in enumerate(statements):
+        if st["op"] != "compute":
+            continue
+        for a in cap.by_name[st["node"]].fx_node.all_input_nodes:
+            for b in bufs(a):
+                last[b] = i
+    return last
 
 
 def _member_value(gn: GraphNode, out: Any, members: List[GraphNode]) -> Any:

@@ -62,3 +62,26 @@ def constant_tensors(batch_size: int):
     torch.manual_seed(0)
     x = torch.randn(batch_size, 8)
     return ConstantTensors(), (x, torch.randint(0, 3, (batch_size,))), F.cross_entropy
+
+
+def spectral_norms(batch_size: int):
+    """torch.nn.utils.parametrizations' spectral_norm (power iteration on buffers ``_u``
+    and ``_v``, updated in place each training step, that the normalized weight reads)
+    and weight_norm."""
+    from torch.nn.utils import parametrizations as P
+
+    torch.manual_seed(0)
+    model = nn.Sequential(P.spectral_norm(nn.Linear(6, 8)), nn.ReLU(),
+                          P.weight_norm(nn.Linear(8, 3)))
+    return model, (torch.randn(batch_size, 6), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy
+
+
+def hooked_spectral_norm(batch_size: int):
+    """The old torch.nn.utils.spectral_norm: a forward pre-hook assigns ``module.weight``
+    (a plain attribute, not a parameter) on every call."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.utils.spectral_norm(nn.Conv2d(3, 4, 3, padding=1)), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    return model, (torch.randn(batch_size, 3, 6, 6), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy
