@@ -33,8 +33,13 @@ impl Bytes {
 
     /// Scales by a rational factor, rounding up, so a scaled budget never
     /// admits a plan that the unscaled one would reject.
+    /// A product past u128 (a percentage of twenty digits and eighteen
+    /// decimals times a large peak) saturates like any other result past
+    /// u64, instead of wrapping to some smaller budget.
     pub fn scale_ceil(self, num: u128, den: u128) -> Bytes {
-        let v = (self.0 as u128 * num).div_ceil(den);
+        let v = (self.0 as u128)
+            .checked_mul(num)
+            .map_or(u128::MAX, |p| p.div_ceil(den));
         Bytes(v.min(u64::MAX as u128) as u64)
     }
 
@@ -204,6 +209,13 @@ impl BudgetSpec {
             "mib" => 1 << 20,
             "gib" => 1 << 30,
             "tib" => 1 << 40,
+            u if u.starts_with('e')
+                && u[1..].starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') =>
+            {
+                return Err(err(
+                    "no exponents: write the number in full or with a unit (1e9 is 1GB)",
+                ))
+            }
             _ => {
                 return Err(err(
                     "unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or NN%)",
@@ -211,7 +223,8 @@ impl BudgetSpec {
             }
         };
         let (num, den) = parse_decimal(number).ok_or_else(|| err("expected a number"))?;
-        let bytes = (num * mult).div_ceil(den);
+        // Twenty digits and eighteen decimals times a TB pass u128.
+        let bytes = num.checked_mul(mult).map_or(u128::MAX, |p| p.div_ceil(den));
         if bytes > u64::MAX as u128 {
             return Err(err("too large"));
         }

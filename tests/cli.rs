@@ -872,3 +872,271 @@ fn max_batch_refuses_limits_that_admit_nothing() {
     let o = run(&["--max-overhead", "1.0", "--max-batch", "4"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Gradient keys (`saves`, `grad_cost`, `grad_memory`) are checked on every
+/// forward node: on the loss or on an input without a gradient they used
+/// to be ignored, typos and NaNs included.
+#[test]
+fn gradient_keys_are_checked_on_nodes_without_gradients() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, needle) in [
+        (
+            "saves.yaml",
+            "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a], saves: [zz]}\n",
+            "node 'loss': saves unknown value 'zz'",
+        ),
+        (
+            "gcost.yaml",
+            "name: m\ngraph: forward\nnodes:\n  - {name: x, cost: 1, memory: 1, requires_grad: false, grad_cost: .nan}\n  - {name: loss, cost: 1, memory: 1, deps: [x]}\n",
+            "node 'x': grad_cost",
+        ),
+        (
+            "gmem.yaml",
+            "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a], grad_memory: -4}\n",
+            "node 'loss': grad_memory",
+        ),
+    ] {
+        let p = write(dir.path(), name, text);
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        one_line_error(&o, needle);
+        assert!(stderr(&o).contains(name), "{}", stderr(&o));
+    }
+}
+
+/// Byte totals are compared with 2^53 as integers: 2^53 + 1 rounded down
+/// to 2^53 as a float and passed. Sizes past 2^70 print in exponent form,
+/// not as 300 digits.
+#[test]
+fn sizes_past_2_53_are_refused_exactly_and_shown_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "sum.yaml",
+        "name: t\ngraph: training\nfixed_memory: 9007199254740992\nnodes: [{name: a, cost: 1, memory: 1}]\n",
+    );
+    one_line_error(
+        &remat(&["inspect", p.to_str().unwrap()]),
+        "add up to more than 2^53",
+    );
+    let p = write(
+        dir.path(),
+        "big.yaml",
+        "name: t\ngraph: training\nfixed_memory: 1e300\nnodes: [{name: a, cost: 1, memory: 1e300}]\n",
+    );
+    one_line_error(&remat(&["inspect", p.to_str().unwrap()]), "got 1e300");
+}
+
+/// Budgets whose arithmetic passes u128 saturate (the largest budget)
+/// instead of wrapping to some other number of bytes (or panicking in a
+/// debug build); an exponent gets a message that says so.
+#[test]
+fn budget_arithmetic_does_not_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "99999999999999999999.999999999999999999%",
+        "-s",
+        "checkpoint-all",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(18446744073709551615 bytes)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "99999999999999999999.999999999999999999TB",
+    ]);
+    one_line_error(&o, "too large");
+    one_line_error(&remat(&["solve", ms, "-b", "1e99"]), "no exponents");
+    one_line_error(
+        &remat(&["max-batch", ms, "--memory", "-1"]),
+        "must be positive",
+    );
+}
+
+/// Device files: a name that would split output lines, a capacity past
+/// 2^64 (it saturated silently), and a latency or bandwidth whose copies
+/// add up to an infinite step time (it printed "inf s" and exited 0).
+#[test]
+fn devices_that_garble_or_overflow_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let plan = dir.path().join("p.json");
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dev = |file: &str, name: &str, fast: &str, latency: &str, direct: &str| {
+        write(
+            dir.path(),
+            file,
+            &format!(
+                "name: {name}\ncompute: {{throughput: 1e9}}\nfast: {{capacity: {fast}}}\n\
+                 slow: {{capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: {latency}, engines: duplex, direct_read: {direct}}}\n"
+            ),
+        )
+    };
+    for (file, p, needle) in [
+        (
+            "ctrl.yaml",
+            dev("ctrl.yaml", "\"a\\nb\"", "1KB", "1us", "none"),
+            "may not contain control characters",
+        ),
+        (
+            "cap.yaml",
+            dev("cap.yaml", "d", "1e30", "1us", "none"),
+            "fast.capacity: 1e30 bytes is too large",
+        ),
+        (
+            "lat.yaml",
+            dev("lat.yaml", "d", "1KB", "1e308", "none"),
+            "slow.latency",
+        ),
+        (
+            "direct.yaml",
+            dev("direct.yaml", "d", "1KB", "1us", "1e-320"),
+            "slow.direct_read",
+        ),
+    ] {
+        let o = remat(&[
+            "simulate",
+            ms,
+            plan.to_str().unwrap(),
+            "--device",
+            p.to_str().unwrap(),
+        ]);
+        one_line_error(&o, needle);
+        assert!(stderr(&o).contains(file), "{}", stderr(&o));
+    }
+}
+
+/// Every file a command reads is protected from its output (the device
+/// file, a sweep's budget file, report's CSVs, plot-plan's plan), an output
+/// that cannot be written is refused before the work, naming it, and a
+/// FIFO given as the output is written into, not replaced by a file.
+#[test]
+fn outputs_are_never_inputs_and_are_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let dev = write(
+        dir.path(),
+        "dev.yaml",
+        "name: d\ncompute: {throughput: 1e9}\nfast: {capacity: 1KB}\n\
+         slow: {capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}\n",
+    );
+    let ds = dev.to_str().unwrap();
+    let dev_text = std::fs::read_to_string(&dev).unwrap();
+    let solve = |extra: &[&str]| {
+        let mut a = vec!["solve", ms, "-b", "100%", "-s", "checkpoint-all"];
+        a.extend_from_slice(extra);
+        remat(&a)
+    };
+    one_line_error(&solve(&["--device", ds, "--plan", ds]), "is also an input");
+    one_line_error(
+        &remat(&[
+            "max-batch",
+            ms,
+            "--device",
+            ds,
+            "-s",
+            "checkpoint-all",
+            "-o",
+            ds,
+        ]),
+        "is also an input",
+    );
+    let budgets = write(dir.path(), "b.yaml", "model: linear8\nbudgets: [100%]\n");
+    let bs = budgets.to_str().unwrap();
+    one_line_error(
+        &remat(&["sweep", ms, "-s", "checkpoint-all", "-b", bs, "-o", bs]),
+        "is also an input",
+    );
+    assert_eq!(std::fs::read_to_string(&dev).unwrap(), dev_text);
+    assert!(std::fs::read_to_string(&budgets)
+        .unwrap()
+        .contains("budgets"));
+    // report and plot read CSVs; report used to overwrite its input.
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "-b",
+        "100%",
+        "-o",
+        cs,
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    one_line_error(&remat(&["report", cs, "-o", cs]), "is also an input");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), rows);
+    let d = dir.path().to_str().unwrap();
+    one_line_error(&remat(&["report", cs, "-o", d]), "is a directory");
+    // plot-plan's output may not be its plan.
+    let plan = dir.path().join("p.svg");
+    let ps = plan.to_str().unwrap();
+    let o = solve(&["--plan", ps]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan_text = std::fs::read_to_string(&plan).unwrap();
+    one_line_error(&remat(&["plot-plan", ms, ps, "-o", ps]), "is also an input");
+    assert_eq!(std::fs::read_to_string(&plan).unwrap(), plan_text);
+    // An output that cannot be created: refused before the solve, exit 2,
+    // naming the path given (not a temporary file).
+    if Path::new("/proc/self").exists() {
+        for o in [
+            solve(&["--plan", "/proc/x.json"]),
+            remat(&["graph", ms, "-o", "/proc/x.yaml"]),
+            remat(&["zoo", "linear", "-o", "/proc/x.yaml"]),
+            remat(&["report", cs, "-o", "/proc/x.md"]),
+        ] {
+            one_line_error(&o, "/proc/x.");
+            assert!(stderr(&o).contains("cannot write there"), "{}", stderr(&o));
+        }
+    }
+    // `zoo -o -` is standard output, as everywhere else.
+    let o = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(["zoo", "linear", "-o", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("name: linear8"), "{}", stdout(&o));
+    assert!(!dir.path().join("-").exists());
+    // A FIFO stays a FIFO and its reader gets the graph.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        let o = remat(&["graph", ms, "-o", fifo.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let kind = std::fs::metadata(&fifo).unwrap().file_type();
+        assert!(kind.is_fifo(), "the FIFO was replaced: {kind:?}");
+        assert!(reader.join().unwrap().contains("name: linear8"));
+    }
+}

@@ -90,6 +90,58 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
             }
         }
     }
+    check_writable(path)
+}
+
+/// Whether the answer can be written at all, tried before the work
+/// (`--plan /proc/x` used to fail after the solve, exit 1, naming a
+/// temporary file): a device that is there is opened for writing (nothing
+/// is truncated); a FIFO is left alone (opening it would wait for, then
+/// end, its reader); otherwise a file is created and removed again where
+/// [`write_atomic`] will create its own, in the file's directory or, when
+/// that is still to be made, in its nearest existing ancestor.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let cannot = |e: std::io::Error| {
+        input_err(format!(
+            "{}: cannot write there: {}",
+            path.display(),
+            e.to_string().to_lowercase()
+        ))
+    };
+    if let Some(m) = std::fs::metadata(path)
+        .ok()
+        .filter(|m| !m.is_file() && !m.is_dir())
+    {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if m.file_type().is_fifo() {
+                return Ok(());
+            }
+        }
+        let _ = m;
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map(drop)
+            .map_err(cannot);
+    }
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .ancestors()
+        .find(|a| a.as_os_str().is_empty() || a.exists())
+        .filter(|a| !a.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = dir.join(format!(".remat-probe.tmp{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(cannot)?;
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
@@ -232,8 +284,19 @@ pub fn percent_of_peak(g: &Graph, size: Bytes) -> String {
 }
 
 /// Writes a file atomically: a crash never leaves a half-written file.
+///
+/// Only regular files are replaced. A device or a FIFO that is already
+/// there (`-o /dev/null`) is written into: renaming over it, as root,
+/// replaced `/dev/null` with a regular file. A symbolic link is followed,
+/// so the file it names gets the contents and the link stays a link.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
+    let context = || format!("writing {}", path.display());
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return std::fs::write(path, contents).with_context(context);
+    }
+    let resolved = std::fs::canonicalize(path).ok();
+    let path = resolved.as_deref().unwrap_or(path);
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -246,8 +309,11 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
             .unwrap_or_default(),
         std::process::id()
     ));
-    std::fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&tmp, contents).with_context(context)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(anyhow::Error::new(e).context(context()));
+    }
     Ok(())
 }
 

@@ -15,7 +15,7 @@ pub struct Args {
     model: PathBuf,
     /// Device memory, e.g. 16GB or 16GiB. Required without --device; with
     /// one it defaults to the device's fast-tier capacity.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     memory: Option<String>,
     /// Comma-separated strategy names, or `all` (checkpoint-all is always included).
     #[arg(short, long, visible_alias = "strategy", default_value = "all")]
@@ -59,7 +59,10 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         solver,
     } = args;
     if let Some(o) = &output {
-        check_output(o, &[&model])?;
+        let inputs: Vec<&std::path::Path> = std::iter::once(model.as_path())
+            .chain(device.as_deref())
+            .collect();
+        check_output(o, &inputs)?;
     }
     let g = load_graph(&model)?;
     let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;

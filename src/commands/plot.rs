@@ -1,7 +1,7 @@
 //! `remat plot`: the overhead-vs-budget figure of a sweep CSV.
 
 use anyhow::Result;
-use remat::cli::input_err;
+use remat::cli::{check_output, input_err};
 use remat::reports::plot;
 use std::path::PathBuf;
 
@@ -20,6 +20,8 @@ pub struct Args {
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let Args { csv, output, model } = args;
+    let inputs: Vec<&std::path::Path> = csv.iter().map(PathBuf::as_path).collect();
+    check_output(&output, &inputs)?;
     let rows = super::report::read_sweeps(&csv, ctx.quiet)?;
     let csv = csv
         .iter()

@@ -2,7 +2,9 @@
 //! device, both tiers' memory and the copy engines' lanes over time.
 
 use anyhow::Result;
-use remat::cli::{input_err, load_device, load_graph, load_plan, parse_budget, plural};
+use remat::cli::{
+    check_output, input_err, load_device, load_graph, load_plan, parse_budget, plural,
+};
 use remat::reports::plot::{self, PlotError};
 use remat::Bytes;
 use std::path::PathBuf;
@@ -35,6 +37,11 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         budget,
         device,
     } = args;
+    let inputs: Vec<&std::path::Path> = [model.as_path(), plan.as_path()]
+        .into_iter()
+        .chain(device.as_deref())
+        .collect();
+    check_output(&output, &inputs)?;
     let g = load_graph(&model)?;
     let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
     let (file, p) = load_plan(&g, &model, &plan)?;

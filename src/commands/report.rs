@@ -1,7 +1,7 @@
 //! `remat report`: the Table-2 style summary of sweep CSVs.
 
 use anyhow::Result;
-use remat::cli::{input_err, write_atomic};
+use remat::cli::{check_output, input_err, write_atomic};
 use remat::reports::table;
 use remat::workflows::resultlog::LogError;
 use remat::workflows::sweep::{self, Row, SweepError};
@@ -51,6 +51,10 @@ pub fn read_sweeps(paths: &[PathBuf], quiet: bool) -> Result<Vec<Row>> {
 }
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
+    if let Some(o) = &args.output {
+        let inputs: Vec<&std::path::Path> = args.csv.iter().map(PathBuf::as_path).collect();
+        check_output(o, &inputs)?;
+    }
     let rows = read_sweeps(&args.csv, ctx.quiet)?;
     let text = table::render(&table::summarize(&rows));
     print!("{text}");

@@ -55,15 +55,18 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         solver,
     } = args;
     let g = load_graph(&model)?;
+    if let Some(p) = &plan {
+        let inputs: Vec<&std::path::Path> = std::iter::once(model.as_path())
+            .chain(device.as_deref())
+            .collect();
+        check_output(p, &inputs)?;
+    }
     let device = device
         .as_deref()
         .map(|d| load_device(d, &g))
         .transpose()?
         .map(Arc::new);
     let budget = Budget::given_or_device(&g, budget.as_deref(), device.as_deref())?;
-    if let Some(p) = &plan {
-        check_output(p, &[&model])?;
-    }
     // Notes wait until the input has passed every check, so that a bad
     // input still gets its one line of error.
     let mut notes: Vec<String> = budget.warning(&g).into_iter().collect();

@@ -71,10 +71,23 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         device,
         solver,
     } = args;
-    check_output(&output, &[&model])?;
+    // Every file this command reads: the model, the device, and a budget
+    // file (named, or the model's default one).
+    let budget_file = match &budgets {
+        Some(b) => Some(PathBuf::from(b)).filter(|p| p.is_file()),
+        None => budgets::default_file(&model),
+    };
+    let inputs: Vec<&std::path::Path> = [Some(model.as_path()), device.as_deref()]
+        .into_iter()
+        .chain([budget_file.as_deref()])
+        .flatten()
+        .collect();
+    check_output(&output, &inputs)?;
     if let Some(p) = &plot {
         plot::check_format(p).map_err(|e| input_err(e.to_string()))?;
-        check_output(p, &[&model, &output])?;
+        let mut inputs = inputs.clone();
+        inputs.push(&output);
+        check_output(p, &inputs)?;
     }
     if let Some(p) = plans.as_ref().filter(|p| p.exists() && !p.is_dir()) {
         return Err(input_err(format!(

@@ -119,6 +119,47 @@ impl Device {
                 ));
             }
         }
+        // Each copy also pays the latency: a hundred copies of every node
+        // each way, more than any plan makes, must add up to a finite time
+        // (a latency of 1e308 s passed the check above and gave "inf s").
+        let copies = 200.0 * g.len() as f64;
+        let latency = self.slow.latency.get() * copies;
+        if !latency.is_finite() {
+            return Err(format!(
+                "slow.latency: {:e} s per copy makes {}'s step times infinite",
+                self.slow.latency.get(),
+                g.name
+            ));
+        }
+        // Every byte moved a hundred times each way, and read directly as
+        // often; then finite parts can still add up to infinity.
+        let bytes = Bytes(
+            g.ids()
+                .map(|i| g.memory(i).get())
+                .sum::<u64>()
+                .saturating_mul(100),
+        );
+        let parts = [
+            ("slow.to_slow", self.slow.to_slow.time(bytes).get()),
+            ("slow.to_fast", self.slow.to_fast.time(bytes).get()),
+            (
+                "slow.direct_read",
+                self.direct_read_time(bytes).map_or(0.0, |t| t.get()),
+            ),
+        ];
+        if let Some((key, _)) = parts.iter().find(|(_, t)| !t.is_finite()) {
+            return Err(format!(
+                "{key}: moving {}'s values takes an infinite time at this bandwidth",
+                g.name
+            ));
+        }
+        let worst = step + latency + parts.iter().map(|(_, t)| t).sum::<f64>();
+        if !worst.is_finite() {
+            return Err(format!(
+                "its compute and copy times for {} add up to an infinite step time",
+                g.name
+            ));
+        }
         Ok(())
     }
 
@@ -241,6 +282,11 @@ enum Quantity {
 impl Quantity {
     fn bytes(&self, key: &str) -> Result<Bytes, String> {
         match self {
+            // `as u64` would saturate 1e30 to 2^64 - 1 bytes without a word;
+            // the same figure as text (`1e30`) is refused too.
+            Quantity::Number(v) if v.is_finite() && *v >= u64::MAX as f64 => {
+                Err(format!("{key}: {v:e} bytes is too large"))
+            }
             Quantity::Number(v) if v.is_finite() && *v >= 0.0 && v.fract() == 0.0 => {
                 Ok(Bytes(*v as u64))
             }
@@ -276,6 +322,14 @@ impl RawDevice {
     fn check(self) -> Result<Device, String> {
         if self.name.trim().is_empty() {
             return Err("name: must not be empty".into());
+        }
+        // The name is echoed in summaries and notes: a newline or an
+        // escape code in it splits or garbles them (as a graph's labels).
+        if self.name.chars().any(char::is_control) {
+            return Err(format!(
+                "name: '{}' may not contain control characters",
+                self.name.escape_debug()
+            ));
         }
         let throughput =
             match (self.compute.throughput, self.compute.cost_is_seconds) {

@@ -30,6 +30,29 @@ pub fn generate(forward: &[&NodeSpec]) -> Result<Vec<NodeSpec>, Problem> {
             users[index[d.as_str()]].push(k);
         }
     }
+    // Gradient keys are checked on every node, not only on those that end
+    // up with a gradient: on the loss, on a `requires_grad: false` input or
+    // on a node no gradient reaches they would otherwise be ignored
+    // silently, typos and all (`saves: [fc11]` on the loss).
+    for n in forward {
+        for item in n.saves.iter().flatten() {
+            if item != "self" && !index.contains_key(item.as_str()) {
+                return Err(Problem::Node {
+                    node: n.name.clone(),
+                    msg: format!(
+                        "saves unknown value '{}' (use 'self' or a forward node's name)",
+                        item.escape_debug()
+                    ),
+                });
+            }
+        }
+        if let Some(c) = n.grad_cost {
+            check_cost(&n.name, "grad_cost", c)?;
+        }
+        if let Some(m) = n.grad_memory {
+            check_bytes(&n.name, "grad_memory", m)?;
+        }
+    }
     let sinks: Vec<usize> = (0..forward.len())
         .filter(|&i| users[i].is_empty())
         .collect();

@@ -57,7 +57,7 @@ pub enum Problem {
     },
     #[error("{0}")]
     Overflow(String),
-    #[error("fixed_memory must be a whole number of bytes >= 0, got {0}")]
+    #[error("fixed_memory must be a whole number of bytes from 0 to 2^53 (9007199254740992), got {}", big_number(*.0))]
     BadFixed(f64),
     #[error("batch_size must be at least 1")]
     BadBatch,
@@ -103,13 +103,24 @@ pub(crate) fn check_cost(node: &str, field: &'static str, v: f64) -> Result<f64,
     Ok(v)
 }
 
+/// A number as a person reads it in a message: in full up to 21 digits,
+/// larger ones (`1e300`, which in full is 301 digits of float noise) in
+/// exponent form.
+fn big_number(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e21 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 pub(crate) fn check_bytes(node: &str, field: &'static str, v: f64) -> Result<Bytes, Problem> {
     check_cost(node, field, v)?;
     if v > MAX_EXACT {
         return Err(Problem::TooLarge {
             node: node.to_string(),
             field,
-            value: format!("{v:.0}"),
+            value: big_number(v),
         });
     }
     if v.fract() != 0.0 {
@@ -329,7 +340,8 @@ fn check_totals(nodes: &[Node], fixed: Bytes) -> Result<(), Problem> {
     let bytes = nodes
         .iter()
         .try_fold(fixed.get(), |acc, n| acc.checked_add(n.memory.get()))
-        .filter(|&b| b as f64 <= MAX_EXACT);
+        // Compared as integers: `b as f64` rounds 2^53 + 1 down to 2^53.
+        .filter(|&b| b <= MAX_EXACT as u64);
     if bytes.is_none() {
         return Err(Problem::Overflow(
             "the node memories and fixed_memory add up to more than 2^53 bytes (9007199254740992), the largest total remat counts exactly".into(),
