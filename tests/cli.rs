@@ -1140,3 +1140,48 @@ fn outputs_are_never_inputs_and_are_writable() {
         assert!(reader.join().unwrap().contains("name: linear8"));
     }
 }
+
+/// A sweep CSV's number cells must be finite: `report` and `plot` read
+/// `NaN` and `inf` (which Rust's float parser takes) without a word and
+/// summarized or drew them. Now each is one line naming the file, the line
+/// and the column, exit 2.
+#[test]
+fn report_and_plot_refuse_non_finite_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let header =
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n";
+    let good = [
+        "m",
+        "checkpoint-all",
+        "10",
+        "optimal",
+        "9",
+        "1.000000",
+        "6",
+        "9",
+        "0.000000",
+        "0.000",
+    ];
+    let fig = dir.path().join("fig.svg");
+    for (column, value) in [("cost", "NaN"), ("overhead", "inf"), ("gap", "-Infinity")] {
+        let i = header
+            .trim_end()
+            .split(',')
+            .position(|c| c == column)
+            .unwrap();
+        let mut bad = good.to_vec();
+        bad[1] = "remat-fast";
+        bad[i] = value;
+        let text = format!("{header}{}\n{}\n", good.join(","), bad.join(","));
+        let csv = write(dir.path(), "s.csv", &text);
+        let cs = csv.to_str().unwrap();
+        for o in [
+            remat(&["report", cs]),
+            remat(&["plot", cs, "-o", fig.to_str().unwrap()]),
+        ] {
+            one_line_error(&o, &format!("{cs}: line 3: column {column}: '{value}'"));
+            assert!(stderr(&o).contains("not a finite number"), "{}", stderr(&o));
+        }
+        assert!(!fig.exists());
+    }
+}

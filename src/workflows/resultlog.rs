@@ -204,15 +204,37 @@ pub fn expect_fields(f: &[String], header: &[&str]) -> Result<(), String> {
     }
 }
 
+/// A number a CSV cell may hold. Rust's float parser takes `NaN`, `inf`
+/// and `infinity`, which no run writes: read back, they made `report`
+/// average and `plot` draw garbage without a word, so a float must be
+/// finite.
+pub trait CellNumber: std::str::FromStr {
+    fn is_finite_number(&self) -> bool {
+        true
+    }
+}
+
+impl CellNumber for f64 {
+    fn is_finite_number(&self) -> bool {
+        self.is_finite()
+    }
+}
+
+impl CellNumber for u64 {}
+impl CellNumber for u32 {}
+impl CellNumber for usize {}
+
 /// An optional number from a cell (empty is `None`); the error names the
 /// column.
-pub fn opt_num<T: std::str::FromStr>(s: &str, col: &str) -> Result<Option<T>, String> {
+pub fn opt_num<T: CellNumber>(s: &str, col: &str) -> Result<Option<T>, String> {
     if s.is_empty() {
         return Ok(None);
     }
-    s.parse()
-        .map(Some)
-        .map_err(|_| format!("column {col}: '{s}' is not a number"))
+    match s.parse::<T>() {
+        Ok(v) if v.is_finite_number() => Ok(Some(v)),
+        Ok(_) => Err(format!("column {col}: '{s}' is not a finite number")),
+        Err(_) => Err(format!("column {col}: '{s}' is not a number")),
+    }
 }
 
 /// The progress bar of a long run on stderr: hidden with `quiet` or when
