@@ -550,6 +550,18 @@ fn plot_plan_names_recomputations_and_warns_over_budget() {
     assert!(std::fs::read_to_string(&svg).unwrap().contains("EXCEEDS"));
 }
 
+/// Writes each model file and asserts that `inspect` refuses it in one
+/// line that names the file and contains the needle.
+fn inspect_refuses(cases: &[(&str, &str, &str)]) {
+    let dir = tempfile::tempdir().unwrap();
+    for &(name, text, needle) in cases {
+        let p = write(dir.path(), name, text);
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        one_line_error(&o, needle);
+        assert!(stderr(&o).contains(name), "{}", stderr(&o));
+    }
+}
+
 /// Asserts exit code 2 and exactly one line on stderr containing `needle`.
 fn one_line_error(o: &Output, needle: &str) {
     let err = stderr(o);
@@ -824,8 +836,7 @@ fn simulate_refuses_kernels_computed_apart() {
 /// and a forward node named like a generated gradient.
 #[test]
 fn labels_that_break_output_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text, needle) in [
+    inspect_refuses(&[
         (
             "space.yaml",
             "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: ' loss ', cost: 1, memory: 1, deps: [a]}\n",
@@ -846,12 +857,7 @@ fn labels_that_break_output_are_refused() {
             "name: m\ngraph: forward\nnodes:\n  - {name: grad/a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [grad/a]}\n",
             "node 'grad/a'",
         ),
-    ] {
-        let p = write(dir.path(), name, text);
-        let o = remat(&["inspect", p.to_str().unwrap()]);
-        one_line_error(&o, needle);
-        assert!(stderr(&o).contains(name), "{}", stderr(&o));
-    }
+    ]);
 }
 
 /// max-batch refuses limits that admit nothing: an overhead factor below 1
@@ -878,8 +884,7 @@ fn max_batch_refuses_limits_that_admit_nothing() {
 /// to be ignored, typos and NaNs included.
 #[test]
 fn gradient_keys_are_checked_on_nodes_without_gradients() {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text, needle) in [
+    inspect_refuses(&[
         (
             "saves.yaml",
             "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a], saves: [zz]}\n",
@@ -895,12 +900,7 @@ fn gradient_keys_are_checked_on_nodes_without_gradients() {
             "name: m\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: loss, cost: 1, memory: 1, deps: [a], grad_memory: -4}\n",
             "node 'loss': grad_memory",
         ),
-    ] {
-        let p = write(dir.path(), name, text);
-        let o = remat(&["inspect", p.to_str().unwrap()]);
-        one_line_error(&o, needle);
-        assert!(stderr(&o).contains(name), "{}", stderr(&o));
-    }
+    ]);
 }
 
 /// Byte totals are compared with 2^53 as integers: 2^53 + 1 rounded down

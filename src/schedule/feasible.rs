@@ -72,7 +72,6 @@ const MAX_BYTES: usize = 3 << 29;
 struct Failed {
     roots: HashMap<usize, u32>,
     nodes: Vec<TrieNode>,
-    len: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -160,10 +159,7 @@ impl Failed {
             }
             at = c;
         }
-        if !self.nodes[at as usize].end {
-            self.nodes[at as usize].end = true;
-            self.len += 1;
-        }
+        self.nodes[at as usize].end = true;
     }
 }
 
