@@ -691,7 +691,7 @@ impl Program {
             model.add_row(0.0, f64::INFINITY, row);
         }
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
-            model.add_row(needs[t], f64::INFINITY, row);
+            model.add_covering_row(row, needs[t]);
         }
         // A segment column only says "absent somewhere in the segment",
         // not when it comes back, so the moment rows need moment columns.
@@ -761,8 +761,9 @@ impl Program {
                         .filter(|y| y.value > x.value && !inputs.contains(&NodeId::from(y.value)))
                         .map(|y| (y.col, mem(y.value).min(k) / unit)),
                 );
-                let mut own: Vec<usize> =
-                    std::iter::once(x.value).chain(inputs.iter().map(|u| u.idx())).collect();
+                let mut own: Vec<usize> = std::iter::once(x.value)
+                    .chain(inputs.iter().map(|u| u.idx()))
+                    .collect();
                 own.sort_unstable();
                 own.dedup();
                 for y in own {
@@ -889,7 +890,11 @@ impl Program {
             }
         }
         for (a, row) in &self.claims.absent {
-            x[*a] = row.iter().filter(|&&(c, _)| c != *a).map(|&(c, m)| m * x[c]).sum();
+            x[*a] = row
+                .iter()
+                .filter(|&&(c, _)| c != *a)
+                .map(|&(c, m)| m * x[c])
+                .sum();
         }
         for &(need, demand) in &self.demands {
             x[need] = x[need].max(x[demand]);

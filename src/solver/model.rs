@@ -65,6 +65,20 @@ impl Model {
         self.row_start.push(self.row_index.len());
     }
 
+    /// Adds the covering row `Σ m·x ≥ need`, scaled so that its largest
+    /// coefficient is one: bytes run to 10^10 and times to 10^-3 in the
+    /// same model, and rows of order one keep HiGHS's absolute tolerances
+    /// meaningful. (Scaling by the need instead breaks on a stage that lacks
+    /// a few bytes: its coefficients reach 10^9, and HiGHS then reported
+    /// bounds above a known plan on MobileNet. Unscaled, the recompute cover
+    /// program ended in a solve error on a random DAG of gigabyte values.)
+    pub fn add_covering_row(&mut self, row: &[(Col, f64)], need: f64) {
+        let top = row.iter().map(|&(_, m)| m).fold(0.0, f64::max);
+        let k = if top > 0.0 { top } else { need };
+        let scaled: Vec<(Col, f64)> = row.iter().map(|&(c, m)| (c, m / k)).collect();
+        self.add_row(need / k, f64::INFINITY, &scaled);
+    }
+
     /// The same model with every integrality requirement dropped.
     pub fn relaxed(&self) -> Model {
         let mut m = self.clone();

@@ -80,19 +80,6 @@ impl HotStages {
     }
 }
 
-/// A covering row `Σ m·x ≥ need` scaled so that its largest coefficient is
-/// one: bytes run to 10^10 and times to 10^-3 in the same model, and rows
-/// of order one keep HiGHS's absolute tolerances meaningful. (Scaling by
-/// the need instead breaks on a stage that lacks a few bytes: its
-/// coefficients reach 10^9, and HiGHS then reported bounds above a known
-/// plan on MobileNet.)
-fn covering_row(model: &mut Model, row: &[(Col, f64)], need: f64) {
-    let top = row.iter().map(|&(_, m)| m).fold(0.0, f64::max);
-    let k = if top > 0.0 { top } else { need };
-    let scaled: Vec<(Col, f64)> = row.iter().map(|&(c, m)| (c, m / k)).collect();
-    model.add_row(need / k, f64::INFINITY, &scaled);
-}
-
 /// Which plans a bound must hold for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Copies {
@@ -302,10 +289,10 @@ impl Program {
         ins.extend(fetch_in);
         for t in 0..n {
             if needs[t] > 0.0 {
-                covering_row(&mut model, &stage_rows[t], needs[t]);
+                model.add_covering_row(&stage_rows[t], needs[t]);
             }
             if forced[t] > 0.0 {
-                covering_row(&mut model, &direct_rows[t], forced[t]);
+                model.add_covering_row(&direct_rows[t], forced[t]);
             }
         }
         // step ≥ load, with the load's constant (every node once) as the
@@ -681,10 +668,10 @@ pub fn staged(
     inputs.link_inputs_of_inputs(&mut model, &mut stage_rows, &hot_stages);
     for t in 0..n {
         if needs[t] > 0.0 {
-            covering_row(&mut model, &stage_rows[t], needs[t]);
+            model.add_covering_row(&stage_rows[t], needs[t]);
         }
         if forced[t] > 0.0 {
-            covering_row(&mut model, &direct_rows[t], forced[t]);
+            model.add_covering_row(&direct_rows[t], forced[t]);
         }
     }
     let base = |t: usize| time(dev.compute_time(g.cost(crate::graph::NodeId::from(t))));
@@ -1268,7 +1255,7 @@ fn carried_lanes(
 pub const STAGED_MAX_COLUMNS: usize = 400_000;
 
 /// The solver's feasibility tolerance for this program: its rows are of
-/// order one (see [`covering_row`]), and at the tighter default of the
+/// order one (see [`Model::add_covering_row`]), and at the tighter default of the
 /// Checkmate models HiGHS returned a wrong optimum on one of them.
 pub const FEASIBILITY_TOLERANCE: f64 = 1e-6;
 
