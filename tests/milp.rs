@@ -704,6 +704,46 @@ fn eviction_bound_is_below_the_linear8_optima() {
     assert_eq!(analysis::eviction_bound(&g, Bytes(10)), 17.0);
 }
 
+/// Small values for half the seeds, real activation sizes (1 MB to 9 GB)
+/// for the other half: the programs' rows mix bytes with 0/1 links, and
+/// HiGHS's tolerances are absolute.
+fn memory_of(seed: u64) -> synthetic::Dist {
+    if seed % 2 == 0 {
+        synthetic::Dist::Uniform(1, 30)
+    } else {
+        synthetic::Dist::LogUniform(1_000_000, 9_000_000_000)
+    }
+}
+
+/// The case that found the moments program's stage rows unscaled: HiGHS
+/// ended it in a solve error (model status 4), and the instance lost its
+/// bound. Its optimum is 95 (the plain MILP's), and the program proves it.
+#[test]
+fn the_moments_program_solves_gigabyte_values() {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes: 9,
+        seed: 763,
+        cost: synthetic::Dist::Uniform(0, 20),
+        memory: memory_of(763),
+        ..RandomDag::default()
+    });
+    let lo = analysis::min_feasible_budget(&g).get();
+    let hi = analysis::checkpoint_all_peak(&g).get();
+    let budget = Bytes(lo + ((hi - lo) as f64 * 0.900320128063397).round() as u64);
+    let p = Params {
+        gap: 1e-9,
+        ..Params::default()
+    };
+    let f = Formulation::build(&g, budget, true, None);
+    let milp = solve_mip(&f.model, Backend::Highs, &p, None).unwrap();
+    assert_eq!(milp.status, MipStatus::Optimal);
+    let optimum = milp.objective.unwrap() * f.cost_scale;
+    let c = cover_bound(&g, budget, Detail::Moments, &p, None).unwrap();
+    assert!(c.proven);
+    assert!(c.bound <= optimum + 1e-9, "{} > {optimum}", c.bound);
+    assert_eq!(c.bound, 95.0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -723,7 +763,7 @@ proptest! {
                 nodes,
                 seed,
                 cost: synthetic::Dist::Uniform(0, 20),
-                memory: synthetic::Dist::Uniform(1, 30),
+                memory: memory_of(seed),
                 ..RandomDag::default()
             })
         };
