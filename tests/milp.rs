@@ -708,7 +708,7 @@ fn eviction_bound_is_below_the_linear8_optima() {
 /// for the other half: the programs' rows mix bytes with 0/1 links, and
 /// HiGHS's tolerances are absolute.
 fn memory_of(seed: u64) -> synthetic::Dist {
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         synthetic::Dist::Uniform(1, 30)
     } else {
         synthetic::Dist::LogUniform(1_000_000, 9_000_000_000)

@@ -529,18 +529,24 @@ pub struct Program {
 /// 1.5×10⁸ nonzeros, and its LP did not finish in 150 s). The same LP.
 #[derive(Default)]
 struct Claims {
-    /// Per segment: its value, first stage and `(r_i, c_i, Z_i)`.
-    segments: Vec<(usize, usize, Vec<(usize, Col, Col)>)>,
+    segments: Vec<ClaimedSegment>,
     /// The segments of each value, as indices into `segments`.
     of_value: HashMap<usize, Vec<usize>>,
     /// `(A_r, its row)`: the bytes claimed absent at stage `r`'s moments.
     absent: Vec<(Col, Vec<(Col, f64)>)>,
 }
 
+struct ClaimedSegment {
+    value: usize,
+    first: usize,
+    /// `(r_i, c_i, Z_i)`, by increasing stage.
+    cols: Vec<(usize, Col, Col)>,
+}
+
 impl Claims {
     /// The suffix column claiming segment `k` absent at stage `t`, if any.
     fn at(&self, k: usize, t: usize) -> Option<Col> {
-        let (_, first, cols) = &self.segments[k];
+        let ClaimedSegment { first, cols, .. } = &self.segments[k];
         if t < *first {
             return None;
         }
@@ -624,7 +630,11 @@ impl Program {
                 z.reverse();
                 let k = claims.segments.len();
                 claims.of_value.entry(v).or_default().push(k);
-                claims.segments.push((v, s.first, z));
+                claims.segments.push(ClaimedSegment {
+                    value: v,
+                    first: s.first,
+                    cols: z,
+                });
                 let last_r = cols[cols.len() - 1].recompute;
                 for t in (s.first..last_r).filter(|&t| hot(t)) {
                     if let Some(zc) = claims.at(k, t) {
@@ -722,7 +732,8 @@ impl Program {
             // The segments claiming something at stage r: those that start
             // by r and have a column after it.
             let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-            for (k, (_, first, cols)) in claims.segments.iter().enumerate() {
+            for (k, seg) in claims.segments.iter().enumerate() {
+                let (first, cols) = (&seg.first, &seg.cols);
                 let end = cols.last().map_or(*first, |&(r, _, _)| r);
                 for (r, at) in spanning.iter_mut().enumerate().take(end).skip(*first) {
                     if cap[r] > 0.0 {
@@ -747,7 +758,7 @@ impl Program {
                     let mut row: Vec<(Col, f64)> = spanning[r]
                         .iter()
                         .filter_map(|&j| {
-                            let y = claims.segments[j].0;
+                            let y = claims.segments[j].value;
                             claims.at(j, r).map(|z| (z, coef(y)))
                         })
                         .collect();
@@ -888,9 +899,9 @@ impl Program {
                 x[col] = 1.0;
             }
         }
-        for (_, _, cols) in &self.claims.segments {
+        for seg in &self.claims.segments {
             let mut sum = 0.0;
-            for &(_, c, z) in cols.iter().rev() {
+            for &(_, c, z) in seg.cols.iter().rev() {
                 sum += x[c];
                 x[z] = sum;
             }
