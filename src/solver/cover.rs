@@ -526,14 +526,13 @@ pub struct Program {
 /// column `Z_i = c_i + Z_{i+1}`. The stage rows and the moment rows read
 /// `Z`, one nonzero per segment and stage instead of one per column and
 /// stage (quadratic in the segment's length: the zoo ResNet-50 at 30% had
-/// 1.5×10⁸ nonzeros, and its LP did not finish in 150 s). The same LP.
+/// 1.5×10⁸ nonzeros, and its LP did not finish in 150 s). The same LP as
+/// with the columns listed.
 #[derive(Default)]
 struct Claims {
     segments: Vec<ClaimedSegment>,
     /// The segments of each value, as indices into `segments`.
     of_value: HashMap<usize, Vec<usize>>,
-    /// `(A_r, its row)`: the bytes claimed absent at stage `r`'s moments.
-    absent: Vec<(Col, Vec<(Col, f64)>)>,
 }
 
 struct ClaimedSegment {
@@ -713,83 +712,59 @@ impl Program {
         // not when it comes back, so the moment rows need moment columns.
         if detail == Detail::Moments {
             // The moment of each recomputation: inside stage r, every
-            // value claimed absent at r (a suffix column of its segment) and
-            // not one of the recomputed value's inputs (resident then,
-            // whatever their columns claim), and every value computed again
-            // in r after this one, frees at least the excess. The claims at
-            // r are summed once, in A_r, with each value's bytes capped at
-            // the largest excess of a moment row at r (a cap valid for every
-            // row there, since a row is met by any one value of at least
-            // its excess); each row subtracts its own value's and inputs'.
+            // value claimed absent at r (the suffix column of its segment
+            // there) and not one of the recomputed value's inputs (resident
+            // then, whatever their columns claim), and every value computed
+            // again in r after this one, frees at least the excess. Each
+            // value's bytes are capped at the row's excess (a row is met by
+            // any one value that large), and the row is in units of that
+            // excess: in bytes, HiGHS reported a bound above the optimum of
+            // checkmate-fcn8vgg at 80%.
             let mut ending: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
             for (k, x) in recomputes.iter().enumerate() {
                 ending[x.recompute].push(k);
             }
-            let mut cap = vec![0.0f64; n + 1];
+            let mut tight_at = vec![false; n + 1];
             for x in &recomputes {
-                cap[x.recompute] = cap[x.recompute].max(room.excess_at(x.value, x.recompute));
+                tight_at[x.recompute] |= room.excess_at(x.value, x.recompute) > 0.0;
             }
             // The segments claiming something at stage r: those that start
             // by r and have a column after it.
             let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
             for (k, seg) in claims.segments.iter().enumerate() {
-                let (first, cols) = (&seg.first, &seg.cols);
-                let end = cols.last().map_or(*first, |&(r, _, _)| r);
-                for (r, at) in spanning.iter_mut().enumerate().take(end).skip(*first) {
-                    if cap[r] > 0.0 {
+                let end = seg.cols.last().map_or(seg.first, |&(r, _, _)| r);
+                for (r, at) in spanning.iter_mut().enumerate().take(end).skip(seg.first) {
+                    if tight_at[r] {
                         at.push(k);
                     }
                 }
             }
-            let mut absent_at: HashMap<usize, Col> = HashMap::new();
             for x in &recomputes {
                 let r = x.recompute;
                 let k = room.excess_at(x.value, r);
                 if k <= 0.0 {
                     continue;
                 }
-                // Rows in units of the cap, so that their coefficients are
-                // at most one (bytes run to 10^10; unscaled, HiGHS reported
-                // a bound above the optimum on fcn8vgg at 80%).
-                let unit = cap[r];
-                let coef = |y: usize| mem(y).min(unit) / unit;
-                let a = *absent_at.entry(r).or_insert_with(|| {
-                    let a = model.add_col(0.0, f64::INFINITY, 0.0, false);
-                    let mut row: Vec<(Col, f64)> = spanning[r]
-                        .iter()
-                        .filter_map(|&j| {
-                            let y = claims.segments[j].value;
-                            claims.at(j, r).map(|z| (z, coef(y)))
-                        })
-                        .collect();
-                    row.push((a, -1.0));
-                    model.add_row(0.0, f64::INFINITY, &row);
-                    claims.absent.push((a, row));
-                    a
-                });
                 let inputs = g.deps(NodeId::from(x.value));
-                let mut row: Vec<(Col, f64)> = vec![(a, 1.0), (x.col, -k / unit)];
+                let counts = |y: usize| y != x.value && !inputs.contains(&NodeId::from(y));
+                let mut row: Vec<(Col, f64)> = spanning[r]
+                    .iter()
+                    .filter(|&&j| counts(claims.segments[j].value))
+                    .filter_map(|&j| {
+                        let y = claims.segments[j].value;
+                        claims.at(j, r).map(|z| (z, mem(y).min(k) / k))
+                    })
+                    .collect();
                 // Values computed after this one in the same stage are still
                 // absent at its moment; values before it are back.
                 row.extend(
                     ending[r]
                         .iter()
                         .map(|&j| recomputes[j])
-                        .filter(|y| y.value > x.value && !inputs.contains(&NodeId::from(y.value)))
-                        .map(|y| (y.col, mem(y.value).min(k) / unit)),
+                        .filter(|y| y.value > x.value && counts(y.value))
+                        .map(|y| (y.col, mem(y.value).min(k) / k)),
                 );
-                let mut own: Vec<usize> = std::iter::once(x.value)
-                    .chain(inputs.iter().map(|u| u.idx()))
-                    .collect();
-                own.sort_unstable();
-                own.dedup();
-                for y in own {
-                    for &j in claims.of_value.get(&y).map(Vec::as_slice).unwrap_or(&[]) {
-                        if let Some(z) = claims.at(j, r) {
-                            row.push((z, -coef(y)));
-                        }
-                    }
-                }
+                row.push((x.col, -1.0));
                 model.add_row(0.0, f64::INFINITY, &row);
             }
         }
@@ -906,13 +881,6 @@ impl Program {
                 x[z] = sum;
             }
         }
-        for (a, row) in &self.claims.absent {
-            x[*a] = row
-                .iter()
-                .filter(|&&(c, _)| c != *a)
-                .map(|&(c, m)| m * x[c])
-                .sum();
-        }
         for &(need, demand) in &self.demands {
             x[need] = x[need].max(x[demand]);
         }
@@ -945,17 +913,13 @@ pub const INPUT_LINKS_MAX: usize = 1_000_000;
 pub const MOMENT_COLUMNS_MAX: usize = 4_000;
 
 /// Largest [`Detail::Moments`] program whose LP relaxation is solved
-/// instead (moment columns, and nonzeros of their claim and moment rows,
-/// which its memory and time follow). Measured (one thread, with the
-/// suffix columns of [`Claims`]): random-layered-n250 at 80%, in 1.6 s and
-/// 0.1 GB (129,737 against the segment program's 128,849);
-/// checkmate-mobilenet at 60%, 11 s and 72 MB (it took 37 s and 3 GB when
-/// each column listed every stage it claims), for no more than the segment
-/// program's proven optimum, so the caps still count nonzeros as the old
-/// form had them (`sizes`) and leave it out. The zoo ResNet-50 at 30%
-/// (41,231 moment columns, 1.9×10⁶ nonzeros) needs 51 s with the interior
-/// point method for 1.0376× one pass, against the segment program's 1.0367×
-/// in 0.8 s: past the cap.
+/// instead (moment columns, and nonzeros of their moment rows in the old
+/// form, which listed every column whose claim spans the row's stage; see
+/// `sizes`). Measured (one thread, with the suffix columns of [`Claims`]):
+/// random-layered-n250 at 80%, 1.7 s and 0.12 GB (was 5.7 s and 0.38 GB;
+/// 129,737 against the segment program's 128,849); checkmate-mobilenet at
+/// 60%, 2.0 s and 0.15 GB (was 37 s and 3 GB), which the caps still leave
+/// out: it gives no more than the segment program's proven optimum.
 pub const MOMENT_LP_COLUMNS_MAX: usize = 16_000;
 pub const MOMENT_LP_NONZEROS_MAX: usize = 4_000_000;
 
