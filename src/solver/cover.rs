@@ -280,8 +280,8 @@ fn sizes(g: &Graph, budget: Bytes) -> Sizes {
         // What the moment rows listed when each named every column whose
         // claim spans its stage. They no longer do (see [`Claims`]), but
         // this still decides which instances get the moments program's LP,
-        // as before: the programs it now admits, such as
-        // checkmate-mobilenet at 60% (11 s), raised no bound.
+        // as before: the programs it would admit, such as
+        // checkmate-mobilenet at 60% (4 s more in a solve), raised no bound.
         let mut spanning = vec![0i64; g.len() + 2];
         for &(first, r) in &kept {
             spanning[first] += 1;
@@ -531,8 +531,6 @@ pub struct Program {
 #[derive(Default)]
 struct Claims {
     segments: Vec<ClaimedSegment>,
-    /// The segments of each value, as indices into `segments`.
-    of_value: HashMap<usize, Vec<usize>>,
 }
 
 struct ClaimedSegment {
@@ -628,7 +626,6 @@ impl Program {
                 }
                 z.reverse();
                 let k = claims.segments.len();
-                claims.of_value.entry(v).or_default().push(k);
                 claims.segments.push(ClaimedSegment {
                     value: v,
                     first: s.first,
@@ -724,17 +721,14 @@ impl Program {
             for (k, x) in recomputes.iter().enumerate() {
                 ending[x.recompute].push(k);
             }
-            let mut tight_at = vec![false; n + 1];
-            for x in &recomputes {
-                tight_at[x.recompute] |= room.excess_at(x.value, x.recompute) > 0.0;
-            }
             // The segments claiming something at stage r: those that start
-            // by r and have a column after it.
+            // by r and have a column after it (listed only where a moment
+            // row can be).
             let mut spanning: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
             for (k, seg) in claims.segments.iter().enumerate() {
                 let end = seg.cols.last().map_or(seg.first, |&(r, _, _)| r);
                 for (r, at) in spanning.iter_mut().enumerate().take(end).skip(seg.first) {
-                    if tight_at[r] {
+                    if tight[r] {
                         at.push(k);
                     }
                 }
