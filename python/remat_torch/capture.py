@@ -248,15 +248,44 @@ def _restore_tensors(model: torch.nn.Module):
                         del vars(m)[k]
 
 
+@contextlib.contextmanager
+def _no_onednn():
+    """oneDNN (mkldnn) off while tracing; only its enabled flag is touched
+    (``torch.backends.mkldnn.flags`` also sets TF32 flags, which warns on CPU)."""
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+
+
+def _fake_mode():
+    """The FakeTensorMode a capture traces under, with its dispatch cache off.
+
+    The cache (shared by every FakeTensorMode of the process) rebuilds a cached
+    kernel's outputs one by one from their shapes and strides: outputs that share a
+    storage come back as separate storages, and an output that views a larger
+    buffer loses the rest of it. So the second trace of a kernel (a second capture
+    of the same model, as ``verify`` makes; or a second layer of the same shapes)
+    could give another grouping and other sizes than the first: on a 2-layer LSTM,
+    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients, 128
+    bytes, which a cached trace made two members of 128 bytes each."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode.cache_enabled = False
+    return mode
+
+
 def _joint_with_descriptors(wrapper, batch):
     from torch._functorch._aot_autograd import descriptors as d
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
     # fake inputs from a mode that accepts real tensors: a plain tensor attribute of a
     # module (not a buffer) or a global tensor the forward reads becomes a constant of
     # the graph (a get_attr node), as in the aot_module fallback, instead of an error
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake_mode = _fake_mode()
     fake_batch = tuple(fake_mode.from_tensor(t) for t in batch)
     with contextlib.ExitStack() as stack:
         jd = aot_export_joint_with_descriptors(stack, wrapper, fake_batch)
@@ -315,7 +344,6 @@ def _joint_with_aot_module(wrapper, batch):
     the joint graph (traced under FakeTensorMode, so nothing is computed for real)."""
     from torch._functorch.aot_autograd import aot_module
     from torch._functorch.partitioners import default_partition
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
     recorded = {}
 
@@ -342,7 +370,7 @@ def _joint_with_aot_module(wrapper, batch):
         return ("input", i - len(all_p) - len(all_b))
 
     compiled = aot_module(wrapper, fw_compiler=lambda g, _: g, partition_fn=partition)
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake_mode = _fake_mode()
     try:
         with fake_mode:
             fake_batch = [fake_mode.from_tensor(t) for t in batch]
@@ -483,7 +511,14 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     wrapper = LossWrapper(model, loss_fn)
     use_desc = hasattr(aa, "aot_export_joint_with_descriptors") if api is None else (
         api == "descriptors")
-    with _module_paths(model), _restore_tensors(model), _quiet_torch_errors():
+    # oneDNN off while tracing: torch's LSTM decomposition otherwise picks
+    # ``mkldnn_rnn_layer`` (meant for inference) whenever the traced input does not
+    # require grad, which it does not under AOTAutograd. Its real kernel allocates a
+    # workspace (28 KB on a tiny 2-layer LSTM) that the fake kernel says is 0 bytes,
+    # and only when grad mode is on, which the executor's no_grad run never has: the
+    # backward then failed on an undefined workspace. Without it, the LSTM is traced
+    # as the plain per-step ops (as nn.GRU always is), which run as captured.
+    with _module_paths(model), _restore_tensors(model), _quiet_torch_errors(), _no_onednn():
         try:
             if use_desc:
                 gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)
@@ -494,7 +529,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
         except Exception as e:  # noqa: BLE001 - tracing failures are user-facing
             raise RematInputError(f"capturing the joint graph failed: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}"
-                                  + _why_untraceable(e)) from e
+                                  + _where(e) + _why_untraceable(e)) from e
     if not isinstance(loss, fx.Node):  # a Python number: nothing to differentiate
         raise RematInputError("the loss must be a floating-point scalar tensor "
                               f"(got {type(loss).__name__} {loss!r})")
@@ -505,11 +540,57 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     return _build(gm, phs, loss, grads, muts, used, model, batch, groups)
 
 
+def _source_frame(e: BaseException):
+    """The innermost frame of ``e``'s traceback in the model's code or in torch's
+    modules (``torch/nn/...``), past the tracing machinery (torch's private packages,
+    ``torch/fx``, ``torch/utils``, ``Module.__call__``, and this package): the line
+    that did what the trace cannot follow. None if there is none."""
+    import os
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    found = None
+    for fs in traceback.extract_tb(e.__traceback__):
+        path = os.path.abspath(fs.filename)
+        if path.startswith(here + os.sep):
+            continue
+        if path.startswith(torch_dir + os.sep):
+            rel = os.path.relpath(path, torch_dir).replace(os.sep, "/")
+            if rel.startswith(("_", "fx/", "utils/", "autograd/", "overrides.py")) or (
+                    rel == "nn/modules/module.py"):
+                continue
+        found = fs
+    return found
+
+
+def _where(e: BaseException) -> str:
+    """`` at FILE:LINE (FUNCTION)`` of :func:`_source_frame`, torch's files named from
+    the ``torch/`` directory; empty if there is no such frame."""
+    import os
+
+    fs = _source_frame(e)
+    if fs is None:
+        return ""
+    path = os.path.abspath(fs.filename)
+    base = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    if path.startswith(base + os.sep + "torch" + os.sep):
+        path = os.path.relpath(path, base).replace(os.sep, "/")
+    return f" at {path}:{fs.lineno} ({fs.name})"
+
+
 def _why_untraceable(e: Exception) -> str:
     """What a tracing failure usually means, for the exceptions whose message is only
     an op's name."""
     from torch._subclasses import fake_tensor as ft
 
+    fs = _source_frame(e)
+    if isinstance(e, ft.DataDependentOutputException) and fs is not None and (
+            fs.name == "_detect_is_causal_mask"):
+        return (" (nn.Transformer, TransformerEncoder and TransformerDecoder read an "
+                "attention mask passed without is_causal to tell whether it is causal: "
+                "pass tgt_is_causal=/src_is_causal= (is_causal= for the encoder or "
+                "decoder alone) along with the mask)")
     if isinstance(e, ft.DataDependentOutputException):
         return (" (the model reads a tensor's value in Python: .item(), float(t), bool(t), "
                 "an if on a tensor, or BatchNorm with momentum=None; the joint graph must "

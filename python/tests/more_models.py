@@ -85,3 +85,51 @@ def hooked_spectral_norm(batch_size: int):
                           nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
     return model, (torch.randn(batch_size, 3, 6, 6), torch.randint(0, 3, (batch_size,))), \
         F.cross_entropy
+
+
+class LSTMHead(nn.Module):
+    """A 2-layer batch-first LSTM and a linear head on its last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(3, 4, num_layers=2, batch_first=True)
+        self.out = nn.Linear(4, 3)
+
+    def forward(self, x):
+        o, _ = self.rnn(x)
+        return self.out(o[:, -1])
+
+
+def lstm(batch_size: int):
+    torch.manual_seed(0)
+    return LSTMHead(), (torch.randn(batch_size, 3, 3), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy
+
+
+class MaskedTransformer(nn.Module):
+    """nn.Transformer (encoder-decoder) with a causal target mask: ``causal`` says whether
+    ``tgt_is_causal=True`` comes with the mask."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.causal = causal
+        self.tr = nn.Transformer(8, 2, 1, 1, 16, dropout=0.1, batch_first=True)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        src, tgt = x[:, :3], x[:, 3:]
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        kw = {"tgt_is_causal": True} if self.causal else {}
+        return self.out(self.tr(src, tgt, tgt_mask=mask, **kw).mean(1))
+
+
+def transformer_mask(batch_size: int):
+    torch.manual_seed(0)
+    return MaskedTransformer(False), (torch.randn(batch_size, 6, 8),
+                                      torch.randint(0, 3, (batch_size,))), F.cross_entropy
+
+
+def transformer_causal(batch_size: int):
+    torch.manual_seed(0)
+    return MaskedTransformer(True), (torch.randn(batch_size, 6, 8),
+                                     torch.randint(0, 3, (batch_size,))), F.cross_entropy

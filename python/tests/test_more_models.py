@@ -121,3 +121,105 @@ def test_capture_leaves_hook_assigned_attributes_alone(remat_bin, workdir):
     text = "\n".join(rep.lines)
     assert rep.ok and rep.grads_bitwise and rep.buffers_bitwise and rep.eager_bitwise, text
     assert rep.measured_peak == rep.simulated_peak == plan["peak_memory"], text
+
+
+def solve_and_run(remat_bin, workdir: Path, name: str, batch: int, fraction: int,
+                  strategy: str = "remat-fast"):
+    """One capture (cheaper than ``verify``'s three): export, solve at ``fraction``% of the
+    way from the smallest budget to the checkpoint-all peak, run the no-remat statements
+    then the plan on the same model. Returns (plan JSON, peak, no-remat grads, plan
+    grads, the executor after the plan's run, its loss, the no-remat loss)."""
+    import torch
+
+    model, data, loss_fn = call_factory(spec(name), batch)
+    cap = capture(model, data, loss_fn)
+    graph = workdir / f"run-{name}-b{batch}.yaml"
+    graph.write_text(export(cap, data, graph_name(name, batch, cap.fingerprint), batch,
+                            factory=spec(name)))
+    lo, hi = inspect_bounds(remat_bin, str(graph))
+    plan_path = workdir / f"run-{name}-{strategy}-{fraction}.json"
+    binary.solve(str(graph), str(lo + (hi - lo) * fraction // 100), str(plan_path),
+                 strategy=strategy, time_limit=20)
+    plan = json.loads(plan_path.read_text())
+    ex = Executor(model, loss_fn, data, plan, cap=cap)
+    torch.manual_seed(0)
+    ref_loss = ex.run_no_remat(*data, measure=True)
+    assert ex.size_mismatches == {}, ex.size_mismatches
+    ref = {k: p.grad.clone() for k, p in cap.trained_params().items()}
+    assert ex.last_peak == hi  # the no-remat run is the checkpoint-all peak
+    torch.manual_seed(0)
+    loss = ex(*data, measure=True)
+    assert ex.size_mismatches == {}, ex.size_mismatches
+    got = {k: p.grad.clone() for k, p in cap.trained_params().items()}
+    return plan, hi, ref, got, ex, loss, ref_loss
+
+
+def assert_plan_exact(remat_bin, workdir, name, batch, fraction, strategy="remat-fast"):
+    """The plan recomputes something, its gradients and loss are bitwise the no-remat
+    run's, and its measured peak is remat's simulated one, below the no-remat peak."""
+    import torch
+
+    plan, hi, ref, got, ex, loss, ref_loss = solve_and_run(remat_bin, workdir, name, batch,
+                                                           fraction, strategy)
+    assert sum(ex.computations.values()) > len(ex.computations), "nothing recomputed"
+    assert ref and all(torch.equal(ref[k], got[k]) for k in ref), name
+    assert torch.equal(loss, ref_loss)
+    assert ex.last_peak == plan["peak_memory"] < hi, (ex.last_peak, plan["peak_memory"], hi)
+    return plan, ex
+
+
+def test_lstm_is_traced_as_plain_ops(remat_bin, workdir):
+    """A 2-layer nn.LSTM: torch's decomposition picked ``mkldnn_rnn_layer`` (oneDNN), whose
+    real kernel makes its backward's workspace only in grad mode, while the executor runs
+    under no_grad: every plan failed with a RuntimeError traceback ('Expected a proper
+    Tensor but got None ... workspace'), and the fake kernel sized that workspace at 0
+    bytes (real: 28 KB). With oneDNN off while tracing, the LSTM is the per-step ops."""
+    plan, ex = assert_plan_exact(remat_bin, workdir, "lstm", 2, 50)
+    assert not [g.op for g in ex.cap.nodes if "mkldnn" in g.op]
+    assert len(ex.cap.nodes) > 100  # 2 layers x 3 steps of gate ops
+
+
+def test_fake_tensor_cache_keeps_outputs_sharing_a_storage():
+    """FakeTensorMode's dispatch cache rebuilt a cached kernel's outputs one by one, so two
+    outputs sharing a storage came back as two storages: the second capture of a model in
+    one process (verify re-captures) could then split a kernel into other members, and
+    verify refused the plan for a fingerprint mismatch (a 2-layer LSTM did, where
+    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from remat_torch.capture import _fake_mode
+
+    def run(mode):
+        real = [torch.randn(5, 2, 6), torch.randn(32, 6), torch.randn(32, 8),
+                torch.randn(32), torch.randn(32), torch.zeros(1, 2, 8), torch.zeros(1, 2, 8),
+                torch.randn(5, 2, 8), torch.randn(1, 2, 8), torch.randn(1, 2, 8),
+                torch.randn(5, 2, 8), torch.zeros(100, dtype=torch.uint8)]
+        a = [mode.from_tensor(t) for t in real]
+        with mode:
+            out = torch.ops.aten.mkldnn_rnn_layer_backward.default(
+                *a[:10], a[10], None, None, False, 2, 8, 1, True, False, False, [], False,
+                a[11])
+        return out[3].untyped_storage()._cdata == out[4].untyped_storage()._cdata
+
+    mode = _fake_mode()
+    assert run(mode) and run(mode)  # the second call too
+    FakeTensorMode.cache_clear()
+    cached = FakeTensorMode()
+    cached.cache_enabled = True
+    assert run(cached) and not run(cached)  # the control: the cache loses the sharing
+
+
+def test_transformer_mask_without_is_causal_is_one_line_naming_the_fix(remat_bin, workdir):
+    """nn.Transformer given a tgt_mask without tgt_is_causal reads the mask to tell whether
+    it is causal (data the graph cannot depend on): before, the refusal said 'an .item(),
+    float(t)...', which the model does not do. It now names torch's line and the fix; with
+    tgt_is_causal=True the same model's plans are exact."""
+    from conftest import run_main
+
+    proc = run_main("export", spec("transformer_mask"), "--batch", "2", "-o",
+                    str(workdir / "tm.yaml"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "at torch/nn/modules/transformer.py:" in proc.stderr, proc.stderr
+    assert "(_detect_is_causal_mask)" in proc.stderr and "tgt_is_causal=" in proc.stderr
+    assert_plan_exact(remat_bin, workdir, "transformer_causal", 2, 50)
