@@ -537,6 +537,14 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
         shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
         raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
+    if not grads:
+        # no backward at all: eager's loss.backward() fails, and there is nothing to train
+        n_req = sum(p.requires_grad for p in model.parameters())
+        raise RematInputError(
+            "no parameter gets a gradient: "
+            + ("the model has no parameter that requires grad" if not n_req else
+               f"the loss does not depend on any of its {n_req} parameters that require grad")
+            + " (nothing to train)")
     return _build(gm, phs, loss, grads, muts, used, model, batch, groups)
 
 

@@ -73,6 +73,13 @@ class Mismatch(nn.Module):
 def shape_mismatch(b):
     return Mismatch(), (torch.randn(b, 4),), lambda out: out.sum()
 
+def all_frozen(b):
+    model = _mlp().requires_grad_(False)
+    return model, (torch.randn(b, 4), torch.randint(0, 3, (b,))), F.cross_entropy
+
+def loss_ignores_model(b):
+    return _mlp(), (torch.randn(b, 4), torch.randn(b)), lambda out, t: (t * 2).sum()
+
 def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
@@ -95,14 +102,24 @@ def factories(tmp_path_factory):
     ("mutates_batch", "the model mutates batch[0] in place"),
     ("shape_mismatch", "Attempting to broadcast a dimension of length 5"),
     ("sparse_embedding", "makes a sparse_coo tensor: only dense tensors are supported"),
+    ("all_frozen", "no parameter gets a gradient: the model has no parameter that requires "
+                   "grad (nothing to train)"),
+    ("loss_ignores_model", "no parameter gets a gradient: the loss does not depend on any of "
+                           "its 4 parameters that require grad"),
+    ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
     an aten op; a mutated input printed a descriptor's repr; and a shape error printed
     torch's own 40-line ERROR log of the fake kernel's traceback before the one line; a
-    sparse gradient was a NotImplementedError traceback from untyped_storage()."""
+    sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
+    with no trained parameter was exported, and verify's eager run was a RuntimeError
+    traceback ('element 0 of tensors does not require grad'). A tracing failure names
+    the model's line that did it."""
     proc = run_main("export", f"{factories}:{fn}", "--batch", "2", "-o", str(tmp_path / "g.yaml"))
-    refused(proc, str(factories), needle)
+    item_line = FACTORIES.splitlines().index(
+        "        return y * 2 if y.sum().item() > 0 else y") + 1
+    refused(proc, str(factories), needle.format(factories=factories, item_line=item_line))
     # nothing but our one line on the real stderr either (torch logs there directly)
     assert "Traceback" not in capfd.readouterr().err
 
