@@ -1456,12 +1456,16 @@ fn offload_search(
     }
     let mut weight_left: f64 = seeds.iter().map(|s| s.2).sum();
     let mut best: Option<(Schedule, f64, String)> = None;
+    // The last twentieth goes to the best plan's copy leads.
+    let moves_end = end - end.saturating_duration_since(Instant::now()) / 20;
     for (name, seed, w) in seeds {
         let now = Instant::now();
-        if now >= end && best.is_some() {
+        if now >= moves_end && best.is_some() {
             break;
         }
-        let share = end.saturating_duration_since(now).mul_f64(w / weight_left);
+        let share = moves_end
+            .saturating_duration_since(now)
+            .mul_f64(w / weight_left);
         weight_left -= w;
         if let Some((sch, step)) = improve(g, budget, dev, seed, now + share) {
             if best.as_ref().is_none_or(|b| step.get() < b.1) {
@@ -1469,12 +1473,23 @@ fn offload_search(
             }
         }
     }
+    let mut led_note = String::new();
+    if let Some(b) = &mut best {
+        if let Some(led) = super::tiered::descend_leads(g, dev, budget, &b.0, end) {
+            led_note = format!(
+                "; the leads of its copies chosen by simulation: {:.3} → {:.3} ms",
+                b.1 * 1e3,
+                led.step * 1e3
+            );
+            (b.0, b.1) = (led.sch, led.step);
+        }
+    }
     let secs = t0.elapsed().as_secs_f64();
     match best {
         Some((sch, step, seed)) => {
             let (outs, ins, rec) = census(&sch);
             let detail = format!(
-                "offload search from {seed}: {outs} copies out, {ins} copies in, {rec} recomputations, step {:.3} ms; offload search {secs:.2} s",
+                "offload search from {seed}: {outs} copies out, {ins} copies in, {rec} recomputations, step {:.3} ms{led_note}; offload search {secs:.2} s",
                 step * 1e3
             );
             let tiered = sch.has_transfers();

@@ -39,6 +39,10 @@ const SEARCH_TIME_SHARE: f64 = 0.15;
 /// its plan.
 const FINAL_SEARCH_SHARE: f64 = 0.1;
 
+/// Share of the time limit kept at the end for choosing the best plan's
+/// copy leads by simulation ([`tiered::descend_leads`]).
+const LEAD_SHARE: f64 = 0.05;
+
 /// Share of the time limit the step cover program may take first.
 const COVER_TIME_SHARE: f64 = 0.15;
 
@@ -374,30 +378,55 @@ impl Strategy for RematTiered {
             }
         }
         notes.insert(0, milp_note);
+        // The last share of the limit goes to the leads of the best plan.
+        let moves_end = deadline
+            .checked_sub(opts.time_limit.mul_f64(LEAD_SHARE))
+            .unwrap_or(deadline);
         if search_instead {
             // From checkpoint-all for half of what is left, then from the
             // best plan so far for the rest.
-            let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+            let half = Instant::now() + moves_end.saturating_duration_since(Instant::now()) / 2;
             let all = Schedule::checkpoint_all(g);
             if let Some((found, _)) = tiered_search::improve(g, budget, dev, all, half) {
                 consider(&mut best, "remat-fast's offload moves".into(), found);
             }
             if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
                 if !done(&best, bound) {
-                    if let Some((found, _)) = tiered_search::improve(g, budget, dev, b, deadline) {
+                    if let Some((found, _)) = tiered_search::improve(g, budget, dev, b, moves_end) {
                         consider(&mut best, "remat-fast's offload moves".into(), found);
                     }
                 }
             }
         }
         if let Some(sch) = milp_plan {
-            if !done(&best, bound) && Instant::now() < deadline {
-                if let Some((found, _)) = tiered_search::improve(g, budget, dev, sch, deadline) {
+            if !done(&best, bound) && Instant::now() < moves_end {
+                if let Some((found, _)) = tiered_search::improve(g, budget, dev, sch, moves_end) {
                     consider(
                         &mut best,
                         "remat-fast's offload moves from the MILP's plan".into(),
                         found,
                     );
+                }
+            }
+        }
+        if let Some(b) = best.as_mut() {
+            if b.step.get() > within_gap(bound.get(), opts.gap) {
+                if let Some(led) = tiered::descend_leads(g, dev, budget, &b.sch, deadline) {
+                    notes.push(format!(
+                        "the leads of its copies chosen by simulation: {} → {}",
+                        b.step,
+                        Seconds(led.step)
+                    ));
+                    if let Some(w) = &opts.watch {
+                        let per_unit = dev.compute_time(1.0).get();
+                        w.plan(
+                            led.step / per_unit.max(f64::MIN_POSITIVE),
+                            &led.sch,
+                            &b.name,
+                        );
+                    }
+                    b.sch = led.sch;
+                    b.step = Seconds(led.step);
                 }
             }
         }
