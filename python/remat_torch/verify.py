@@ -18,7 +18,6 @@ same model, and compares the losses.
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -99,6 +98,32 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
     return plan, graph, model, data, loss_fn, cap
 
 
+def _twin(spec: str, n: int, model: torch.nn.Module):
+    """Another (model, loss_fn) from the factory, with ``model``'s parameter and buffer
+    values: for the reference runs. Not a deepcopy: a loss_fn that closes over the
+    model (a weight-decay term, ``sum(p.pow(2).sum() for p in model.parameters())``)
+    would still read the first model's parameters, which are then not the copy's
+    (they became constants of the copy's graph: another fingerprint)."""
+    twin, _, loss_fn = call_factory(spec, n)
+    dev = next((t.device for t in model.parameters()), None)
+    if dev is not None and dev.type != "cpu":
+        twin = twin.to(dev)
+    src = dict(model.named_parameters(remove_duplicate=False))
+    src.update(model.named_buffers(remove_duplicate=False))
+    dst = dict(twin.named_parameters(remove_duplicate=False))
+    dst.update(twin.named_buffers(remove_duplicate=False))
+    if list(src) != list(dst) or any(src[k].shape != dst[k].shape for k in src):
+        bad = next((k for k in src if k not in dst or src[k].shape != dst[k].shape),
+                   next(iter(dst.keys() - src.keys()), "?"))
+        raise RematInputError(f"{spec.rpartition(':')[0]}: the factory is not deterministic: "
+                              f"two calls give models whose '{bad}' differ")
+    with torch.no_grad():
+        for k, t in src.items():
+            dst[k].copy_(t)
+    twin.train(model.training)
+    return twin, loss_fn
+
+
 def has_transfers(plan: Dict) -> bool:
     return any(st.get("op") in ("copy_out", "copy_in") for st in plan.get("statements", []))
 
@@ -107,10 +132,12 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
            batch: Optional[int] = None, seed: int = 0,
            device_file: Optional[str] = None) -> Report:
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
-    ref_model = copy.deepcopy(model)
-    eager_model = copy.deepcopy(model)
+    n = batch_from(plan, graph, batch)
+    ref_model, ref_loss_fn = _twin(spec, n, model)
+    eager_model, eager_loss_fn = _twin(spec, n, model)
     ex = Executor(model, loss_fn, data, plan, cap=cap)
-    ref = Executor(ref_model, loss_fn, data, plan, cap=capture(ref_model, data, loss_fn))
+    ref = Executor(ref_model, ref_loss_fn, data, plan,
+                   cap=capture(ref_model, data, ref_loss_fn))
     nbt0 = {k: b.clone() for k, b in model.named_buffers() if k.endswith("num_batches_tracked")}
 
     torch.manual_seed(seed)
@@ -119,7 +146,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     loss_ref = ref.run_no_remat(*data, measure=True)
     torch.manual_seed(seed)
     eager_model.zero_grad(set_to_none=True)
-    loss_eager = loss_fn(eager_model(data[0]), *data[1:])
+    loss_eager = eager_loss_fn(eager_model(data[0]), *data[1:])
     loss_eager.backward()
 
     rep = Report(ok=True)
@@ -222,7 +249,7 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
           seed: int = 0) -> Report:
     """``steps`` SGD steps with the plan vs eager from the same start; same batch each step."""
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
-    eager_model = copy.deepcopy(model)
+    eager_model, eager_loss_fn = _twin(spec, batch_from(plan, graph, batch), model)
     ex = Executor(model, loss_fn, data, plan, cap=cap)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     opt_e = torch.optim.SGD(eager_model.parameters(), lr=lr)
@@ -234,7 +261,7 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
         opt.step()
         torch.manual_seed(seed + step)
         opt_e.zero_grad(set_to_none=True)
-        le = loss_fn(eager_model(data[0]), *data[1:])
+        le = eager_loss_fn(eager_model(data[0]), *data[1:])
         le.backward()
         opt_e.step()
         a, b = lp.item(), le.item()

@@ -133,3 +133,16 @@ def transformer_causal(batch_size: int):
     torch.manual_seed(0)
     return MaskedTransformer(True), (torch.randn(batch_size, 6, 8),
                                      torch.randint(0, 3, (batch_size,))), F.cross_entropy
+
+
+def weight_decay_loss(batch_size: int):
+    """A loss of two terms, the second closing over the model: cross-entropy plus an L2
+    penalty on every parameter."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                          nn.Linear(32, 3))
+
+    def loss_fn(out, y):
+        return F.cross_entropy(out, y) + 1e-3 * sum(p.pow(2).sum() for p in model.parameters())
+
+    return model, (torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))), loss_fn

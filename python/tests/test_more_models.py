@@ -223,3 +223,20 @@ def test_transformer_mask_without_is_causal_is_one_line_naming_the_fix(remat_bin
     assert "at torch/nn/modules/transformer.py:" in proc.stderr, proc.stderr
     assert "(_detect_is_causal_mask)" in proc.stderr and "tgt_is_causal=" in proc.stderr
     assert_plan_exact(remat_bin, workdir, "transformer_causal", 2, 50)
+
+
+def test_a_loss_closing_over_the_model_verifies_and_trains(remat_bin, workdir):
+    """A loss_fn with a weight-decay term over ``model.parameters()``: verify and train
+    deep-copied the model for their reference runs, but the copy's loss_fn still read the
+    first model's parameters (constants of the copy's graph): verify refused every plan
+    for a fingerprint mismatch. They now call the factory again for each run."""
+    from remat_torch.verify import train
+
+    rep, plan, hi = solve_and_verify(remat_bin, workdir, "weight_decay_loss", 4, 50)
+    text = "\n".join(rep.lines)
+    assert rep.ok and rep.grads_bitwise and rep.eager_bitwise, text
+    assert rep.measured_peak == rep.simulated_peak == plan["peak_memory"] < hi, text
+    assert "recomputations" in text and " 0 recomputations" not in text, text
+    path = workdir / "more-weight_decay_loss-remat-fast-50.json"
+    rep = train(spec("weight_decay_loss"), str(path), steps=2)
+    assert rep.ok and rep.losses["step1"] == rep.losses["eager1"], rep.lines
