@@ -225,12 +225,14 @@ def _restore_tensors(model: torch.nn.Module):
     shared block), torch 2.15 swaps one name back and leaves a
     ``FunctionalTensor`` under the other, which breaks every later use of the
     model (running it, ``deepcopy``)."""
-    saved = [(m, dict(m._parameters), dict(m._buffers)) for m in model.modules()]
+    # (a TorchScript module's parameters live in its C++ module: not swapped, skipped)
+    mods = [m for m in model.modules() if not isinstance(m, torch.jit.ScriptModule)]
+    saved = [(m, dict(m._parameters), dict(m._buffers)) for m in mods]
     # plain tensor attributes too: a forward (pre-)hook that assigns one (the old
     # nn.utils.spectral_norm and weight_norm set ``module.weight``) leaves a tracing
     # tensor there, which breaks running or deep-copying the model afterwards
     attrs = [(m, {k: v for k, v in vars(m).items() if isinstance(v, torch.Tensor)})
-             for m in model.modules()]
+             for m in mods]
     try:
         yield
     finally:
@@ -545,7 +547,37 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
             + ("the model has no parameter that requires grad" if not n_req else
                f"the loss does not depend on any of its {n_req} parameters that require grad")
             + " (nothing to train)")
-    return _build(gm, phs, loss, grads, muts, used, model, batch, groups)
+    cap = _build(gm, phs, loss, grads, muts, used, model, batch, groups)
+    trained = [(k, t) for k, t in cap.constants.items() if t.requires_grad]
+    if trained:
+        t = trained[0][1]
+        name = _closure_name(loss_fn, t)
+        raise RematInputError(
+            "the forward or the loss reads a tensor that requires grad but is not the "
+            f"model's ({name + ', ' if name else ''}{'x'.join(map(str, t.shape))} "
+            f"{str(t.dtype).replace('torch.', '')}): the joint graph takes it as a "
+            "constant and would not compute its gradient; make it part of the model (a "
+            "submodule or an nn.Parameter of it) or set requires_grad=False")
+    return cap
+
+
+def _closure_name(fn: Any, t: torch.Tensor) -> str:
+    """``'head.weight' of the loss_fn`` if ``fn`` closes over ``t`` (or a module holding
+    it) by that name; empty if not found."""
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    for var, cell in zip(getattr(code, "co_freevars", ()), cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if v is t:
+            return f"'{var}' of the loss_fn"
+        if isinstance(v, torch.nn.Module):
+            for k, p in v.named_parameters():
+                if p is t:
+                    return f"'{var}.{k}' of the loss_fn"
+    return ""
 
 
 def _source_frame(e: BaseException):

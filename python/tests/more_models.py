@@ -146,3 +146,16 @@ def weight_decay_loss(batch_size: int):
         return F.cross_entropy(out, y) + 1e-3 * sum(p.pow(2).sum() for p in model.parameters())
 
     return model, (torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))), loss_fn
+
+
+def scripted(batch_size: int):
+    """A TorchScript submodule (torch.jit.script) inside an eager model."""
+    import warnings
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+        first = torch.jit.script(nn.Linear(8, 64))
+    model = nn.Sequential(first, nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))
+    return model, (torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy

@@ -80,6 +80,11 @@ def all_frozen(b):
 def loss_ignores_model(b):
     return _mlp(), (torch.randn(b, 4), torch.randn(b)), lambda out, t: (t * 2).sum()
 
+def external_head(b):
+    head = nn.Linear(3, 3)  # not a submodule of the model: its parameters are constants
+    return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,))), \
+        lambda out, y: F.cross_entropy(head(out), y)
+
 def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
@@ -106,6 +111,8 @@ def factories(tmp_path_factory):
                    "grad (nothing to train)"),
     ("loss_ignores_model", "no parameter gets a gradient: the loss does not depend on any of "
                            "its 4 parameters that require grad"),
+    ("external_head", "the forward or the loss reads a tensor that requires grad but is not "
+                      "the model's ('head.weight' of the loss_fn, 3x3 float32)"),
     ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
@@ -114,8 +121,10 @@ def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd)
     torch's own 40-line ERROR log of the fake kernel's traceback before the one line; a
     sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
     with no trained parameter was exported, and verify's eager run was a RuntimeError
-    traceback ('element 0 of tensors does not require grad'). A tracing failure names
-    the model's line that did it."""
+    traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module
+    outside the model was exported with that module's parameters as constants of the
+    graph (never trained, silently). A tracing failure names the model's line that did
+    it."""
     proc = run_main("export", f"{factories}:{fn}", "--batch", "2", "-o", str(tmp_path / "g.yaml"))
     item_line = FACTORIES.splitlines().index(
         "        return y * 2 if y.sum().item() > 0 else y") + 1

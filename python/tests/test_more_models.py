@@ -240,3 +240,11 @@ def test_a_loss_closing_over_the_model_verifies_and_trains(remat_bin, workdir):
     path = workdir / "more-weight_decay_loss-remat-fast-50.json"
     rep = train(spec("weight_decay_loss"), str(path), steps=2)
     assert rep.ok and rep.losses["step1"] == rep.losses["eager1"], rep.lines
+
+
+def test_a_torchscript_submodule_is_captured(remat_bin, workdir):
+    """A torch.jit.script submodule: the capture died with a TypeError traceback from
+    restoring its parameters (a ScriptModule's parameter dict takes no int keys). Its
+    parameters are trained like any other."""
+    plan, ex = assert_plan_exact(remat_bin, workdir, "scripted", 16, 30)
+    assert set(ex.cap.grads) == {f"{i}.{w}" for i in (0, 2, 4) for w in ("weight", "bias")}
