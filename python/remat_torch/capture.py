@@ -280,6 +280,65 @@ def _fake_mode():
     return mode
 
 
+def _token_descs() -> Tuple[tuple, tuple]:
+    """(effect-token input descriptors, output descriptors); empty before torch 2.9."""
+    try:
+        from torch._functorch._aot_autograd import descriptors as d
+    except ImportError:
+        return (), ()
+    return ((d.ForwardTokenAOTInput, d.BackwardTokenAOTInput),
+            (d.ForwardTokenAOTOutput, d.BackwardTokenAOTOutput))
+
+
+def _drop_effect_tokens(gm: fx.GraphModule, token_descs: tuple) -> None:
+    """Make every ``with_effects(token, op, *args)`` node of the joint graph a plain call
+    ``op(*args)``, and drop the effect-token placeholders.
+
+    AOTAutograd threads a token through ops registered as side-effecting, so that
+    they keep their order: ``torch.linalg.solve``, ``inv`` and ``cholesky`` check
+    their result with ``_linalg_check_errors`` (which raises on a singular input and
+    returns nothing). The token is a 0-byte tensor that orders nothing a plan can
+    change the meaning of (the check reads the values it checks); the op itself
+    stays a node (of 0 bytes for the check), run and recomputed as the plan says."""
+    import operator as op_
+
+    effects = [n for n in gm.graph.nodes if n.op == "call_function"
+               and getattr(n.target, "__name__", "") == "with_effects"]
+    for w in effects:
+        token, target = w.args[0], w.args[1]
+        val = w.meta.get("val")
+        rest = list(val[1:]) if _is_tuple(val) else []
+        single = len(rest) <= 1
+        with gm.graph.inserting_before(w):
+            call = gm.graph.call_function(target, tuple(w.args[2:]), dict(w.kwargs))
+        call.meta.update({k: v for k, v in w.meta.items() if k != "val"})
+        call.meta["val"] = (rest[0] if rest else None) if single else tuple(rest)
+        for u in list(w.users):
+            if u.target is op_.getitem and u.args[1] == 0:
+                u.replace_all_uses_with(token)  # the token chain collapses to its input
+                gm.graph.erase_node(u)
+            elif u.target is op_.getitem and single:
+                u.replace_all_uses_with(call)
+                gm.graph.erase_node(u)
+            elif u.target is op_.getitem:
+                u.args = (call, u.args[1] - 1)
+            else:
+                raise RematInputError(f"unsupported use of {w.name} ({u.name})")
+        gm.graph.erase_node(w)
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    tokens = [n for n in gm.graph.nodes if n.op == "placeholder"
+              and isinstance(n.meta.get("desc"), token_descs)]
+    if not tokens:
+        return
+    out.args = (tuple(None if v in tokens else v for v in out.args[0]),) + tuple(out.args[1:])
+    for t in tokens:
+        if t.users:
+            raise RematInputError(f"effect token {t.name} is read by "
+                                  f"{', '.join(u.name for u in t.users)}: unsupported")
+        gm.graph.erase_node(t)
+    gm.recompile()
+
+
 def _joint_with_descriptors(wrapper, batch):
     from torch._functorch._aot_autograd import descriptors as d
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -292,6 +351,7 @@ def _joint_with_descriptors(wrapper, batch):
     with contextlib.ExitStack() as stack:
         jd = aot_export_joint_with_descriptors(stack, wrapper, fake_batch)
         gm = jd.graph_module
+    _drop_effect_tokens(gm, _token_descs()[0])
     placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
     for n in gm.graph.nodes:
         if n.op != "placeholder":
@@ -387,6 +447,14 @@ def _joint_with_aot_module(wrapper, batch):
                 "torch >= 2.9 (aot_export_joint_with_descriptors)") from e
         raise
     gm = recorded["gm"]
+    tok_in, tok_out = _token_descs()
+    if any(getattr(n.target, "__name__", "") == "with_effects" for n in gm.graph.nodes) and (
+            not tok_in or not all(n.meta.get("desc") is not None
+                                  for n in gm.graph.nodes if n.op == "placeholder")):
+        raise RematInputError("the model calls an op with side effects (effect tokens: "
+                              "torch.linalg.solve/inv/cholesky...), and this torch does not "
+                              "say which inputs are tokens: use torch >= 2.9")
+    _drop_effect_tokens(gm, tok_in)
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     placeholders: Dict[fx.Node, Tuple[str, Any]] = {}
     n_pb = len(names_p) + len(names_b)
@@ -408,9 +476,12 @@ def _joint_with_aot_module(wrapper, batch):
     flat = list(out.args[0])
     n_fwd = recorded["num_fwd_outputs"]
     fw_outs, grad_outs = flat[:n_fwd], flat[n_fwd:]
-    # forward outputs: the mutated inputs' new values (in input order), then the loss
-    n_mut = n_fwd - 1
     descs = out.meta.get("desc")
+    if descs is not None and tok_out:  # effect tokens (dropped) are not forward outputs
+        keep = [i for i in range(n_fwd) if not isinstance(descs[i], tok_out)]
+        fw_outs, descs = [fw_outs[i] for i in keep], [descs[i] for i in keep]
+    # forward outputs: the mutated inputs' new values (in input order), then the loss
+    n_mut = len(fw_outs) - 1
     if descs is not None and indexed:  # torch >= 2.9 says which input each one mutates
         mutated = [input_of(d.mutated_input.idx) for d in descs[:n_mut]]
         if any(kind != "buffer" for kind, _ in mutated):

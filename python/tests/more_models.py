@@ -159,3 +159,25 @@ def scripted(batch_size: int):
     model = nn.Sequential(first, nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 3))
     return model, (torch.randn(batch_size, 8), torch.randint(0, 3, (batch_size,))), \
         F.cross_entropy
+
+
+class Linalg(nn.Module):
+    """torch.linalg.solve and inv (which check their result with ``_linalg_check_errors``,
+    an op AOTAutograd threads an effect token through), slogdet and eigvalsh."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 16)
+        self.c = nn.Linear(4, 3)
+
+    def forward(self, x):
+        m = self.a(x).view(-1, 4, 4)
+        m = m @ m.transpose(1, 2) + torch.eye(4)
+        s = torch.linalg.solve(m, torch.ones(4)) + torch.linalg.inv(m).sum(1)
+        return self.c(s + torch.linalg.slogdet(m)[1][:, None] + torch.linalg.eigvalsh(m))
+
+
+def linalg(batch_size: int):
+    torch.manual_seed(0)
+    return Linalg(), (torch.randn(batch_size, 4), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy

@@ -248,3 +248,19 @@ def test_a_torchscript_submodule_is_captured(remat_bin, workdir):
     parameters are trained like any other."""
     plan, ex = assert_plan_exact(remat_bin, workdir, "scripted", 16, 30)
     assert set(ex.cap.grads) == {f"{i}.{w}" for i in (0, 2, 4) for w in ("weight", "bias")}
+
+
+def test_ops_with_effect_tokens_run_as_plain_kernels(remat_bin, workdir):
+    """torch.linalg.solve/inv: AOTAutograd wraps their error check in
+    ``with_effects(token, _linalg_check_errors, ...)`` and adds a token input: the export
+    was refused ('unsupported joint-graph input ForwardTokenAOTInput(idx=0)'), and the
+    aot_module fallback died on an AttributeError. The check is now a plain 0-byte node
+    and the token is gone; both capture APIs give the same graph."""
+    from conftest import assert_fallback_matches
+
+    plan, ex = assert_plan_exact(remat_bin, workdir, "linalg", 4, 50)
+    checks = [g for g in ex.cap.nodes if "_linalg_check_errors" in g.op]
+    assert len(checks) == 2 and all(g.memory == 0 for g in checks)
+    assert "token" not in {kind for kind, _ in ex.cap.placeholders.values()}
+    model, data, loss_fn = call_factory(spec("linalg"), 4)
+    assert_fallback_matches(model, data, loss_fn)
