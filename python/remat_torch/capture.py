@@ -339,6 +339,15 @@ def _drop_effect_tokens(gm: fx.GraphModule, token_descs: tuple) -> None:
     gm.recompile()
 
 
+def _param_mutation_hint(model: torch.nn.Module, fqn: str) -> str:
+    """Why a parameter is written in place, for the usual cause."""
+    owner = model.get_submodule(fqn.rpartition(".")[0]) if "." in fqn else model
+    if isinstance(owner, torch.nn.Embedding) and owner.max_norm is not None:
+        return (f" (nn.Embedding with max_norm={owner.max_norm:g} renormalizes the rows it "
+                "looks up in place: use max_norm=None)")
+    return ""
+
+
 def _joint_with_descriptors(wrapper, batch):
     from torch._functorch._aot_autograd import descriptors as d
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
@@ -392,8 +401,9 @@ def _joint_with_descriptors(wrapper, batch):
                                   "(an input other than a buffer): unsupported")
         elif isinstance(desc, d.InputMutationAOTOutput) and isinstance(
                 desc.mutated_input, d.ParamAOTInput):
-            raise RematInputError(f"the model mutates parameter "
-                                  f"'{_strip(desc.mutated_input.target)}' in place: unsupported")
+            fqn = _strip(desc.mutated_input.target)
+            raise RematInputError(f"the model mutates parameter '{fqn}' in place: unsupported"
+                                  + _param_mutation_hint(wrapper.model, fqn))
         else:
             raise RematInputError(f"unsupported joint-graph output {desc!r}")
     if loss is None:

@@ -85,6 +85,10 @@ def external_head(b):
     return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,))), \
         lambda out, y: F.cross_entropy(head(out), y)
 
+def embedding_max_norm(b):
+    model = nn.Sequential(nn.Embedding(20, 4, max_norm=1.0), nn.Flatten(), nn.Linear(12, 3))
+    return model, (torch.randint(0, 20, (b, 3)), torch.randint(0, 3, (b,))), F.cross_entropy
+
 def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
@@ -113,6 +117,9 @@ def factories(tmp_path_factory):
                            "its 4 parameters that require grad"),
     ("external_head", "the forward or the loss reads a tensor that requires grad but is not "
                       "the model's ('head.weight' of the loss_fn, 3x3 float32)"),
+    ("embedding_max_norm", "the model mutates parameter '0.weight' in place: unsupported "
+                           "(nn.Embedding with max_norm=1 renormalizes the rows it looks up in "
+                           "place: use max_norm=None)"),
     ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
