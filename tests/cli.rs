@@ -1185,3 +1185,91 @@ fn report_and_plot_refuse_non_finite_numbers() {
         assert!(!fig.exists());
     }
 }
+
+/// Graph files that got through, or got a message naming neither the key
+/// nor the node (found by an audit of the command line).
+#[test]
+fn graph_files_name_the_key_and_refuse_ambiguity() {
+    let t = "name: t\ngraph: training\nnodes:\n";
+    let f = "name: t\ngraph: forward\nnodes:\n";
+    inspect_refuses(&[
+        // A wrong type used to say "invalid type: string \"abc\", expected
+        // f64" without the key, or at the top level without anything.
+        (
+            "cost.yaml",
+            &format!("{t}  - {{name: a, cost: abc, memory: 1}}\n"),
+            "node 'a': cost: expected a number, got the string 'abc'",
+        ),
+        (
+            "deps.yaml",
+            &format!("{t}  - {{name: a, cost: 1, memory: 1, deps: a}}\n"),
+            "node 'a': deps: expected a list of names",
+        ),
+        (
+            "batch.yaml",
+            "name: t\ngraph: training\nbatch_size: -1\nnodes:\n  - {name: a, cost: 1, memory: 1}\n",
+            "batch_size: expected a whole number from 1 to 4294967295, got -1",
+        ),
+        (
+            "kind.yaml",
+            "name: t\ngraph: backward\nnodes:\n  - {name: a, cost: 1, memory: 1}\n",
+            "graph: expected forward or training, got the string 'backward'",
+        ),
+        (
+            "meta.yaml",
+            "name: t\ngraph: training\nmeta: {a: [1]}\nnodes:\n  - {name: a, cost: 1, memory: 1}\n",
+            "meta: expected a mapping of names to strings",
+        ),
+        // JSON kept the last of two equal keys: a second "nodes" list
+        // silently replaced the first.
+        (
+            "dup.json",
+            r#"{"name": "t", "graph": "training", "nodes": [{"name": "a", "cost": 1, "memory": 1}], "nodes": []}"#,
+            "key \"nodes\" is given twice in one object",
+        ),
+        (
+            "dupnode.json",
+            r#"{"name": "t", "graph": "training", "nodes": [{"name": "a", "cost": 1, "memory": 1, "cost": 5}]}"#,
+            "key \"cost\" is given twice",
+        ),
+        // Past 64 bits serde_yaml's message called the file not YAML.
+        (
+            "u128.yaml",
+            &format!("{t}  - {{name: a, cost: 1, memory: 18446744073709551616}}\n"),
+            "nodes[0].memory: 18446744073709551616 is out of range",
+        ),
+        // A group's name is echoed in errors: a newline split them.
+        (
+            "group.yaml",
+            &format!("{t}  - {{name: x, cost: 1, memory: 1}}\n  - {{name: a, cost: 1, memory: 1, deps: [x], group: \"k\\nj\"}}\n"),
+            "node 'a': group 'k\\nj' may not contain control characters",
+        ),
+        (
+            "noname.yaml",
+            "name: ' '\ngraph: training\nnodes:\n  - {name: a, cost: 1, memory: 1}\n",
+            "name: must not be empty",
+        ),
+        // `saves: [self]` beside a node named 'self': which was meant?
+        (
+            "self.yaml",
+            &format!("{f}  - {{name: self, cost: 1, memory: 1}}\n  - {{name: a, cost: 1, memory: 1, deps: [self], saves: [self]}}\n  - {{name: loss, cost: 1, memory: 1, deps: [a]}}\n"),
+            "node 'a': saves 'self', which is ambiguous here",
+        ),
+        // The default gradient cost doubles the node's: past half the
+        // largest float the error named 'grad/a' and a cost never written.
+        (
+            "double.yaml",
+            &format!("{f}  - {{name: a, cost: 1e308, memory: 1}}\n  - {{name: loss, cost: 1, memory: 1, deps: [a]}}\n"),
+            "node 'a': cost 1e308: its gradient's default cost",
+        ),
+    ]);
+    // JSON files that are fine still load, nested values and all.
+    let dir = tempfile::tempdir().unwrap();
+    let ok = write(
+        dir.path(),
+        "ok.json",
+        r#"{"name": "t", "graph": "training", "meta": {"k": "v"}, "nodes": [{"name": "a", "cost": 1.5, "memory": 1, "deps": []}, {"name": "b", "cost": 0, "memory": 2, "deps": ["a"], "op": null}]}"#,
+    );
+    let o = remat(&["inspect", ok.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -36,6 +36,14 @@ pub fn generate(forward: &[&NodeSpec]) -> Result<Vec<NodeSpec>, Problem> {
     // silently, typos and all (`saves: [fc11]` on the loss).
     for n in forward {
         for item in n.saves.iter().flatten() {
+            // `self` is the node's own output, so a node named 'self'
+            // cannot be saved by name: which one was meant is unknowable.
+            if item == "self" && index.contains_key("self") && n.name != "self" {
+                return Err(Problem::Node {
+                    node: n.name.clone(),
+                    msg: "saves 'self', which is ambiguous here: 'self' means this node's own output, and another node is named 'self'; rename that node".into(),
+                });
+            }
             if item != "self" && !index.contains_key(item.as_str()) {
                 return Err(Problem::Node {
                     node: n.name.clone(),
@@ -135,6 +143,17 @@ pub fn generate(forward: &[&NodeSpec]) -> Result<Vec<NodeSpec>, Problem> {
         }
         let cost = match node.grad_cost {
             Some(c) => check_cost(&node.name, "grad_cost", c)?,
+            // Named here: past half the largest float the doubled cost is
+            // infinite, and the error would name the generated node.
+            None if !(2.0 * node.cost).is_finite() => {
+                return Err(Problem::Node {
+                    node: node.name.clone(),
+                    msg: format!(
+                        "cost {:e}: its gradient's default cost, twice that, is not a finite number; give grad_cost, or use a larger cost unit",
+                        node.cost
+                    ),
+                })
+            }
             None => 2.0 * node.cost,
         };
         let memory = match node.grad_memory {

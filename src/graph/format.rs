@@ -129,17 +129,37 @@ fn yaml_err(e: serde_yaml::Error) -> String {
     e.to_string().replace('\n', " ")
 }
 
+/// serde_yaml cannot hold an integer past 64 bits, and says so as "not a
+/// YAML file: nodes[0].memory: invalid type: integer `18446744073709551616`
+/// as u128, expected any YAML value at line 4 column 32": the file is
+/// YAML, its number is out of range.
+fn out_of_range(msg: String) -> FormatError {
+    let parsed = (|| {
+        let (path, rest) = msg.split_once(": invalid type: integer `")?;
+        let (number, rest) = rest.split_once('`')?;
+        let rest = rest
+            .strip_prefix(" as u128")
+            .or_else(|| rest.strip_prefix(" as i128"))?;
+        let at = rest.split_once(" at ").map_or("", |(_, at)| at);
+        Some(format!(
+            "{path}: {number} is out of range (integers are at most 64 bits; a memory at most 2^53){}",
+            if at.is_empty() { String::new() } else { format!(", at {at}") }
+        ))
+    })();
+    parsed.map_or(FormatError::Syntax(msg), FormatError::Field)
+}
+
 impl GraphFile {
     /// Parses YAML or JSON text (JSON is detected by a leading `{`).
     pub fn parse(text: &str) -> Result<GraphFile, FormatError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         check_nesting(text)?;
         let value: serde_yaml::Value = if text.trim_start().starts_with('{') {
-            let j: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| FormatError::Syntax(e.to_string()))?;
-            serde_yaml::to_value(j).map_err(|e| FormatError::Syntax(yaml_err(e)))?
+            serde_json::from_str::<StrictJson>(text)
+                .map_err(|e| FormatError::Syntax(e.to_string()))?
+                .0
         } else {
-            serde_yaml::from_str(text).map_err(|e| FormatError::Syntax(yaml_err(e)))?
+            serde_yaml::from_str(text).map_err(|e| out_of_range(yaml_err(e)))?
         };
         let mut map = match value {
             serde_yaml::Value::Mapping(m) => m,
@@ -168,8 +188,11 @@ impl GraphFile {
             )));
         }
         map.insert("nodes".into(), serde_yaml::Value::Sequence(Vec::new()));
-        let mut file: GraphFile = serde_yaml::from_value(serde_yaml::Value::Mapping(map))
-            .map_err(|e| FormatError::Field(yaml_err(e)))?;
+        let top = serde_yaml::Value::Mapping(map);
+        let mut file = GraphFile::deserialize(&top).map_err(|e| {
+            let key = top.as_mapping().and_then(|m| wrong_key(m, TOP_KEYS));
+            FormatError::Field(key.unwrap_or_else(|| yaml_err(e)))
+        })?;
         for (index, v) in nodes.into_iter().enumerate() {
             let name = v
                 .get("name")
@@ -190,15 +213,20 @@ impl GraphFile {
                     });
                 }
             }
-            let spec: NodeSpec = serde_yaml::from_value(v).map_err(|e| match &name {
-                Some(node) => FormatError::Node {
-                    node: node.clone(),
-                    msg: yaml_err(e),
-                },
-                None => FormatError::NodeIndex {
-                    index,
-                    msg: yaml_err(e),
-                },
+            // The key at fault is found only on failure: no cost on the
+            // way through large graphs.
+            let spec = NodeSpec::deserialize(&v).map_err(|e| {
+                let msg = v
+                    .as_mapping()
+                    .and_then(|m| wrong_key(m, NODE_KEYS))
+                    .unwrap_or_else(|| yaml_err(e));
+                match &name {
+                    Some(node) => FormatError::Node {
+                        node: node.clone(),
+                        msg,
+                    },
+                    None => FormatError::NodeIndex { index, msg },
+                }
             })?;
             file.nodes.push(spec);
         }
@@ -276,6 +304,194 @@ impl GraphFile {
             out.push_str("}\n");
         }
         out
+    }
+}
+
+/// What a key's value must be, to name the key at fault when a mapping
+/// does not deserialize (serde_yaml's `from_value` says only "invalid
+/// type: string \"abc\", expected f64", not whose).
+#[derive(Clone, Copy)]
+enum Expect {
+    Text,
+    /// Text or null (an optional label).
+    OptText,
+    Number,
+    /// A number or null.
+    OptNumber,
+    Flag,
+    Names,
+    /// Names or null.
+    OptNames,
+    Batch,
+    Kind,
+    Labels,
+}
+
+const TOP_KEYS: &[(&str, Expect)] = &[
+    ("name", Expect::Text),
+    ("graph", Expect::Kind),
+    ("batch_size", Expect::Batch),
+    ("cost_unit", Expect::OptText),
+    ("fixed_memory", Expect::Number),
+    ("meta", Expect::Labels),
+];
+
+const NODE_KEYS: &[(&str, Expect)] = &[
+    ("name", Expect::Text),
+    ("cost", Expect::Number),
+    ("memory", Expect::Number),
+    ("deps", Expect::Names),
+    ("backward", Expect::Flag),
+    ("op", Expect::OptText),
+    ("saves", Expect::OptNames),
+    ("grad_cost", Expect::OptNumber),
+    ("grad_memory", Expect::OptNumber),
+    ("requires_grad", Expect::Flag),
+    ("group", Expect::OptText),
+];
+
+impl Expect {
+    fn describe(self) -> &'static str {
+        match self {
+            Expect::Text | Expect::OptText => "a string",
+            Expect::Number | Expect::OptNumber => "a number",
+            Expect::Flag => "true or false",
+            Expect::Names | Expect::OptNames => "a list of names",
+            Expect::Batch => "a whole number from 1 to 4294967295",
+            Expect::Kind => "forward or training",
+            Expect::Labels => "a mapping of names to strings",
+        }
+    }
+
+    fn accepts(self, v: &serde_yaml::Value) -> bool {
+        match self {
+            Expect::Text => String::deserialize(v).is_ok(),
+            Expect::OptText => Option::<String>::deserialize(v).is_ok(),
+            Expect::Number => f64::deserialize(v).is_ok(),
+            Expect::OptNumber => Option::<f64>::deserialize(v).is_ok(),
+            Expect::Flag => bool::deserialize(v).is_ok(),
+            Expect::Names => Vec::<String>::deserialize(v).is_ok(),
+            Expect::OptNames => Option::<Vec<String>>::deserialize(v).is_ok(),
+            Expect::Batch => u32::deserialize(v).is_ok(),
+            Expect::Kind => GraphKind::deserialize(v).is_ok(),
+            Expect::Labels => std::collections::BTreeMap::<String, String>::deserialize(v).is_ok(),
+        }
+    }
+}
+
+/// The first known key whose value has the wrong type, as "key: expected
+/// ..., got ...", or `None` when the fault is elsewhere (a missing or
+/// unknown key, which serde's own message names).
+fn wrong_key(map: &serde_yaml::Mapping, keys: &[(&str, Expect)]) -> Option<String> {
+    keys.iter().find_map(|&(key, expect)| {
+        let v = map.get(key)?;
+        (!expect.accepts(v)).then(|| {
+            format!(
+                "{key}: expected {}, got {}",
+                expect.describe(),
+                show_value(v)
+            )
+        })
+    })
+}
+
+/// A value as a message quotes it: scalars in full (up to a point),
+/// collections by their kind.
+fn show_value(v: &serde_yaml::Value) -> String {
+    use serde_yaml::Value;
+    match v {
+        Value::Null => "nothing (null)".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let short: String = s.chars().take(40).collect();
+            let more = if short.len() < s.len() { "..." } else { "" };
+            format!("the string '{}{more}'", short.escape_debug())
+        }
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+    }
+}
+
+/// A JSON document read straight into a YAML value, refusing a key given
+/// twice in one object: `serde_json::Value` keeps the last silently, so a
+/// second `"nodes"` list dropped the first one's nodes without a word
+/// (YAML files already get serde_yaml's "duplicate entry" error).
+struct StrictJson(serde_yaml::Value);
+
+impl<'de> Deserialize<'de> for StrictJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictJsonVisitor).map(StrictJson)
+    }
+}
+
+struct StrictJsonVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictJsonVisitor {
+    type Value = serde_yaml::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Number(v.into()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_yaml::Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        StrictJson::deserialize(d).map(|v| v.0)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(StrictJson(v)) = a.next_element()? {
+            out.push(v);
+        }
+        Ok(serde_yaml::Value::Sequence(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut out = serde_yaml::Mapping::new();
+        while let Some(key) = a.next_key::<String>()? {
+            let StrictJson(v) = a.next_value()?;
+            if out.contains_key(key.as_str()) {
+                return Err(serde::de::Error::custom(format!(
+                    "key \"{}\" is given twice in one object",
+                    key.escape_debug()
+                )));
+            }
+            out.insert(serde_yaml::Value::String(key), v);
+        }
+        Ok(serde_yaml::Value::Mapping(out))
     }
 }
 

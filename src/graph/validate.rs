@@ -151,21 +151,37 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
     {
         return Err(Problem::BadFixed(file.fixed_memory));
     }
+    // The model's name labels every summary, plan and sweep row.
+    if file.name.trim().is_empty() {
+        return Err(Problem::Other("name: must not be empty".into()));
+    }
     // Labels are echoed in summaries, errors and plan headers: a newline or
     // an escape code in one splits or garbles them.
     let labels = [
         ("name", Some(&file.name)),
         ("cost_unit", file.cost_unit.as_ref()),
     ];
-    for (key, v) in labels
-        .into_iter()
-        .chain(file.nodes.iter().map(|n| ("op", n.op.as_ref())))
-    {
+    for (key, v) in labels {
         if let Some(v) = v.filter(|v| v.chars().any(char::is_control)) {
             return Err(Problem::Other(format!(
                 "{key} '{}' may not contain control characters",
                 v.escape_debug()
             )));
+        }
+    }
+    // A group's name is echoed in errors about the group ("group 'k' is
+    // split"), an op's in the zoo's files: per node, naming it.
+    for n in &file.nodes {
+        for (key, v) in [("op", n.op.as_ref()), ("group", n.group.as_ref())] {
+            if let Some(v) = v.filter(|v| v.chars().any(char::is_control)) {
+                return Err(Problem::Node {
+                    node: n.name.escape_debug().to_string(),
+                    msg: format!(
+                        "{key} '{}' may not contain control characters",
+                        v.escape_debug()
+                    ),
+                });
+            }
         }
     }
     let order = check_and_order(&file.nodes)?;
