@@ -278,7 +278,11 @@ impl Seconds {
 impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
-        if v != 0.0 && v.abs() < 1e-3 {
+        // Past a year or below a picosecond, fixed point prints hundreds
+        // of digits (1e300 s) or nothing but zeros (1e-20 s as 0.000 us).
+        if v != 0.0 && !(1e-12..3.2e7).contains(&v.abs()) {
+            write!(f, "{v:.3e} s")
+        } else if v != 0.0 && v.abs() < 1e-3 {
             write!(f, "{:.3} us", v * 1e6)
         } else if v.abs() < 1.0 {
             write!(f, "{:.3} ms", v * 1e3)

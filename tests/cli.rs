@@ -1273,3 +1273,82 @@ fn graph_files_name_the_key_and_refuse_ambiguity() {
     let o = remat(&["inspect", ok.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// A device whose figures are so far apart that the step-time programs
+/// cannot be built (a throughput of 1e308 flop/s: HiGHS refused the step
+/// cover program, and every step time printed as 0.000 us) is refused at
+/// load, naming the key; a fast tier of 0 bytes too.
+#[test]
+fn devices_too_lopsided_to_plan_with_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let dev = |name: &str, tp: &str, fast: &str| {
+        write(
+            dir.path(),
+            name,
+            &format!(
+                "name: d\ncompute: {{throughput: {tp}}}\nfast: {{capacity: {fast}}}\n\
+                 slow: {{capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}}\n"
+            ),
+        )
+    };
+    let huge = dev("huge.yaml", "1e308", "1KB");
+    let hs = huge.to_str().unwrap();
+    for args in [
+        vec![
+            "solve",
+            ms,
+            "-b",
+            "100%",
+            "-s",
+            "remat-tiered",
+            "--device",
+            hs,
+        ],
+        vec!["max-batch", ms, "--device", hs, "-s", "checkpoint-all"],
+    ] {
+        let o = remat(&args);
+        one_line_error(
+            &o,
+            "huge.yaml: compute.throughput: at 1e308 cost units per second",
+        );
+        assert!(
+            stderr(&o).contains("cannot be planned with"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let zero = dev("zero.yaml", "1e9", "0");
+    one_line_error(
+        &remat(&[
+            "solve",
+            ms,
+            "-s",
+            "checkpoint-all",
+            "--device",
+            zero.to_str().unwrap(),
+        ]),
+        "zero.yaml: fast.capacity: must be more than 0 bytes",
+    );
+    // A fast device at the edge of the range is still fine, and its tiny
+    // step time prints in a readable form, not as 0.000 us.
+    let fast = dev("fast.yaml", "1e18", "1KB");
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--device",
+        fast.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("step time        1.700e-17 s"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -160,7 +160,47 @@ impl Device {
                 g.name
             ));
         }
-        Ok(())
+        self.check_time_range(g, largest)
+    }
+
+    /// Why not: a copy that takes more than [`MAX_TIME_RATIO`] times the
+    /// whole step's compute. The step-time programs count every duration in
+    /// units of the all-fast step, and at 1e308 flop/s against a 25 GB/s
+    /// link one copy was 1e298 such units: HiGHS refused the model ("the
+    /// step cover program failed") and every step time printed as 0.000 us.
+    /// No real device is that lopsided; the usual cause is a throughput in
+    /// other units than the graph's costs.
+    fn check_time_range(&self, g: &crate::graph::Graph, largest: Bytes) -> Result<(), String> {
+        let all_fast = self.all_fast_step(g).get();
+        if all_fast <= 0.0 {
+            return Ok(());
+        }
+        let longest = [
+            self.copy_time(largest, true).get(),
+            self.copy_time(largest, false).get(),
+            self.direct_read_time(largest).map_or(0.0, |t| t.get()),
+        ]
+        .into_iter()
+        .fold(0.0, f64::max);
+        let ratio = longest / all_fast;
+        if ratio <= MAX_TIME_RATIO {
+            return Ok(());
+        }
+        let (key, rate) = match self.throughput {
+            Throughput::PerSecond(r) => (
+                "compute.throughput",
+                format!("at {r:e} cost units per second"),
+            ),
+            Throughput::CostIsSeconds => {
+                ("compute.cost_is_seconds", "with costs as seconds".into())
+            }
+        };
+        Err(format!(
+            "{key}: {rate}, all of {}'s computations take {}, and one copy of its largest value {} ({ratio:.1e} times as long); durations more than {MAX_TIME_RATIO:e} times apart cannot be planned with: check the throughput against the graph's cost unit",
+            g.name,
+            Seconds(all_fast),
+            Seconds(longest),
+        ))
     }
 
     /// Time one computation of a node of this cost takes.
@@ -218,6 +258,14 @@ impl Device {
         raw.check()
     }
 }
+
+/// The most a single copy may take, in multiples of the all-fast step
+/// ([`Device::check_graph`]). On ResNet-50 behind the A100's link HiGHS
+/// built the step cover program at 5e13 (1e28 flop/s) and refused it at
+/// 5e15 (1e30 flop/s); 1e12 leaves room, and is far past any real device
+/// (one large activation over PCIe takes some 10^7 steps of a tiny graph
+/// counted in flop).
+pub const MAX_TIME_RATIO: f64 = 1e12;
 
 /// A bad device file: one line naming the file, for exit code 2.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -352,10 +400,15 @@ impl RawDevice {
             Quantity::Text(s) if s.trim() == "none" => None,
             q => Some(q.bandwidth("slow.direct_read")?),
         };
+        let fast_capacity = self.fast.capacity.bytes("fast.capacity")?;
+        // The fast tier is the default budget: no plan fits in nothing.
+        if fast_capacity == Bytes::ZERO {
+            return Err("fast.capacity: must be more than 0 bytes".into());
+        }
         Ok(Device {
             name: self.name,
             throughput,
-            fast_capacity: self.fast.capacity.bytes("fast.capacity")?,
+            fast_capacity,
             slow: SlowTier {
                 capacity: self.slow.capacity.bytes("slow.capacity")?,
                 to_slow: self.slow.to_slow.bandwidth("slow.to_slow")?,

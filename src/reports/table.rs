@@ -192,7 +192,13 @@ pub fn render(reports: &[ModelReport]) -> String {
 /// memory, and what the copies cost.
 pub fn timing_lines(t: &crate::schedule::Timing, all_fast: crate::units::Seconds) -> String {
     let overhead = if all_fast.get() > 0.0 {
-        format!("{:+.2}%", (t.step.get() / all_fast.get() - 1.0) * 100.0)
+        let pct = (t.step.get() / all_fast.get() - 1.0) * 100.0;
+        // A million percent and up in full is a line of digits.
+        if pct.abs() >= 1e6 {
+            format!("{pct:+.3e}%")
+        } else {
+            format!("{pct:+.2}%")
+        }
     } else {
         "n/a".into()
     };
