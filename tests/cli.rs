@@ -1352,3 +1352,103 @@ fn devices_too_lopsided_to_plan_with_are_refused() {
         stdout(&o)
     );
 }
+
+/// `-o -` is standard output on every command: `baselines` and `report`
+/// used to write a file named `-`, and `sweep` and `max-batch` to read and
+/// append to one; output directories are checked before any work.
+#[test]
+fn dash_outputs_and_output_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let run_in = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_remat"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = run_in(&["baselines", ms, "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("model,strategy,"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("checkpoint-all"), "{}", stderr(&o));
+    assert!(!dir.path().join("-").exists());
+    for cmd in ["sweep", "max-batch"] {
+        let mut args = vec![cmd, ms, "-o", "-", "-s", "checkpoint-all"];
+        args.extend(if cmd == "sweep" {
+            ["-b", "100%"]
+        } else {
+            ["--memory", "1KB"]
+        });
+        one_line_error(
+            &run_in(&args),
+            &format!("-o -: {cmd} appends its rows to a CSV file"),
+        );
+        assert!(!dir.path().join("-").exists());
+    }
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        cs,
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run_in(&["report", cs, "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).matches("## linear8").count(),
+        1,
+        "{}",
+        stdout(&o)
+    );
+    assert!(!dir.path().join("-").exists());
+    // A sweep CSV with its header alone has nothing to report.
+    let header = std::fs::read_to_string(&csv).unwrap();
+    let empty = write(dir.path(), "empty.csv", header.lines().next().unwrap());
+    one_line_error(
+        &remat(&["report", empty.to_str().unwrap()]),
+        "empty.csv: no rows to report",
+    );
+    // --plans and --dir under a file: refused first (--plans used to warn
+    // after the solve and exit 0 with no plan; zoo --all exited 1).
+    let file = write(dir.path(), "afile", "x");
+    let under = file.join("sub");
+    let us = under.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        cs,
+        "--plans",
+        us,
+    ]);
+    one_line_error(&o, "is a file, not a directory");
+    one_line_error(
+        &remat(&["zoo", "--all", "--dir", file.to_str().unwrap()]),
+        "--dir names a directory",
+    );
+    one_line_error(
+        &remat(&["zoo", "--all", "--dir", us]),
+        "is a file, not a directory",
+    );
+    one_line_error(
+        &remat(&["zoo", "--all", "-o", "x.yaml"]),
+        "takes no --output",
+    );
+    // --jobs 0 meant 1 without a word; -1 got clap's "use -- -1".
+    for jobs in ["0", "-1"] {
+        let o = remat(&["sweep", ms, "-b", "100%", "-o", cs, "--jobs", jobs]);
+        one_line_error(&o, "expected a number of parallel solves, at least 1");
+    }
+}

@@ -93,6 +93,60 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
     check_writable(path)
 }
 
+/// A directory a command writes files into (`sweep --plans DIR`, `zoo
+/// --all --dir DIR`), checked before any work as [`check_output`] checks
+/// a file: an existing file there, or a file where one of its parent
+/// directories should be, used to surface only when the first file was
+/// written (after the first solve, as a warning with exit code 0, and no
+/// plan written at all).
+pub fn check_output_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(input_err(format!(
+            "{}: {flag} names a directory to write into, and this is a file",
+            dir.display()
+        )));
+    }
+    let existing = dir
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find(|a| a.exists());
+    if let Some(file) = existing.filter(|a| !a.is_dir()) {
+        return Err(input_err(format!(
+            "{}: {} is a file, not a directory",
+            dir.display(),
+            file.display()
+        )));
+    }
+    // Missing directories are created; the nearest existing one must
+    // take new files.
+    let base = existing.unwrap_or(Path::new("."));
+    let probe = base.join(format!(".remat-probe.tmp{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| {
+            input_err(format!(
+                "{}: cannot write there: {}",
+                dir.display(),
+                e.to_string().to_lowercase()
+            ))
+        })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// A CSV that a command appends to and resumes from cannot be standard
+/// output: `-o -` used to read and write a file named `-`.
+pub fn check_resumable_output(path: &Path, command: &str) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        return Err(input_err(format!(
+            "-o -: {command} appends its rows to a CSV file and resumes from it, so it cannot write to standard output; give a file name"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether the answer can be written at all, tried before the work
 /// (`--plan /proc/x` used to fail after the solve, exit 1, naming a
 /// temporary file): a device that is there is opened for writing (nothing

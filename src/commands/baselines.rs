@@ -1,7 +1,7 @@
 //! `remat baselines`: every prior-work heuristic at every knob setting.
 
 use anyhow::Result;
-use remat::cli::{check_output, load_graph, write_atomic};
+use remat::cli::{check_output, load_graph, write_output};
 use remat::workflows::baselines;
 use std::path::PathBuf;
 
@@ -38,10 +38,19 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         bar.set_position(done as u64);
     })?;
     bar.finish_and_clear();
-    print!("{}", baselines::to_table(&g, &curves, all));
+    let table = baselines::to_table(&g, &curves, all);
+    // `-o -` is the CSV on standard output, as for every command; the
+    // table then goes to standard error, so that a pipe gets the CSV
+    // alone (it used to be written to a file named `-`).
+    let to_stdout = output.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
     if let Some(path) = output {
-        write_atomic(&path, &baselines::to_csv(&g, &curves)?)?;
-        if !ctx.quiet {
+        write_output(&path, &baselines::to_csv(&g, &curves)?)?;
+        if !ctx.quiet && !to_stdout {
             eprintln!("wrote {}", path.display());
         }
     }

@@ -2,7 +2,7 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{check_output, input_err, load_device, load_graph};
+use remat::cli::{check_output, check_resumable_output, input_err, load_device, load_graph};
 use remat::units::BudgetSpec;
 use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig, MaxBatchError};
 use remat::workflows::resultlog::LogError;
@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Strategies searched in parallel (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = super::parse_jobs)]
     jobs: Option<usize>,
     #[command(flatten)]
     solver: SolverArgs,
@@ -59,6 +59,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         solver,
     } = args;
     if let Some(o) = &output {
+        check_resumable_output(o, "max-batch")?;
         let inputs: Vec<&std::path::Path> = std::iter::once(model.as_path())
             .chain(device.as_deref())
             .collect();
@@ -84,9 +85,12 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     // Parameters, gradients and optimizer state do not shrink with the
     // batch: if they alone overflow the device, no batch fits, and a table
     // of zeros would hide why.
+    if memory == remat::Bytes::ZERO {
+        return Err(input_err("--memory must be more than 0 bytes"));
+    }
     if g.fixed_memory >= memory {
         return Err(input_err(format!(
-            "{}: the fixed memory (parameters, gradients, optimizer state) alone needs {} ({} bytes), more than --memory {} ({} bytes): no batch fits",
+            "{}: the fixed memory (parameters, gradients, optimizer state) alone needs {} ({} bytes), all of --memory {} ({} bytes) or more: no batch fits",
             model.display(),
             g.fixed_memory.human(),
             g.fixed_memory,

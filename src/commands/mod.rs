@@ -108,6 +108,15 @@ fn parse_gap(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// `--jobs`: how many solves run at once. Zero used to mean one without a
+/// word, and `-1` got clap's advice to write `-- -1`.
+pub fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("expected a number of parallel solves, at least 1".into()),
+    }
+}
+
 fn parse_threads(s: &str) -> Result<usize, String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     match s.trim().parse::<usize>() {

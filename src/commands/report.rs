@@ -56,9 +56,23 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         check_output(o, &inputs)?;
     }
     let rows = read_sweeps(&args.csv, ctx.quiet)?;
+    // Sweep CSVs with a header alone printed nothing and exited 0.
+    if rows.is_empty() {
+        return Err(input_err(format!(
+            "{}: no rows to report",
+            args.csv
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     let text = table::render(&table::summarize(&rows));
+    // `-o -` is standard output, where the report goes anyway (it used to
+    // be written to a file named `-` as well).
+    let to_stdout = args.output.as_ref().is_some_and(|o| o.as_os_str() == "-");
     print!("{text}");
-    if let Some(o) = args.output {
+    if let Some(o) = args.output.filter(|_| !to_stdout) {
         write_atomic(&o, text.as_bytes())?;
     }
     Ok(())

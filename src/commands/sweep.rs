@@ -2,7 +2,10 @@
 
 use super::SolverArgs;
 use anyhow::Result;
-use remat::cli::{check_output, input_err, load_device, load_graph, plural};
+use remat::cli::{
+    check_output, check_output_dir, check_resumable_output, input_err, load_device, load_graph,
+    plural,
+};
 use remat::reports::plot;
 use remat::strategies;
 use remat::workflows::budgets::{self, BudgetList};
@@ -30,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Pairs solved in parallel (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = super::parse_jobs)]
     jobs: Option<usize>,
     /// Write every plan as DIR/<strategy>-<budget_bytes>.json.
     #[arg(long, visible_alias = "plan")]
@@ -82,6 +85,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         .chain([budget_file.as_deref()])
         .flatten()
         .collect();
+    check_resumable_output(&output, "sweep")?;
     check_output(&output, &inputs)?;
     if let Some(p) = &plot {
         plot::check_format(p).map_err(|e| input_err(e.to_string()))?;
@@ -89,11 +93,8 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         inputs.push(&output);
         check_output(p, &inputs)?;
     }
-    if let Some(p) = plans.as_ref().filter(|p| p.exists() && !p.is_dir()) {
-        return Err(input_err(format!(
-            "{}: --plans names a directory to write plans into, and this is a file",
-            p.display()
-        )));
+    if let Some(p) = &plans {
+        check_output_dir(p, "--plans")?;
     }
     let g = load_graph(&model)?;
     let device = device

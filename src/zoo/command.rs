@@ -127,6 +127,14 @@ pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
                 "--all regenerates the committed files as they are; it takes no {flags}"
             )));
         }
+        if args.output.is_some() {
+            return Err(input_err(
+                "--all writes models/ and budgets/ under --dir; it takes no --output",
+            ));
+        }
+        if !args.check {
+            crate::cli::check_output_dir(&args.dir, "--dir")?;
+        }
         return regenerate(&args.dir, args.check, quiet);
     }
     let Some(name) = args.name.as_deref() else {
