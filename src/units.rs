@@ -143,12 +143,18 @@ pub struct SizeError {
     pub reason: String,
 }
 
+/// Why a decimal did not parse: not a number at all, or one past what a
+/// budget can hold (which used to read "expected a number" too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DecimalError {
+    NotANumber,
+    TooLarge,
+    TooPrecise,
+}
+
 /// Parses a decimal string like `12.5` into an exact fraction.
-fn parse_decimal(s: &str) -> Option<(u128, u128)> {
+fn parse_decimal(s: &str) -> Result<(u128, u128), DecimalError> {
     let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
     let (int, frac) = match s.split_once('.') {
         Some((a, b)) => (a, b),
         None => (s, ""),
@@ -156,11 +162,21 @@ fn parse_decimal(s: &str) -> Option<(u128, u128)> {
     if (int.is_empty() && frac.is_empty())
         || !int.chars().all(|c| c.is_ascii_digit())
         || !frac.chars().all(|c| c.is_ascii_digit())
-        || frac.len() > 18
-        || int.len() > 20
     {
-        return None;
+        return Err(DecimalError::NotANumber);
     }
+    // Leading zeros are no magnitude.
+    let int = int.trim_start_matches('0');
+    if int.len() > 20 {
+        return Err(DecimalError::TooLarge);
+    }
+    if frac.len() > 18 {
+        return Err(DecimalError::TooPrecise);
+    }
+    parse_exact(int, frac).ok_or(DecimalError::TooLarge)
+}
+
+fn parse_exact(int: &str, frac: &str) -> Option<(u128, u128)> {
     let den = 10u128.pow(frac.len() as u32);
     let int_v: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
     let frac_v: u128 = if frac.is_empty() {
@@ -169,6 +185,16 @@ fn parse_decimal(s: &str) -> Option<(u128, u128)> {
         frac.parse().ok()?
     };
     Some((int_v.checked_mul(den)?.checked_add(frac_v)?, den))
+}
+
+impl DecimalError {
+    fn reason(self) -> &'static str {
+        match self {
+            DecimalError::NotANumber => "expected a number",
+            DecimalError::TooLarge => "too large",
+            DecimalError::TooPrecise => "at most 18 decimals",
+        }
+    }
 }
 
 impl BudgetSpec {
@@ -183,7 +209,10 @@ impl BudgetSpec {
             return Err(err("a budget must be positive"));
         }
         if let Some(p) = s.strip_suffix('%') {
-            let (num, den) = parse_decimal(p).ok_or_else(|| err("expected a number before '%'"))?;
+            let (num, den) = parse_decimal(p).map_err(|e| match e {
+                DecimalError::NotANumber => err("expected a number before '%'"),
+                e => err(e.reason()),
+            })?;
             if num == 0 {
                 return Err(err("a budget must be positive"));
             }
@@ -222,7 +251,7 @@ impl BudgetSpec {
                 ))
             }
         };
-        let (num, den) = parse_decimal(number).ok_or_else(|| err("expected a number"))?;
+        let (num, den) = parse_decimal(number).map_err(|e| err(e.reason()))?;
         // Twenty digits and eighteen decimals times a TB pass u128.
         let bytes = num.checked_mul(mult).map_or(u128::MAX, |p| p.div_ceil(den));
         if bytes > u64::MAX as u128 {

@@ -1452,3 +1452,33 @@ fn dash_outputs_and_output_directories() {
         one_line_error(&o, "expected a number of parallel solves, at least 1");
     }
 }
+
+/// Budgets and memories that got a wrong or misleading message.
+#[test]
+fn budget_and_memory_messages_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    for b in ["100000000000000000000000", "100000000000000000000000%"] {
+        one_line_error(&remat(&["solve", ms, "-b", b]), "too large");
+    }
+    one_line_error(
+        &remat(&["solve", ms, "-b", "0.0000000000000000001%"]),
+        "at most 18 decimals",
+    );
+    // Leading zeros are no magnitude.
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "0000000000000000000000010",
+        "-s",
+        "checkpoint-all",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // "needs 0 B, more than --memory 0 B" was false.
+    one_line_error(
+        &remat(&["max-batch", ms, "--memory", "0"]),
+        "--memory must be more than 0 bytes",
+    );
+}
