@@ -65,7 +65,7 @@ fn push_once(v: &mut Vec<u32>, id: u32) {
 pub struct HintError {
     pub index: usize,
     pub register: Register,
-    pub what: &'static str,
+    pub what: String,
 }
 
 /// Builds the hint stream of a plan file.
@@ -77,16 +77,18 @@ pub fn hints(plan: &PlanFile) -> Result<Hints, HintError> {
     let mut steps: Vec<Step> = Vec::new();
     let mut cur = Step::default();
     for (index, st) in plan.statements.iter().enumerate() {
-        let err = |r: &Register, what| HintError {
+        let err = |r: &Register, what: &str| HintError {
             index,
             register: *r,
-            what,
+            what: what.to_string(),
         };
         let of = |r: &Register, object: &HashMap<Register, u32>| {
-            object.get(r).copied().ok_or(err(
-                r,
-                "is used but is not live (never created, or freed before)",
-            ))
+            object.get(r).copied().ok_or_else(|| {
+                err(
+                    r,
+                    "is used but is not live (never created, or freed before)",
+                )
+            })
         };
         let fresh = |r: &Register, object: &HashMap<Register, u32>| {
             if object.contains_key(r) {
@@ -119,7 +121,21 @@ pub fn hints(plan: &PlanFile) -> Result<Hints, HintError> {
                 for a in args {
                     push_once(&mut cur.will_read, of(a, &object)?);
                 }
-                push_once(&mut cur.will_write, of(register, &object)?);
+                let o = of(register, &object)?;
+                // The hint names the object by its allocation: a compute
+                // of another node into it would hint the wrong value.
+                let held = &objects[o as usize].node;
+                if held != node {
+                    return Err(err(
+                        register,
+                        &format!(
+                            "holds '{}' but is computed as '{}'",
+                            held.escape_debug(),
+                            node.escape_debug()
+                        ),
+                    ));
+                }
+                push_once(&mut cur.will_write, o);
                 cur.step = steps.len();
                 cur.node = Some(node.clone());
                 steps.push(std::mem::take(&mut cur));

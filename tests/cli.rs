@@ -1482,3 +1482,87 @@ fn budget_and_memory_messages_say_what_is_wrong() {
         "--memory must be more than 0 bytes",
     );
 }
+
+/// `hints` reads plan JSON alone: a text plan gets a message saying so,
+/// and a compute into another node's buffer is refused (its hints would
+/// name the wrong value).
+#[test]
+fn hints_refuse_text_plans_and_mislabelled_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let txt = dir.path().join("p.txt");
+    let o = solve_plan(&m, "100%", &txt);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = dir.path().join("h.json");
+    let os = out.to_str().unwrap();
+    one_line_error(
+        &remat(&["hints", txt.to_str().unwrap(), "-o", os]),
+        "hints reads the JSON form",
+    );
+    let json = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &json);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let st = v["statements"].as_array_mut().unwrap();
+    let c = st
+        .iter_mut()
+        .find(|s| s["op"] == "compute" && s["node"] == "f1")
+        .unwrap();
+    c["node"] = "f2".into();
+    let bad = write(dir.path(), "bad.json", &v.to_string());
+    one_line_error(
+        &remat(&["hints", bad.to_str().unwrap(), "-o", os]),
+        "holds 'f1' but is computed as 'f2'",
+    );
+    // A byte-order mark is ignored, as for every other file.
+    let bom = write(dir.path(), "bom.json", &format!("\u{feff}{text}"));
+    let o = remat(&["hints", bom.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _ = ms;
+}
+
+/// Node names are free text: a name holding " <- " or " = copy_out "
+/// made the text plan `solve` wrote unreadable to `simulate`.
+#[test]
+fn text_plans_of_names_that_look_like_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "odd.yaml",
+        "name: odd\ngraph: training\nnodes:\n\
+         - {name: 'x <- y', cost: 1, memory: 1}\n\
+         - {name: 'z <- %0', cost: 1, memory: 1}\n\
+         - {name: 'a = copy_out %0', cost: 1, memory: 1, deps: ['x <- y', 'z <- %0']}\n\
+         - {name: 'b, %9', cost: 1, memory: 1, deps: ['a = copy_out %0']}\n",
+    );
+    let plan = dir.path().join("p.txt");
+    let o = remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["simulate", m.to_str().unwrap(), plan.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("computations     4 for 4 nodes"),
+        "{}",
+        stdout(&o)
+    );
+    // A mistyped argument is still an error of its line.
+    let text = std::fs::read_to_string(&plan)
+        .unwrap()
+        .replace("<- %2", "<- %2x");
+    let bad = write(dir.path(), "bad.txt", &text);
+    one_line_error(
+        &remat(&["simulate", m.to_str().unwrap(), bad.to_str().unwrap()]),
+        "bad.txt: line",
+    );
+}

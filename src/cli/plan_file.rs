@@ -81,6 +81,15 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             }
             continue;
         }
+        // Dispatched on the line's first word, so that a node name holding
+        // " = copy_out " or " <- " (names are free text) cannot make one
+        // statement read as another.
+        let unknown = || {
+            format!(
+                "line {line}: expected allocate, compute, deallocate, copy_out, copy_in, wait or drop, got '{}'",
+                l.escape_debug()
+            )
+        };
         let st = if let Some(rest) = l.strip_prefix("deallocate ") {
             FileStatement::Deallocate {
                 register: reg(rest, line)?,
@@ -93,48 +102,61 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             FileStatement::Drop {
                 register: reg(rest, line)?,
             }
-        } else if let Some((r, src)) = l.split_once(" = copy_out ") {
-            FileStatement::CopyOut {
-                register: reg(r, line)?,
-                src: reg(src, line)?,
-            }
-        } else if let Some((r, src)) = l.split_once(" = copy_in ") {
-            FileStatement::CopyIn {
-                register: reg(r, line)?,
-                src: reg(src, line)?,
-            }
         } else if let Some(rest) = l.strip_prefix("compute ") {
-            let (head, args) = match rest.rsplit_once(" <- ") {
-                Some((h, a)) => (
-                    h,
-                    a.split(',')
-                        .map(|r| reg(r, line))
-                        .collect::<Result<Vec<_>, _>>()?,
-                ),
-                None => (rest, Vec::new()),
+            let parse = |text: &str| -> Result<(String, u32), String> {
+                let (node, r) = text
+                    .rsplit_once(", ")
+                    .ok_or_else(|| format!("line {line}: expected 'compute NODE, %R'"))?;
+                Ok((node.to_string(), reg(r, line)?))
             };
-            let (node, r) = head
-                .rsplit_once(", ")
-                .ok_or_else(|| format!("line {line}: expected 'compute NODE, %R'"))?;
+            let plain = || parse(rest).map(|(n, r)| (n, r, Vec::new()));
+            // Arguments are the registers after the last " <- ", unless the
+            // node has no deps and " <- " is part of its name.
+            let with_args = rest.rsplit_once(" <- ").map(|(h, a)| {
+                a.split(',')
+                    .map(|r| reg(r, line))
+                    .collect::<Result<Vec<_>, _>>()
+                    .and_then(|args| parse(h).map(|(n, r)| (n, r, args)))
+            });
+            let (node, register, args) = match with_args {
+                None => plain()?,
+                Some(Ok(t)) if g.find(&t.0).is_some() => t,
+                Some(other) => match plain() {
+                    Ok(t) if g.find(&t.0).is_some() => t,
+                    _ => other?,
+                },
+            };
             FileStatement::Compute {
-                node: node.to_string(),
-                register: reg(r, line)?,
+                node,
+                register,
                 args,
             }
-        } else if let Some((r, node)) = l.split_once(" = allocate ") {
-            let id = g
-                .find(node)
-                .ok_or_else(|| format!("line {line}: unknown node '{}'", node.escape_debug()))?;
-            FileStatement::Allocate {
-                register: reg(r, line)?,
-                node: node.to_string(),
-                bytes: g.memory(id).get(),
+        } else if l.starts_with('%') {
+            let (r, rhs) = l.split_once(" = ").ok_or_else(unknown)?;
+            if let Some(node) = rhs.strip_prefix("allocate ") {
+                let id = g.find(node).ok_or_else(|| {
+                    format!("line {line}: unknown node '{}'", node.escape_debug())
+                })?;
+                FileStatement::Allocate {
+                    register: reg(r, line)?,
+                    node: node.to_string(),
+                    bytes: g.memory(id).get(),
+                }
+            } else if let Some(src) = rhs.strip_prefix("copy_out ") {
+                FileStatement::CopyOut {
+                    register: reg(r, line)?,
+                    src: reg(src, line)?,
+                }
+            } else if let Some(src) = rhs.strip_prefix("copy_in ") {
+                FileStatement::CopyIn {
+                    register: reg(r, line)?,
+                    src: reg(src, line)?,
+                }
+            } else {
+                return Err(unknown());
             }
         } else {
-            return Err(format!(
-                "line {line}: expected allocate, compute, deallocate, copy_out, copy_in, wait or drop, got '{}'",
-                l.escape_debug()
-            ));
+            return Err(unknown());
         };
         pf.statements.push(st);
     }

@@ -20,7 +20,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let name = args.plan.display().to_string();
     let text = std::fs::read_to_string(&args.plan)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
-    let file: PlanFile = serde_json::from_str(&text)
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    // The text form names no allocation sizes (they come from the graph,
+    // which `hints` does not read).
+    if !text.trim_start().starts_with('{') {
+        return Err(input_err(format!(
+            "{name}: not a plan JSON file; hints reads the JSON form (write the plan with --plan FILE.json)"
+        )));
+    }
+    let file: PlanFile = serde_json::from_str(text)
         .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?;
     let h = remat::hints::hints(&file).map_err(|e| input_err(format!("{name}: {e}")))?;
     write_output(&args.output, &serde_json::to_vec_pretty(&h)?)?;
