@@ -1566,3 +1566,48 @@ fn text_plans_of_names_that_look_like_statements() {
         "bad.txt: line",
     );
 }
+
+/// Zoo counts whose product was unbounded: `residual --branch 100000000`
+/// and `ops-transformer --layers 1000000` were killed for memory instead
+/// of a one-line error; negative numbers got clap's "use -- -5" advice.
+#[test]
+fn zoo_products_are_bounded_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("z.yaml");
+    let os = out.to_str().unwrap();
+    one_line_error(
+        &remat(&[
+            "zoo",
+            "residual",
+            "--blocks",
+            "3",
+            "--branch",
+            "100000000",
+            "-o",
+            os,
+        ]),
+        "make more than 10000000 forward nodes",
+    );
+    one_line_error(
+        &remat(&["zoo", "ops-transformer", "--layers", "1000000", "-o", os]),
+        "at most 416666 layers",
+    );
+    one_line_error(
+        &remat(&[
+            "zoo",
+            "random",
+            "--nodes",
+            "10",
+            "--skip-prob",
+            "-1",
+            "-o",
+            os,
+        ]),
+        "the skip probability must be in [0, 1], got -1",
+    );
+    one_line_error(
+        &remat(&["zoo", "random", "--nodes", "10", "--cost", "-5", "-o", os]),
+        "--cost: invalid distribution '-5'",
+    );
+    assert!(!out.exists());
+}

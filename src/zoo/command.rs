@@ -37,7 +37,8 @@ pub struct ZooArgs {
     /// Sequence length in tokens (gpt2, ops-transformer).
     #[arg(long)]
     pub seq_len: Option<u64>,
-    /// linear, ops-transformer, ops-chain: number of layers (blocks), 1 to 10^6.
+    /// linear, ops-transformer, ops-chain: number of layers (blocks), 1 to 10^6
+    /// (ops-transformer: at most 416,666, 10^7 forward nodes).
     #[arg(long, value_parser = count(1_000_000))]
     pub layers: Option<usize>,
     /// random: total nodes; ops-chain: the fewest blocks with at least this many nodes (1 to 10^7).
@@ -50,16 +51,16 @@ pub struct ZooArgs {
     #[arg(long)]
     pub depth: Option<usize>,
     /// random: probability of each extra edge from the nearby layers.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub skip_prob: Option<f64>,
     /// random: how many layers back an extra edge may reach.
     #[arg(long)]
     pub skip_span: Option<usize>,
     /// random: node cost distribution, N, LO..HI or log:LO..HI; residual: a number.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub cost: Option<String>,
     /// random: node bytes distribution, N, LO..HI or log:LO..HI; residual: a number.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<String>,
     /// random: RNG seed.
     #[arg(long)]
@@ -70,7 +71,7 @@ pub struct ZooArgs {
     /// residual: number of residual blocks, 1 to 10^6.
     #[arg(long, value_parser = count(1_000_000))]
     pub blocks: Option<usize>,
-    /// residual: layers per residual branch.
+    /// residual: layers per residual branch (blocks × (branch + 1) at most 10^7).
     #[arg(long)]
     pub branch: Option<usize>,
 }

@@ -234,6 +234,16 @@ impl OpsTransformer {
                 self.width, self.heads
             ));
         }
+        // `--layers 1000000` (24 million forward nodes) ran out of memory:
+        // the same cap as the other synthetic families.
+        let max = super::synthetic::MAX_SYNTHETIC_NODES;
+        if self.layers > (max - 5) / TRANSFORMER_FWD_PER_LAYER {
+            return Err(format!(
+                "{} layers make more than {max} forward nodes, the most the zoo generates (at most {} layers)",
+                self.layers,
+                (max - 5) / TRANSFORMER_FWD_PER_LAYER
+            ));
+        }
         Ok(())
     }
 

@@ -300,6 +300,10 @@ pub fn random_layered(p: &RandomDag) -> Graph {
     Graph::from_file(&random_layered_file(p), "<random>").expect("random DAGs are valid")
 }
 
+/// The most forward nodes a synthetic family generates (`random --nodes`
+/// stops at the same 10^7).
+pub const MAX_SYNTHETIC_NODES: usize = 10_000_000;
+
 /// A chain of residual blocks: a stem, then `blocks` times a branch of
 /// `branch` layers whose output is added to the block's input, then a
 /// loss. Every layer has the same cost and size, so the structure alone
@@ -329,6 +333,18 @@ impl ResidualChain {
     pub fn check(&self) -> Result<(), String> {
         if self.branch == 0 {
             return Err("a residual branch needs at least one layer".into());
+        }
+        // As `random --nodes`: `--branch 100000000` was killed for memory.
+        let nodes = self
+            .branch
+            .checked_add(1)
+            .and_then(|b| b.checked_mul(self.blocks))
+            .and_then(|n| n.checked_add(2));
+        if nodes.is_none_or(|n| n > MAX_SYNTHETIC_NODES) {
+            return Err(format!(
+                "{} blocks of {} layers make more than {MAX_SYNTHETIC_NODES} forward nodes, the most the zoo generates",
+                self.blocks, self.branch
+            ));
         }
         Ok(())
     }
