@@ -263,20 +263,30 @@ def _no_onednn():
 
 
 def _fake_mode():
-    """The FakeTensorMode a capture traces under, with its dispatch cache off.
+    """The FakeTensorMode a capture traces under: multi-output kernels bypass its
+    dispatch cache.
 
     The cache (shared by every FakeTensorMode of the process) rebuilds a cached
     kernel's outputs one by one from their shapes and strides: outputs that share a
-    storage come back as separate storages, and an output that views a larger
-    buffer loses the rest of it. So the second trace of a kernel (a second capture
-    of the same model, as ``verify`` makes; or a second layer of the same shapes)
-    could give another grouping and other sizes than the first: on a 2-layer LSTM,
-    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients, 128
-    bytes, which a cached trace made two members of 128 bytes each."""
+    storage come back as separate storages. So the second trace of such a kernel (a
+    second capture of the same model, as ``verify`` makes; or a second layer of the
+    same shapes) could split it into other members, of other sizes, than the first:
+    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients of an LSTM
+    layer, 128 bytes, which a cached trace made two members of 128 bytes each. The
+    cache stays on for kernels with one output (a capture takes a third longer
+    without it)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    mode.cache_enabled = False
+    class Mode(FakeTensorMode):
+        def _cached_dispatch_impl(self, func, types, args, kwargs):
+            if isinstance(func, torch._ops.OpOverload) and len(func._schema.returns) > 1:
+                return self._dispatch_impl(func, types, args, kwargs)
+            return super()._cached_dispatch_impl(func, types, args, kwargs)
+
+    mode = Mode(allow_non_fake_inputs=True)
+    if not all(hasattr(FakeTensorMode, a) for a in ("_cached_dispatch_impl",
+                                                     "_dispatch_impl")):
+        mode.cache_enabled = False  # another torch: no cache at all
     return mode
 
 

@@ -184,7 +184,8 @@ def test_fake_tensor_cache_keeps_outputs_sharing_a_storage():
     outputs sharing a storage came back as two storages: the second capture of a model in
     one process (verify re-captures) could then split a kernel into other members, and
     verify refused the plan for a fingerprint mismatch (a 2-layer LSTM did, where
-    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients)."""
+    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients). The
+    capture's mode bypasses the cache for multi-output kernels only."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -204,6 +205,12 @@ def test_fake_tensor_cache_keeps_outputs_sharing_a_storage():
 
     mode = _fake_mode()
     assert run(mode) and run(mode)  # the second call too
+    hits = FakeTensorMode.cache_hits
+    with mode:  # a one-output kernel still hits the cache
+        x = mode.from_tensor(torch.randn(3, 5))
+        torch.tanh(x)
+        torch.tanh(x)
+    assert FakeTensorMode.cache_hits > hits
     FakeTensorMode.cache_clear()
     cached = FakeTensorMode()
     cached.cache_enabled = True
