@@ -23,6 +23,23 @@ from .errors import RematInputError
 Factory = Callable[[int], Tuple[torch.nn.Module, Tuple[torch.Tensor, ...], Callable[..., Any]]]
 
 
+_LOADED: dict = {}  # (path, mtime, size) -> the module executed from that file
+
+
+def _exec_file(path: str):
+    mod_name = "_remat_factory_" + os.path.splitext(os.path.basename(path))[0]
+    loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise RematInputError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[mod_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - user code: report in one line
+        raise RematInputError(f"{path}: import failed: {type(e).__name__}: {e}") from e
+    return module
+
+
 def load_factory(spec: str) -> Factory:
     """Resolve ``path/to/module.py:factory`` (or ``package.module:factory``)."""
     if ":" not in spec:
@@ -31,16 +48,15 @@ def load_factory(spec: str) -> Factory:
     if path.endswith(".py") or os.sep in path:
         if not os.path.isfile(path):
             raise RematInputError(f"{path}: no such file")
-        mod_name = "_remat_factory_" + os.path.splitext(os.path.basename(path))[0]
-        loader_spec = importlib.util.spec_from_file_location(mod_name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise RematInputError(f"{path}: cannot be imported as a Python module")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[mod_name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except Exception as e:  # noqa: BLE001 - user code: report in one line
-            raise RematInputError(f"{path}: import failed: {type(e).__name__}: {e}") from e
+        # a file is executed once per process (per version of it): verify and train call
+        # the factory several times, and a module that registers something (a
+        # torch.library custom op) fails when executed again
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+        module = _LOADED.get(key)
+        if module is None:
+            module = _exec_file(path)
+            _LOADED[key] = module
     else:
         try:
             module = importlib.import_module(path)

@@ -18,6 +18,7 @@ same model, and compares the losses.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -105,6 +106,11 @@ def _twin(spec: str, n: int, model: torch.nn.Module):
     would still read the first model's parameters, which are then not the copy's
     (they became constants of the copy's graph: another fingerprint)."""
     twin, _, loss_fn = call_factory(spec, n)
+    mine = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
+    if twin is model or any(id(t) in mine for t in (*twin.parameters(), *twin.buffers())):
+        # the factory returns the same model object (a module-level model, built when
+        # the file was executed): a run on it would write the first run's p.grad
+        return copy.deepcopy(model), loss_fn
     dev = next((t.device for t in model.parameters()), None)
     if dev is not None and dev.type != "cpu":
         twin = twin.to(dev)

@@ -271,3 +271,54 @@ def test_ops_with_effect_tokens_run_as_plain_kernels(remat_bin, workdir):
     assert "token" not in {kind for kind, _ in ex.cap.placeholders.values()}
     model, data, loss_fn = call_factory(spec("linalg"), 4)
     assert_fallback_matches(model, data, loss_fn)
+
+
+REGISTERING_FACTORY = '''
+import torch, torch.nn as nn, torch.nn.functional as F
+
+# a namespace defined when the file is executed: executing it again raises
+LIB = torch.library.Library("remat_test_once", "DEF")
+LIB.define("twice(Tensor x) -> Tensor")
+LIB.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+
+torch.manual_seed(0)
+MODEL = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                      nn.Linear(32, 3))
+
+class Twice(nn.Module):
+    def forward(self, x):
+        return torch.ops.remat_test_once.twice(x)
+
+def shared(b):
+    """The same module-level model on every call."""
+    torch.manual_seed(1)
+    return nn.Sequential(MODEL, Twice()), (torch.randn(b, 8), torch.randint(0, 3, (b,))), \\
+        F.cross_entropy
+'''
+
+
+def test_verify_executes_the_factory_file_once(remat_bin, workdir):
+    """verify calls the factory once per run (plan, no-remat, eager): the file was executed
+    on each call, and a file that defines a torch.library namespace failed the second
+    time ('import failed: RuntimeError: Only a single TORCH_LIBRARY...'). It is executed
+    once per process now; a factory returning one module-level model each time gets a
+    deep copy for the reference runs (sharing it, the runs would write one p.grad)."""
+    from remat_torch.verify import _twin
+
+    path = workdir / "registering.py"
+    path.write_text(REGISTERING_FACTORY)
+    fn = f"{path}:shared"
+    model, data, loss_fn = call_factory(fn, 8)
+    cap = capture(model, data, loss_fn)
+    graph = workdir / "registering.yaml"
+    graph.write_text(export(cap, data, graph_name("shared", 8, cap.fingerprint), 8, factory=fn))
+    lo, hi = inspect_bounds(remat_bin, str(graph))
+    plan = workdir / "registering.json"
+    binary.solve(str(graph), str(lo + (hi - lo) // 2), str(plan), time_limit=20)
+    rep = verify(fn, str(plan), graph_path=str(graph))
+    text = "\n".join(rep.lines)
+    assert rep.ok and rep.grads_bitwise and rep.eager_bitwise, text
+    assert rep.measured_peak == rep.simulated_peak < hi, text
+    twin, _ = _twin(fn, 8, model)
+    mine = {id(p) for p in model.parameters()}
+    assert twin is not model and not any(id(p) in mine for p in twin.parameters())
