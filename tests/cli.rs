@@ -1481,6 +1481,13 @@ fn budget_and_memory_messages_say_what_is_wrong() {
         &remat(&["max-batch", ms, "--memory", "0"]),
         "--memory must be more than 0 bytes",
     );
+    // simulate printed its whole report before refusing -b abc.
+    let plan = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["simulate", ms, plan.to_str().unwrap(), "-b", "abc"]);
+    one_line_error(&o, "--budget: invalid size 'abc'");
+    assert!(o.stdout.is_empty(), "{}", stdout(&o));
 }
 
 /// `hints` reads plan JSON alone: a text plan gets a message saying so,

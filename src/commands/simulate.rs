@@ -31,6 +31,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let g = load_graph(&model)?;
     let (file, p) = load_plan(&g, &model, &plan)?;
     let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
+    // A bad -b is bad input: refused before any figure is printed (the
+    // report used to come first, then the error).
+    let budget = budget.map(|b| parse_budget(&g, &b)).transpose()?;
     let rep = simulate_on(&g, &p, device.as_ref())
         .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
     remat::cli::note_cost_unit(device.as_ref(), &g, ctx.quiet);
@@ -69,10 +72,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     // A plan is made for a budget: the one asked for, else its own.
     let (limit, whose) = match budget {
-        Some(b) => {
-            let b = parse_budget(&g, &b)?;
-            (Some(b.bytes), "the budget")
-        }
+        Some(b) => (Some(b.bytes), "the budget"),
         None => (file.budget.map(Bytes), "the budget the plan records"),
     };
     if let Some(b) = limit {
