@@ -1618,3 +1618,30 @@ fn zoo_products_are_bounded_too() {
     );
     assert!(!out.exists());
 }
+
+/// A max-batch search scales the graph; past 2^53 bytes its values used to
+/// saturate at 2^64 - 1 and "fit" a memory of that size, reported as
+/// batch >=16777216 at a peak of 18446744 TB. The batches past what remat
+/// counts exactly are not tried, and the answer says it is a lower bound.
+#[test]
+fn max_batch_stops_where_sizes_stop_being_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "big.yaml",
+        "name: big\ngraph: forward\nnodes:\n  - {name: a, cost: 1, memory: 1000000000000000}\n  - {name: loss, cost: 1, memory: 1, deps: [a]}\n",
+    );
+    let o = remat(&[
+        "max-batch",
+        m.to_str().unwrap(),
+        "--memory",
+        "18446744073709551615",
+        "-s",
+        "checkpoint-all",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    // Batch 4: 2 x 4e15 bytes; batch 5 passes 2^53.
+    assert!(s.contains("checkpoint-all              >=4"), "{s}");
+    assert!(s.contains("8000.000 TB"), "{s}");
+}

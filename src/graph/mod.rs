@@ -267,6 +267,18 @@ impl Graph {
         }
     }
 
+    /// [`Graph::at_batch`] when the scaled graph keeps the limits every
+    /// validated graph keeps (node and total bytes within 2^53, costs
+    /// whose most expensive plan is a finite float), else `None`. A
+    /// max-batch search probing batch 2^24 of a graph with petabyte values
+    /// scaled them past u64, where they saturated, and reported a fit.
+    pub fn at_batch_within_limits(&self, batch: u32) -> Option<Graph> {
+        let g = self.at_batch(batch);
+        validate::check_totals(&g.nodes, g.fixed_memory)
+            .ok()
+            .map(|()| g)
+    }
+
     /// The same graph at another batch size: activation memory and costs
     /// scale linearly from the file's `batch_size`, `fixed_memory` does not.
     pub fn at_batch(&self, batch: u32) -> Graph {

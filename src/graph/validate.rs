@@ -344,7 +344,7 @@ fn check_groups(nodes: &[Node]) -> Result<(), Problem> {
 /// plan recomputes each node at most once per stage, so its cost is at
 /// most `n` times the total; that must stay a finite float. Byte totals
 /// must stay within the 2^53 that floats count exactly.
-fn check_totals(nodes: &[Node], fixed: Bytes) -> Result<(), Problem> {
+pub(crate) fn check_totals(nodes: &[Node], fixed: Bytes) -> Result<(), Problem> {
     let total: f64 = nodes.iter().map(|n| n.cost).sum();
     if !(total * nodes.len() as f64).is_finite() {
         return Err(Problem::Overflow(format!(

@@ -220,6 +220,7 @@ fn probe(
     batch: u32,
     cfg: &MaxBatchConfig,
 ) -> Result<Option<Fit>, SolveError> {
+    // `search` has checked that the scaled graph keeps the limits.
     let gb = g.at_batch(batch);
     // Cheap necessary condition; also what ends the exponential phase.
     if analysis::min_feasible_budget(&gb) > cfg.memory {
@@ -288,8 +289,17 @@ pub fn search(
     // Not-applicable is a property of the graph's shape, not of the batch:
     // the first probe that says so ends the search.
     let not_applicable = std::cell::Cell::new(false);
+    // The smallest batch whose scaled graph passes what remat counts
+    // exactly (bytes past 2^53 saturated at 2^64 - 1 and "fit" a memory of
+    // that size): not tried; if the search ends below it, the answer is a
+    // lower bound, reported as capped.
+    let beyond_limits = std::cell::Cell::new(None::<u32>);
     let try_batch = |b: u32| -> Result<Option<Fit>, MaxBatchError> {
         if not_applicable.get() {
+            return Ok(None);
+        }
+        if g.at_batch_within_limits(b).is_none() {
+            beyond_limits.set(Some(beyond_limits.get().map_or(b, |c| c.min(b))));
             return Ok(None);
         }
         on_probe(b);
@@ -335,6 +345,9 @@ pub fn search(
                 }
                 None => hi = mid,
             }
+        }
+        if beyond_limits.get() == Some(hi) {
+            result.status = "capped".into();
         }
     }
     if not_applicable.get() {
