@@ -277,16 +277,21 @@ def _fake_mode():
     without it)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    class Mode(FakeTensorMode):
-        def _cached_dispatch_impl(self, func, types, args, kwargs):
-            if isinstance(func, torch._ops.OpOverload) and len(func._schema.returns) > 1:
-                return self._dispatch_impl(func, types, args, kwargs)
-            return super()._cached_dispatch_impl(func, types, args, kwargs)
-
-    mode = Mode(allow_non_fake_inputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
     if not all(hasattr(FakeTensorMode, a) for a in ("_cached_dispatch_impl",
                                                      "_dispatch_impl")):
         mode.cache_enabled = False  # another torch: no cache at all
+        return mode
+    cached = mode._cached_dispatch_impl
+
+    def dispatch(func, types, args, kwargs):
+        if isinstance(func, torch._ops.OpOverload) and len(func._schema.returns) > 1:
+            return mode._dispatch_impl(func, types, args, kwargs)
+        return cached(func, types, args, kwargs)
+
+    # on the instance, not a subclass: higher-order ops (with_effects...) have rules
+    # registered for FakeTensorMode itself, which a subclass does not match
+    mode._cached_dispatch_impl = dispatch
     return mode
 
 
