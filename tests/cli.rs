@@ -1645,3 +1645,33 @@ fn max_batch_stops_where_sizes_stop_being_exact() {
     assert!(s.contains("checkpoint-all              >=4"), "{s}");
     assert!(s.contains("8000.000 TB"), "{s}");
 }
+
+/// A plan over its budget on a device got the cost-unit note as well as
+/// its error: two lines for one bad input.
+#[test]
+fn simulate_over_budget_on_a_device_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let plan = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dev = write(
+        dir.path(),
+        "d.yaml",
+        "name: d\ncompute: {throughput: 1e9}\nfast: {capacity: 1KB}\n\
+         slow: {capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}\n",
+    );
+    let args = [
+        "simulate",
+        m.to_str().unwrap(),
+        plan.to_str().unwrap(),
+        "--device",
+        dev.to_str().unwrap(),
+    ];
+    let o = remat(&[&args[..], &["-b", "5"]].concat());
+    one_line_error(&o, "exceeds the budget 5");
+    // Within its budget the note is still there.
+    let o = remat(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("note: linear8"), "{}", stderr(&o));
+}

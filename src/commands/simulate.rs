@@ -36,7 +36,6 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     let budget = budget.map(|b| parse_budget(&g, &b)).transpose()?;
     let rep = simulate_on(&g, &p, device.as_ref())
         .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
-    remat::cli::note_cost_unit(device.as_ref(), &g, ctx.quiet);
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     println!(
         "plan             {} ({} statements)",
@@ -87,5 +86,8 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         }
         println!("budget           {} ({} bytes): fits", b.human(), b);
     }
+    // Only once the plan has passed: a plan over its budget gets its one
+    // line of error alone.
+    remat::cli::note_cost_unit(device.as_ref(), &g, ctx.quiet);
     Ok(())
 }
