@@ -251,6 +251,46 @@ def _restore_tensors(model: torch.nn.Module):
 
 
 @contextlib.contextmanager
+def _cpu_faithful_fakes():
+    """While tracing, fake kernels whose output strides differ from the CPU kernel's
+    are replaced by ones that agree.
+
+    ``native_dropout_backward``'s fake kernel (a Python decomposition) lays its
+    output out as the CUDA kernel does, contiguous for a non-contiguous
+    ``grad_output``; the CPU kernel follows ``grad_output``'s strides
+    (TensorIterator). Traced with the wrong strides, the backward took a ``view`` of
+    it (a batch-first MultiheadAttention's dropout gradient is transposed), which
+    the real, non-contiguous tensor does not allow: the executor failed on it. With
+    the CPU strides, the trace reshapes it with a real copy, a node of its own."""
+    from torch._decomp import decomposition_table
+    from torch._subclasses import fake_tensor as ft
+
+    op = torch.ops.aten.native_dropout_backward.default
+    was = decomposition_table.get(op)
+    if was is None:
+        yield
+        return
+
+    def native_dropout_backward(grad_output, mask, scale):
+        if grad_output.device.type != "cpu":
+            return was(grad_output, mask, scale)
+        return grad_output * (mask.type_as(grad_output) * scale)  # TensorIterator's strides
+
+    # fake tensors use a decomposition only if it is torch's own (module and name)
+    native_dropout_backward.__module__ = was.__module__
+    check = getattr(ft, "torch_decomp_decompositions", None)
+    decomposition_table[op] = native_dropout_backward
+    if check is not None and hasattr(check, "cache_clear"):
+        check.cache_clear()
+    try:
+        yield
+    finally:
+        decomposition_table[op] = was
+        if check is not None and hasattr(check, "cache_clear"):
+            check.cache_clear()
+
+
+@contextlib.contextmanager
 def _no_onednn():
     """oneDNN (mkldnn) off while tracing; only its enabled flag is touched
     (``torch.backends.mkldnn.flags`` also sets TF32 flags, which warns on CPU)."""
@@ -260,6 +300,11 @@ def _no_onednn():
         yield
     finally:
         torch._C._set_mkldnn_enabled(was)
+
+
+# fake kernels replaced while tracing (``_cpu_faithful_fakes``): never from the cache, which
+# the process shares with fake tensors made outside a capture
+_UNCACHED = {torch.ops.aten.native_dropout_backward.default}
 
 
 def _fake_mode():
@@ -285,7 +330,8 @@ def _fake_mode():
     cached = mode._cached_dispatch_impl
 
     def dispatch(func, types, args, kwargs):
-        if isinstance(func, torch._ops.OpOverload) and len(func._schema.returns) > 1:
+        if isinstance(func, torch._ops.OpOverload) and (
+                len(func._schema.returns) > 1 or func in _UNCACHED):
             return mode._dispatch_impl(func, types, args, kwargs)
         return cached(func, types, args, kwargs)
 
@@ -616,7 +662,8 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     # and only when grad mode is on, which the executor's no_grad run never has: the
     # backward then failed on an undefined workspace. Without it, the LSTM is traced
     # as the plain per-step ops (as nn.GRU always is), which run as captured.
-    with _module_paths(model), _restore_tensors(model), _quiet_torch_errors(), _no_onednn():
+    with _module_paths(model), _restore_tensors(model), _quiet_torch_errors(), _no_onednn(), \
+            _cpu_faithful_fakes():
         try:
             if use_desc:
                 gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)

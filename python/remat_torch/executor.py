@@ -351,8 +351,22 @@ class Executor:
                     src.meta.get("val")):
                 # getitem(kernel, j): from the register of the member that owns output j
                 return live[cap.bases[v][0].name][v.args[1]]
-            return v.target(*fx.node.map_arg(v.args, lambda a: evaluate(a, live)),
-                            **fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live)))
+            args = fx.node.map_arg(v.args, lambda a: evaluate(a, live))
+            kwargs = fx.node.map_arg(v.kwargs, lambda a: evaluate(a, live))
+            try:
+                return v.target(*args, **kwargs)
+            except RuntimeError as e:  # an alias the real tensors do not allow
+                base = next((a for a in v.all_input_nodes), None)
+                real = next((x for x in args if isinstance(x, torch.Tensor)), None)
+                fake = base.meta.get("val") if base is not None else None
+                strides = (f": its input has strides {tuple(real.stride())}, traced as "
+                           f"{tuple(fake.stride())} (a fake kernel that lays its output out "
+                           "otherwise than the real one)"
+                           if isinstance(real, torch.Tensor) and isinstance(fake, torch.Tensor)
+                           and real.stride() != fake.stride() else "")
+                raise RematInputError(
+                    f"{self.path}: {v.name} ({v.target}) of the joint graph cannot be taken "
+                    f"from the real tensors ({str(e).splitlines()[0][:120]}){strides}") from e
 
         written: set = set()  # parameters whose p.grad this step has written
         # a buffer's new value is copied into it at its node's first computation; a kernel

@@ -181,3 +181,29 @@ def linalg(batch_size: int):
     torch.manual_seed(0)
     return Linalg(), (torch.randn(batch_size, 4), torch.randint(0, 3, (batch_size,))), \
         F.cross_entropy
+
+
+class CausalEncoder(nn.Module):
+    """A pre-norm, causal nn.TransformerEncoder (batch first, dropout) and a cross
+    attention with other key/value widths."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.mha = nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        t = x.shape[1]
+        h = self.enc(x, mask=nn.Transformer.generate_square_subsequent_mask(t), is_causal=True)
+        kv = x[..., :4]
+        a, _ = self.mha(h, kv, kv, attn_mask=torch.zeros(t, t), need_weights=False)
+        return self.out(a.mean(1))
+
+
+def causal_encoder(batch_size: int):
+    torch.manual_seed(0)
+    return CausalEncoder(), (torch.randn(batch_size, 5, 8),
+                             torch.randint(0, 3, (batch_size,))), F.cross_entropy

@@ -322,3 +322,43 @@ def test_verify_executes_the_factory_file_once(remat_bin, workdir):
     twin, _ = _twin(fn, 8, model)
     mine = {id(p) for p in model.parameters()}
     assert twin is not model and not any(id(p) in mine for p in twin.parameters())
+
+
+def test_dropout_backward_is_traced_with_the_cpu_kernels_strides(remat_bin, workdir):
+    """``native_dropout_backward``'s fake kernel lays its output out contiguous (as the
+    CUDA kernel), the CPU kernel as its non-contiguous grad_output; a batch-first
+    attention's dropout gradient is transposed, and the backward took a ``view`` of it
+    that the real tensor does not allow: every run of this model, the no-remat one too,
+    failed with a RuntimeError traceback ('view size is not compatible...'). It is now
+    traced with the CPU kernel's strides."""
+    import torch
+
+    plan, ex = assert_plan_exact(remat_bin, workdir, "causal_encoder", 4, 50)
+    drops = [g for g in ex.cap.nodes if g.op == "aten.native_dropout_backward.default"]
+    assert drops
+    out = ex.cap.gm.graph.find_nodes(op="call_function",
+                                     target=torch.ops.aten.native_dropout_backward.default)
+    assert any(not n.meta["val"].is_contiguous() for n in out)
+
+
+def test_a_view_the_real_tensors_do_not_allow_is_one_line(monkeypatch):
+    """Should another fake kernel lay its output out otherwise than the real one, the
+    view the trace took of it is refused in one line naming the node and both strides
+    (shown here with the old dropout-backward fake kernel), not a RuntimeError
+    traceback."""
+    import contextlib
+
+    import pytest
+
+    from remat_torch import capture as C
+    from remat_torch.errors import RematInputError
+
+    monkeypatch.setattr(C, "_cpu_faithful_fakes", contextlib.nullcontext)
+    monkeypatch.setattr(C, "_UNCACHED", set())
+    model, data, loss_fn = call_factory(spec("causal_encoder"), 4)
+    cap = capture(model, data, loss_fn)
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap)}
+    with pytest.raises(RematInputError, match=r"of the joint graph cannot be taken from the "
+                       r"real tensors .*: its input has strides \(8, 32, 1\), traced as "
+                       r"\(40, 8, 1\)"):
+        Executor(model, loss_fn, data, plan, cap=cap)(*data)
