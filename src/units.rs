@@ -307,9 +307,9 @@ impl Seconds {
 impl fmt::Display for Seconds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
-        // Past a year or below a picosecond, fixed point prints hundreds
-        // of digits (1e300 s) or nothing but zeros (1e-20 s as 0.000 us).
-        if v != 0.0 && !(1e-12..3.2e7).contains(&v.abs()) {
+        // Past a year or below a nanosecond, fixed point prints hundreds
+        // of digits (1e300 s) or nothing but zeros (3e-12 s as 0.000 us).
+        if v != 0.0 && !(1e-9..3.2e7).contains(&v.abs()) {
             write!(f, "{v:.3e} s")
         } else if v != 0.0 && v.abs() < 1e-3 {
             write!(f, "{:.3} us", v * 1e6)
@@ -421,6 +421,15 @@ pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_print_readably_at_any_size() {
+        assert_eq!(Seconds(3.4e-12).to_string(), "3.400e-12 s");
+        assert_eq!(Seconds(2.5e-6).to_string(), "2.500 us");
+        assert_eq!(Seconds(0.0).to_string(), "0.000 ms");
+        assert_eq!(Seconds(7e300).to_string(), "7.000e300 s");
+        assert_eq!(Seconds(12.0).to_string(), "12.000 s");
+    }
 
     #[test]
     fn parses_units() {
