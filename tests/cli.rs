@@ -1675,3 +1675,29 @@ fn simulate_over_budget_on_a_device_is_one_line() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("note: linear8"), "{}", stderr(&o));
 }
+
+/// With a device and no -b, the budget is the device's: when it is below
+/// the smallest budget the error says whose it is.
+#[test]
+fn a_device_budget_below_the_minimum_is_named_as_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let dev = write(
+        dir.path(),
+        "small.yaml",
+        "name: small\ncompute: {throughput: 1e9}\nfast: {capacity: 2}\n\
+         slow: {capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}\n",
+    );
+    let o = remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-s",
+        "remat-fast",
+        "--device",
+        dev.to_str().unwrap(),
+    ]);
+    one_line_error(
+        &o,
+        "the budget is 2 bytes; the budget is the fast-tier capacity of device 'small'",
+    );
+}

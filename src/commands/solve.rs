@@ -94,8 +94,14 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             Ok(Answer::Finished(o)) => (o, false),
             Ok(Answer::Interrupted(o)) => (o, true),
             Err(e @ SolveError::BelowMinimum { .. }) => {
+                // A budget the user never typed is named as the device's.
                 let hint = budget
                     .did_you_mean()
+                    .or_else(|| {
+                        budget.from_device.as_ref().map(|d| {
+                            format!("the budget is the fast-tier capacity of device '{d}'")
+                        })
+                    })
                     .map(|h| format!("; {h}"))
                     .unwrap_or_default();
                 return Err(input_err(format!("{e}{hint}")));
