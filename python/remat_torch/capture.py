@@ -873,10 +873,12 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
         parts = _split_outputs(val, in_st, groups)
         if _scalar_outputs(val) and torch.Tag.nondeterministic_seeded not in n.target.tags:
             probed = _probe_storage_bytes(n)
-            if probed is not None:
-                for p in parts:
-                    p["bytes"] = max(p["bytes"], sum(probed[j] for j in p["outputs"]
-                                                     if j < len(probed)))
+        else:
+            probed = _probe_real_sized(n)
+        if probed is not None:
+            for p in parts:
+                p["bytes"] = max(p["bytes"], sum(probed[j] for j in p["outputs"]
+                                                 if j < len(probed)))
         full = _scatter_storage_bytes(n)
         if full is not None and len(parts) == 1:
             parts[0]["bytes"] = max(parts[0]["bytes"], full)
@@ -977,6 +979,29 @@ def _output_bases(kernel: fx.Node, j: Any, ms: List[GraphNode],
 def _scalar_outputs(val) -> bool:
     ts = _tensor_leaves(val)
     return bool(ts) and all(t.dim() == 0 for t in ts)
+
+
+# kernels whose real CPU kernel allocates more storage than its fake kernel says: run once
+# for real at export, on inputs of the real shapes (``_probe_real_sized``)
+_REAL_SIZED = ("_embedding_bag", "_embedding_bag_forward_only")
+
+
+def _probe_real_sized(n: fx.Node) -> Optional[List[int]]:
+    """Real output storage bytes, per tuple output, of a kernel in ``_REAL_SIZED``; None
+    for other kernels, or if its inputs total more than ``PROBE_LIMIT`` bytes.
+
+    nn.EmbeddingBag's ``_embedding_bag`` allocates its ``offset2bag`` output with one
+    element more than it keeps (ATen resizes it down, the storage stays): 200 bytes
+    for 24 indices, where the fake kernel says 192. Its inputs are indices and the
+    table, run with zero indices (storage sizes depend on shapes only)."""
+    packet = getattr(n.target, "_overloadpacket", None)
+    if packet is None or packet.__name__ not in _REAL_SIZED:
+        return None
+    ts = [t for a in n.all_input_nodes for t in _tensor_leaves(a.meta.get("val"))]
+    if sum(t.numel() * t.element_size() for t in ts) > PROBE_LIMIT:
+        return None
+    run = _run_probe(n, clip=False)
+    return None if run is None else run[0]
 
 
 # ops whose real kernel copies the whole storage under its input view (ATen's

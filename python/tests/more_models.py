@@ -207,3 +207,21 @@ def causal_encoder(batch_size: int):
     torch.manual_seed(0)
     return CausalEncoder(), (torch.randn(batch_size, 5, 8),
                              torch.randint(0, 3, (batch_size,))), F.cross_entropy
+
+
+class Bags(nn.Module):
+    """nn.EmbeddingBag in its three modes over token ids (2-D input: fixed-size bags)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bags = nn.ModuleList(nn.EmbeddingBag(30, 16, mode=m) for m in ("mean", "max", "sum"))
+        self.out = nn.Linear(16, 3)
+
+    def forward(self, tok):
+        return self.out(sum(torch.tanh(b(tok)) for b in self.bags))
+
+
+def embedding_bag(batch_size: int):
+    torch.manual_seed(0)
+    return Bags(), (torch.randint(0, 30, (batch_size, 6)), torch.randint(0, 3, (batch_size,))), \
+        F.cross_entropy
