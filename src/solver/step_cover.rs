@@ -391,6 +391,11 @@ pub fn staged(
     // done by its end (their segment's read is there).
     let mut out_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    // The same copies out, each with the first stage it can be issued in
+    // (its value's own): the engine's work since then must cover it.
+    let mut out_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
+    // The direct reads of each node (on the compute lane of its stage).
+    let mut direct_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
     let mut inputs = InputLinks::new(g);
     let mut log: Vec<(Col, Event)> = Vec::new();
@@ -555,6 +560,11 @@ pub fn staged(
                         },
                     ));
                     compute_lane[s.last + 1].push((d, time(bw.time(g.memory(id)))));
+                    direct_lane[s.last + 1].push((d, time(bw.time(g.memory(id)))));
+                    // Its slow copy is there before the reader runs,
+                    // whether or not the stage needs the value absent.
+                    out_due[s.last + 1].push((d, out_time));
+                    out_since[s.last + 1].push((d, out_time, v));
                     events.push((d, 1.0));
                     Some(d)
                 }
@@ -632,6 +642,7 @@ pub fn staged(
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
                 stage_rows[t].push((w, m));
                 out_due[t].push((w, out_time));
+                out_since[t].push((w, out_time, v));
             }
             if arrivals {
                 fetches[v].push(SegmentCols {
@@ -653,7 +664,6 @@ pub fn staged(
                 let c = s.last + 1;
                 let w = model.add_col(0.0, 1.0, 0.0, false);
                 prev_absent = Some(w);
-                out_due[c].push((w, out_time));
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (copied(c), -1.0)]);
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (d, -1.0)]);
                 if needs[c] > 0.0 {
@@ -693,6 +703,8 @@ pub fn staged(
             &frontier,
             [&out_lane, &in_lane],
             [&out_due, &in_due],
+            &out_since,
+            &direct_lane,
             dev.slow.engines,
         );
         log.extend(inputs.logged());
@@ -1110,6 +1122,16 @@ fn lane_row(model: &mut Model, time: Col, constant: f64, parts: &[&[(Col, f64)]]
     model.add_row(constant, f64::INFINITY, &row);
 }
 
+/// A row's terms with each column once (a row may hold a column only
+/// once; a direct read is both a load and a deadline), weights added.
+fn merged(row: &[(Col, f64)]) -> Vec<(Col, f64)> {
+    let mut m: std::collections::BTreeMap<Col, f64> = Default::default();
+    for &(c, w) in row {
+        *m.entry(c).or_default() += w;
+    }
+    m.into_iter().collect()
+}
+
 /// Per stage, weighted columns (a lane's loads, or its deadlines).
 type Stagewise = Vec<(Col, f64)>;
 
@@ -1129,6 +1151,8 @@ fn carried_lanes(
     frontier: &[Option<(Col, f64)>],
     [out_lane, in_lane]: [&[Vec<(Col, f64)>]; 2],
     [out_due, in_due]: [&[Vec<(Col, f64)>]; 2],
+    out_since: &[Vec<(Col, f64, usize)>],
+    direct_lane: &[Vec<(Col, f64)>],
     engines: Engines,
 ) {
     let n = tau.len();
@@ -1175,9 +1199,22 @@ fn carried_lanes(
         // every stage where its value counts absent, so only the copies due
         // at stage t itself can be summed.
         let mut fetched_by: Option<Col> = None;
+        let mut done_by: Vec<Col> = Vec::with_capacity(n);
+        // Σ_{t' ≤ t} τ_{t'}, for the windows' durations.
+        let mut elapsed: Vec<Col> = Vec::with_capacity(n);
         for t in 0..n {
             let c = model.add_col(0.0, f64::INFINITY, 0.0, false);
             let q = model.add_col(0.0, f64::INFINITY, 0.0, false);
+            done_by.push(q);
+            if has_frontier {
+                let e = model.add_col(0.0, f64::INFINITY, 0.0, false);
+                let mut row = vec![(e, 1.0), (tau[t], -1.0)];
+                if let Some(&p) = elapsed.last() {
+                    row.push((p, -1.0));
+                }
+                model.add_row(0.0, 0.0, &row);
+                elapsed.push(e);
+            }
             // q_t = q_{t-1} + c_{t-1} + load_t − c_t.
             let mut qrow = vec![(q, 1.0), (c, 1.0)];
             if let Some(p) = prev {
@@ -1225,6 +1262,47 @@ fn carried_lanes(
                     row.push((f, -1.0));
                 }
                 model.add_row(0.0, f64::INFINITY, &row);
+                // The copies out due here that cannot be issued before
+                // stage s: the work done from stage s on, before node t,
+                // covers them (the row above is s = 0). This is what makes
+                // a value computed just before its direct read wait for its
+                // copy, however busy the engine was earlier.
+                if has_frontier {
+                    let mut since: Vec<usize> = out_since[t].iter().map(|e| e.2).collect();
+                    since.sort_unstable();
+                    since.dedup();
+                    for s in since {
+                        let due: Vec<(Col, f64)> = out_since[t]
+                            .iter()
+                            .filter(|e| e.2 >= s)
+                            .map(|&(col, w, _)| (col, -w))
+                            .collect();
+                        if s > 0 {
+                            let mut row = vec![(y, 1.0), (done_by[s - 1], -1.0)];
+                            if let Some(d) = done_before {
+                                row.push((d, 1.0));
+                            }
+                            row.extend(&due);
+                            model.add_row(0.0, f64::INFINITY, &row);
+                        }
+                        // And they fit in the time from node s's end to
+                        // node t's start, whatever else the engine did:
+                        // stage s's compute lane (its recomputations, node
+                        // s and its direct reads) runs before, and node t's
+                        // direct reads and its own copy's part after.
+                        let mut row = vec![(elapsed[t], 1.0)];
+                        if s > 0 {
+                            row.push((elapsed[s - 1], -1.0));
+                        }
+                        row.extend(compute_lane[s].iter().map(|&(c, w)| (c, -w)));
+                        row.extend(direct_lane[t].iter().map(|&(c, w)| (c, -w)));
+                        if let Some(xt) = x[t] {
+                            row.push((xt, -1.0));
+                        }
+                        row.extend(&due);
+                        model.add_row(base(t) + base(s), f64::INFINITY, &merged(&row));
+                    }
+                }
             }
             done_before = Some(q);
             // τ_t ≥ c_{t-1} + load_t − c_t (the load holds the frontier's
