@@ -83,8 +83,17 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(exit_code(&e))
+            let code = exit_code(&e);
+            let msg = format!("{e:#}");
+            // Bad input is one line, whatever the file names in it hold
+            // (a path with a newline split it in two).
+            let msg = if code == 2 {
+                remat::cli::escape_controls(&msg)
+            } else {
+                msg
+            };
+            eprintln!("error: {msg}");
+            ExitCode::from(code)
         }
     }
 }

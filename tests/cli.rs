@@ -1701,3 +1701,17 @@ fn a_device_budget_below_the_minimum_is_named_as_the_device() {
         "the budget is 2 bytes; the budget is the fast-tier capacity of device 'small'",
     );
 }
+
+/// File names are free text too: one holding a newline split the one
+/// line of error in two.
+#[test]
+fn errors_naming_odd_file_names_stay_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "we\nird.yaml",
+        "name: t\ngraph: training\nnodes:\n - {name: a, cost: 1, memory: 1, deps: [a]}\n",
+    );
+    let o = remat(&["inspect", p.to_str().unwrap()]);
+    one_line_error(&o, "we\\nird.yaml: node 'a' depends on itself");
+}

@@ -39,6 +39,21 @@ pub fn input_err(msg: impl Into<String>) -> anyhow::Error {
 #[error("interrupted")]
 pub struct Interrupted;
 
+/// `s` with its control characters escaped (`\n` as the two characters
+/// `\` `n`), so that a message stays one line.
+pub fn escape_controls(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 /// Exit code for an error: 2 for bad input, 130 for an interrupt, 1 for
 /// anything else (no plan within the limit, or an internal failure).
 pub fn exit_code(e: &anyhow::Error) -> u8 {
