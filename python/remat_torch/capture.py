@@ -652,6 +652,16 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     import torch._functorch.aot_autograd as aa
 
     model.train()
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.RNNBase) and m.dropout > 0 and m.num_layers > 1:
+            # torch's RNN decomposition tests ``num_layers < i - 1`` for the dropout
+            # between layers, never true: the traced graph has no dropout there
+            raise RematInputError(
+                f"'{name}' ({type(m).__name__}, num_layers={m.num_layers}, "
+                f"dropout={m.dropout:g}): PyTorch's traced {type(m).__name__} leaves out "
+                "the dropout between layers that eager applies, so its plans would train "
+                "another model: use dropout=0, or single-layer modules with nn.Dropout "
+                "between them")
     wrapper = LossWrapper(model, loss_fn)
     use_desc = hasattr(aa, "aot_export_joint_with_descriptors") if api is None else (
         api == "descriptors")

@@ -89,6 +89,16 @@ def embedding_max_norm(b):
     model = nn.Sequential(nn.Embedding(20, 4, max_norm=1.0), nn.Flatten(), nn.Linear(12, 3))
     return model, (torch.randint(0, 20, (b, 3)), torch.randint(0, 3, (b,))), F.cross_entropy
 
+def gru_dropout(b):
+    torch.manual_seed(0)
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(3, 4, num_layers=2, batch_first=True, dropout=0.3)
+        def forward(self, x):
+            return self.rnn(x)[0][:, -1]
+    return M(), (torch.randn(b, 2, 3), torch.randint(0, 4, (b,))), F.cross_entropy
+
 def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
@@ -120,6 +130,8 @@ def factories(tmp_path_factory):
     ("embedding_max_norm", "the model mutates parameter '0.weight' in place: unsupported "
                            "(nn.Embedding with max_norm=1 renormalizes the rows it looks up in "
                            "place: use max_norm=None)"),
+    ("gru_dropout", "'rnn' (GRU, num_layers=2, dropout=0.3): PyTorch's traced GRU leaves "
+                    "out the dropout between layers that eager applies"),
     ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
@@ -130,8 +142,9 @@ def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd)
     with no trained parameter was exported, and verify's eager run was a RuntimeError
     traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module
     outside the model was exported with that module's parameters as constants of the
-    graph (never trained, silently). A tracing failure names the model's line that did
-    it."""
+    graph (never trained, silently); a GRU with dropout between layers was traced
+    without it (torch's decomposition never applies it), silently another model. A
+    tracing failure names the model's line that did it."""
     proc = run_main("export", f"{factories}:{fn}", "--batch", "2", "-o", str(tmp_path / "g.yaml"))
     item_line = FACTORIES.splitlines().index(
         "        return y * 2 if y.sum().item() > 0 else y") + 1
