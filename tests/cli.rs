@@ -1715,3 +1715,18 @@ fn errors_naming_odd_file_names_stay_one_line() {
     let o = remat(&["inspect", p.to_str().unwrap()]);
     one_line_error(&o, "we\\nird.yaml: node 'a' depends on itself");
 }
+
+/// `solve -s offload-all` without a device is a usage mistake, exit 2
+/// (it exited 1, "does not apply", as for a graph a heuristic cannot take).
+#[test]
+fn tiered_strategies_without_a_device_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    for s in ["offload-all", "remat-tiered"] {
+        let o = remat(&["solve", m.to_str().unwrap(), "-b", "100%", "-s", s]);
+        one_line_error(
+            &o,
+            &format!("-s {s}: it moves values to a slow tier; pass --device FILE"),
+        );
+    }
+}

@@ -89,6 +89,19 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             strategies::names().join(", ")
         ))
     })?;
+    // A strategy that only moves values to a slow tier, asked for by name
+    // without one, is a usage mistake (it used to exit 1 as "does not
+    // apply", like a property of the graph).
+    if device.is_none()
+        && strategies::tiered_policies()
+            .iter()
+            .any(|t| t.name() == strat.name())
+    {
+        return Err(input_err(format!(
+            "-s {}: it moves values to a slow tier; pass --device FILE (devices/*.yaml) to give it one",
+            strat.name()
+        )));
+    }
     let (out, interrupted) =
         match run_watched(&g, strat, budget.bytes, &solver, device.clone(), ctx.quiet)? {
             Ok(Answer::Finished(o)) => (o, false),
