@@ -1456,8 +1456,8 @@ fn offload_search(
     }
     let mut weight_left: f64 = seeds.iter().map(|s| s.2).sum();
     let mut best: Option<(Schedule, f64, String)> = None;
-    // The last twentieth goes to the best plan's copy leads.
-    let moves_end = end - end.saturating_duration_since(Instant::now()) / 20;
+    // The last fiftieth goes to the best plan's copy leads.
+    let moves_end = end - end.saturating_duration_since(Instant::now()) / 50;
     for (name, seed, w) in seeds {
         let now = Instant::now();
         if now >= moves_end && best.is_some() {

@@ -41,7 +41,7 @@ const FINAL_SEARCH_SHARE: f64 = 0.1;
 
 /// Share of the time limit kept at the end for choosing the best plan's
 /// copy leads by simulation ([`tiered::descend_leads`]).
-const LEAD_SHARE: f64 = 0.05;
+const LEAD_SHARE: f64 = 0.02;
 
 /// Share of the time limit the step cover program may take first.
 const COVER_TIME_SHARE: f64 = 0.15;
