@@ -387,13 +387,12 @@ pub fn staged(
     let mut frontier: Vec<Option<(Col, f64)>> = vec![None; n];
     // Deadlines, for copies that span stages: per stage, the copies out
     // that must be done by its end (their value is absent there by the slow
-    // route: `w`, with the copy's time) and the copies in that must be
-    // done by its end (their segment's read is there).
-    let mut out_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    // The same copies out, each with the first stage it can be issued in
-    // (its value's own): the engine's work since then must cover it.
+    // route, `w`, or read directly there, `d`), each with the copy's time
+    // and the first stage it can be issued in (its value's own), and the
+    // copies in that must be done by its end (their segment's read is
+    // there).
     let mut out_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
+    let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     // The direct reads of each node (on the compute lane of its stage).
     let mut direct_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
@@ -563,7 +562,6 @@ pub fn staged(
                     direct_lane[s.last + 1].push((d, time(bw.time(g.memory(id)))));
                     // Its slow copy is there before the reader runs,
                     // whether or not the stage needs the value absent.
-                    out_due[s.last + 1].push((d, out_time));
                     out_since[s.last + 1].push((d, out_time, v));
                     events.push((d, 1.0));
                     Some(d)
@@ -641,7 +639,6 @@ pub fn staged(
                 }
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
                 stage_rows[t].push((w, m));
-                out_due[t].push((w, out_time));
                 out_since[t].push((w, out_time, v));
             }
             if arrivals {
@@ -694,6 +691,10 @@ pub fn staged(
         [&compute_lane, &out_lane, &in_lane],
     );
     if copies == Copies::Spanning && dev.slow.engines != Engines::Synchronous {
+        let out_due: Vec<Vec<(Col, f64)>> = out_since
+            .iter()
+            .map(|due| due.iter().map(|&(c, w, _)| (c, w)).collect())
+            .collect();
         carried_lanes(
             &mut model,
             &tau,
