@@ -13,7 +13,7 @@ import csv, os, re, subprocess, sys, glob, time
 binary = sys.argv[1]
 devices = sys.argv[2:] or ["a100-40gb-pcie4", "gh200"]
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-out = os.path.join(root, "results", "joint_models50.csv")
+out = os.environ.get("OUT", os.path.join(root, "results", "joint_models50.csv"))
 header = ["model", "device", "budget", "time_limit_s", "status", "step_ms", "bound_ms",
           "gap_pct", "wall_s", "detail"]
 done = set()

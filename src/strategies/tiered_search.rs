@@ -54,6 +54,10 @@ const TABU_TENURE: usize = 8;
 const KICKS_PER_PASS: usize = 16;
 /// Direct reads tried as recomputations per pass of phase 2.
 const DIRECT_READS_PER_PASS: usize = 32;
+/// Refreshes ([`Fate::Refresh`]) forecast per gap: the best few starts.
+const REFRESHES_PER_GAP: usize = 2;
+/// Stages a refreshed value may be held for its copy out.
+const REFRESH_SCAN: usize = 256;
 
 /// Improves `seed` (any valid schedule, with or without transfers, which
 /// may be over budget) on `dev` by offload and recompute moves; returns
@@ -150,6 +154,23 @@ enum Fate {
     Offload {
         out: usize,
         fetch: usize,
+    },
+    /// The slow copy that serves the gap's slow use (a fetch, or a direct
+    /// read at its end) made later, from a recomputation: absent from the
+    /// gap's start, recomputed in stage `at`, kept through `out`, which
+    /// copies it out (its lead reaching back to `at`), then fetched in
+    /// `fetch` or read directly at the gap's end. Why: the value's first
+    /// copy is issued when the value is made, and where the forward pass
+    /// makes large activations faster than the link drains them, that copy
+    /// queues ahead of every later one and stalls the forward pass. On
+    /// VGG19 at 50% on the GH200 the first convolution's output (3.3 GB,
+    /// 9.1 ms over NVLink-C2C, 0.24 ms to compute) is copied out only to be
+    /// read directly by the last gradient; made again in the backward pass,
+    /// where the outward engine idles, its copy hides.
+    Refresh {
+        at: usize,
+        out: usize,
+        fetch: Option<usize>,
     },
 }
 
@@ -343,8 +364,98 @@ impl Ctx<'_> {
                 secs += (d_out - self.room(e, out, true, v).max(0.0)).max(0.0);
                 secs += (d_in - self.room(e, fetch, false, v).max(0.0)).max(0.0);
             }
+            Fate::Refresh { at, out, fetch } => {
+                secs += self.recompute_secs(sch, v, at);
+                // The copy is issued after the recomputation and may run
+                // until the end of `out`.
+                let room: f64 = (at..=out).map(|t| self.room(e, t, true, v).max(0.0)).sum();
+                secs += (d_out - room).max(0.0);
+                if let Some(p) = fetch {
+                    secs += (d_in - self.room(e, p, false, v).max(0.0)).max(0.0);
+                }
+                // The copy it replaces, when made before the gap (as a
+                // copy of the value where it is computed, for one).
+                if let Some(o) = (v..a).rev().find(|&u| sch.o(u, v)) {
+                    secs -= d_out.min((-self.room(e, o, true, v)).max(0.0));
+                }
+            }
         }
         (secs, freed)
+    }
+
+    /// Seconds to compute `v` in stage `t`, with the inputs the stage does
+    /// not hold (read from their slow copies where the device allows it,
+    /// as the closure does, or computed). Only ranks moves.
+    fn recompute_secs(&self, sch: &Schedule, v: usize, t: usize) -> f64 {
+        let g = self.g;
+        let id = NodeId::from(v);
+        let mut secs = self.dev.compute_time(g.cost(id)).get();
+        for d in g.deps(id) {
+            let di = d.idx();
+            if sch.s(t, di) || sch.r(t, di) {
+                continue;
+            }
+            let read = if self.direct && sch.h(t, di) {
+                self.dev.direct_read_time(g.memory(*d)).map(|s| s.get())
+            } else {
+                None
+            };
+            secs += read.unwrap_or_else(|| self.dev.compute_time(g.cost(*d)).get());
+        }
+        secs
+    }
+
+    /// Where `gap`'s slow use could be served by a copy made later
+    /// ([`Fate::Refresh`]): for each stage `at` of the gap with room for
+    /// the value, the first `out` by which the outward engine's room in
+    /// `at..=out` covers the copy (or the last with memory for the value,
+    /// if none does); the [`REFRESHES_PER_GAP`] of least forecast.
+    fn refreshes(&self, e: &Eval, gap: Gap) -> Vec<Fate> {
+        let Gap { v, a, c } = gap;
+        let sch = &e.sch;
+        let fetch = (a + 1..c).find(|&t| sch.p(t, v));
+        let direct_end = fetch.is_none()
+            && self.direct
+            && sch.h(c, v)
+            && !sch.s(c, v)
+            && !sch.r(c, v)
+            && local_search::reads(self.g, sch, c, v);
+        let last_out = match fetch {
+            Some(p) if p >= 2 => p - 2,
+            None if direct_end => c - 1,
+            _ => return Vec::new(),
+        };
+        let m = self.g.memory(NodeId::from(v)).as_f64();
+        let d_out = tiered::copy_secs(self.g, self.dev, v, true);
+        let fits = |t: usize| e.slack[t] >= m || sch.s(t, v) || sch.p(t, v);
+        let mut found: Vec<(f64, Fate)> = Vec::new();
+        for at in a + 1..last_out {
+            if !fits(at) {
+                continue;
+            }
+            let mut have = self.room(e, at, true, v).max(0.0);
+            let mut out = None;
+            for t in at + 1..=last_out.min(at + REFRESH_SCAN) {
+                if !fits(t) {
+                    break;
+                }
+                out = Some(t);
+                have += self.room(e, t, true, v).max(0.0);
+                if have >= d_out {
+                    break;
+                }
+            }
+            if let Some(out) = out {
+                let fate = Fate::Refresh { at, out, fetch };
+                found.push((self.forecast(e, gap, fate).0, fate));
+            }
+        }
+        found.sort_by(|x, y| x.0.total_cmp(&y.0));
+        found
+            .into_iter()
+            .take(REFRESHES_PER_GAP)
+            .map(|(_, f)| f)
+            .collect()
     }
 
     /// Whether the move, by the stage peaks, keeps a fitting plan fitting:
@@ -392,6 +503,25 @@ impl Ctx<'_> {
                     s.set_o(out, v, false);
                 }
                 s.set_s_range(v, fetch + 1..=c, true);
+            }
+            Fate::Refresh { at, out, fetch } => {
+                s.set_s_range(v, a + 1..=at, false);
+                s.set_s_range(v, at + 1..=out, true);
+                match fetch {
+                    Some(p) => {
+                        s.offload(v, out, p);
+                        s.set_s_range(v, p + 1..=c, true);
+                    }
+                    None => {
+                        // Read directly at `c`, from the new copy.
+                        s.set_o(out, v, true);
+                        s.set_s_range(v, out + 1..=c, false);
+                        for t in out + 1..=c {
+                            s.set_h(t, v, true);
+                        }
+                    }
+                }
+                touched.extend(self.g.deps(NodeId::from(v)).iter().map(|d| d.idx()));
             }
         }
         (s, touched)
@@ -582,15 +712,36 @@ impl Ctx<'_> {
                     gaps.push((secs, Gap { v, a, c: t }));
                 }
             }
+            // The stall a gap's copies may cause.
+            let stall = |gap: Gap| {
+                (gap.a..gap.c)
+                    .map(|u| (cur.load_out[u].max(cur.load_in[u]) - cur.compute[u]).max(0.0))
+                    .sum::<f64>()
+            };
             for &v in cur.sch.p_row(t) {
                 if let Some(gap) = self.gap_around(&cur.sch, v as usize, t) {
                     if !gaps.iter().any(|(_, x)| *x == gap) {
-                        // The stall its copies may cause.
-                        let stall = |u: usize| {
-                            (cur.load_out[u].max(cur.load_in[u]) - cur.compute[u]).max(0.0)
-                        };
-                        let secs = (gap.a..gap.c).map(stall).sum::<f64>();
-                        gaps.push((secs, gap));
+                        gaps.push((stall(gap), gap));
+                    }
+                }
+            }
+            // Gaps that end in a direct read, for their slow copies.
+            if self.direct {
+                for &v in cur.sch.h_row(t) {
+                    let v = v as usize;
+                    if cur.sch.s(t, v)
+                        || cur.sch.r(t, v)
+                        || !local_search::reads(self.g, &cur.sch, t, v)
+                    {
+                        continue;
+                    }
+                    let event =
+                        |u: usize| cur.sch.r(u, v) || local_search::reads(self.g, &cur.sch, u, v);
+                    if let Some(a) = (v..t).rev().find(|&u| event(u)) {
+                        let gap = Gap { v, a, c: t };
+                        if !gaps.iter().any(|(_, x)| *x == gap) {
+                            gaps.push((stall(gap), gap));
+                        }
                     }
                 }
             }
@@ -605,6 +756,7 @@ impl Ctx<'_> {
             if let Some((out, fetch)) = self.window(cur, gap, None, false) {
                 fates.push(Fate::Offload { out, fetch });
             }
+            fates.extend(self.refreshes(cur, gap));
             for fate in fates {
                 if !self.room_for(cur, gap, fate) {
                     continue;
@@ -673,6 +825,7 @@ fn resident(fate: Fate, t: usize) -> bool {
         Fate::Keep => true,
         Fate::Drop { .. } => false,
         Fate::Offload { out, fetch } => t <= out || t >= fetch,
+        Fate::Refresh { at, out, fetch } => (at < t && t <= out) || fetch.is_some_and(|p| t >= p),
     }
 }
 
@@ -820,5 +973,63 @@ mod tests {
         // largest node with its inputs, or take longer than 0.3 s). No
         // assertion on time: these machines are shared.
         assert!(fitted_from_over >= 2, "{fitted_from_over}");
+    }
+
+    /// A value copied out where it is made, only to be read directly at the
+    /// end, stalls the forward pass; made again where the link idles, its
+    /// copy hides ([`Fate::Refresh`]). Every figure by hand.
+    #[test]
+    fn a_slow_copy_made_again_where_the_link_idles_hides() {
+        // A chain a → … → h, every node 1 s; z reads a. a and c are 4 B,
+        // z 5 B, the rest 1 B; 1 B/s each way and for direct reads; an
+        // 8 B budget. a cannot stay beside b and c (9 B), nor beside z:
+        // z must read a's slow copy, directly (4 s).
+        let text = "name: refresh\ngraph: training\nnodes:\n\
+            - {name: a, cost: 1, memory: 4}\n\
+            - {name: b, cost: 1, memory: 1, deps: [a]}\n\
+            - {name: c, cost: 1, memory: 4, deps: [b]}\n\
+            - {name: d, cost: 1, memory: 1, deps: [c]}\n\
+            - {name: e, cost: 1, memory: 1, deps: [d]}\n\
+            - {name: f, cost: 1, memory: 1, deps: [e]}\n\
+            - {name: g, cost: 1, memory: 1, deps: [f]}\n\
+            - {name: h, cost: 1, memory: 1, deps: [g]}\n\
+            - {name: z, cost: 1, memory: 5, deps: [a]}\n";
+        let g = Graph::from_file(
+            &crate::graph::GraphFile::parse(text).unwrap(),
+            "refresh.yaml",
+        )
+        .unwrap();
+        let dev = Device::parse(
+            "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
+             slow: {capacity: 100, to_slow: 1, to_fast: 1, latency: 0, engines: duplex, direct_read: 1}\n",
+        )
+        .unwrap();
+        let budget = Bytes(8);
+        // a copied out in stage 1 (the copy starts with it, 1 → 5) and read
+        // directly by z: c waits for a to leave, 3 s; then c … h (5 → 11)
+        // and z with its direct read (11 → 16).
+        let mut sch = Schedule::checkpoint_all(&g);
+        sch.set_s_range(0, 2..=8, false);
+        sch.set_o(1, 0, true);
+        for t in 2..=8 {
+            sch.set_h(t, 0, true);
+        }
+        let sch = solve_r_tiered(&g, sch, true);
+        let plan = generate_plan(&g, &sch).unwrap();
+        let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+        assert!(sim.peak <= budget);
+        assert_eq!(sim.timing.unwrap().step.get(), 16.0);
+        // Every slow copy of a is made from a fast one: from the first,
+        // c starts at 5 s at the earliest (16 s); from a recomputation,
+        // which first fits in e's stage (d, e and a: 6 B), the copy runs
+        // behind e … h and the step is 9 + 1 + 4 = 14 s, the optimum.
+        let far = Instant::now() + Duration::from_secs(600);
+        let (best, step) = improve(&g, budget, &dev, sch, far).unwrap();
+        assert_eq!(step.get(), 14.0);
+        assert_eq!(best.recomputations(), 1);
+        let plan = generate_plan(&g, &best).unwrap();
+        let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+        assert!(sim.peak <= budget);
+        assert_eq!(sim.timing.unwrap().step.get(), 14.0);
     }
 }
