@@ -135,25 +135,27 @@ pub(crate) fn stage_peaks(g: &Graph, plan: &Plan) -> Vec<Bytes> {
 }
 
 /// The schedule `sch` (without leads, whose plan is `plan`) with its
-/// copies spanning stages (docs/format.md): every copy out issued as early
-/// as its value allows (free: the value is resident until the copy's stage
-/// anyway), and every fetch issued early enough to hide `hide` times its
-/// copy behind the compute of the stages it spans, as far as each of those
-/// stages has room in `budget` for its buffer (the stages' peaks measured
-/// on `plan`; fetches in stage order take the room first). `None` when no
-/// copy gets a lead, or on a synchronous device, where a copy blocks the
-/// compute stream wherever it is issued.
+/// copies spanning stages (docs/format.md): every copy issued early enough
+/// to hide `rule`'s multiple of its time behind the compute of the stages
+/// it spans (with an infinite multiple, every copy out as early as its
+/// value allows: free, since the value is resident until the copy's stage
+/// anyway), fetches only as far as each of those stages has room in
+/// `budget` for the buffer (the stages' peaks measured on `plan`; fetches
+/// in stage order take the room first). `None` when no copy gets a lead,
+/// or on a synchronous device, where a copy blocks the compute stream
+/// wherever it is issued.
 ///
 /// Why a rule and not a search: the simulator decides whether the result
 /// is faster (an earlier copy can queue ahead of a more urgent one on a
-/// FIFO engine), and callers keep it only then.
+/// FIFO engine: `leads_just_enough_beat_leading_every_copy`), and callers
+/// keep it only then.
 pub(crate) fn with_leads(
     g: &Graph,
     dev: &Device,
     budget: Bytes,
     sch: &Schedule,
     plan: &Plan,
-    hide: f64,
+    rule: LeadRule,
 ) -> Option<Schedule> {
     if dev.slow.engines == Engines::Synchronous || !sch.has_transfers() {
         return None;
@@ -161,22 +163,36 @@ pub(crate) fn with_leads(
     let mut led = sch.clone();
     led.clear_leads();
     let n = sch.stages();
+    let compute = stage_compute(g, sch, dev);
     for t in 0..n {
         for &i in sch.o_row(t) {
-            let l = led.max_out_lead(t, i as usize);
-            led.set_out_lead(t, i as usize, l);
+            let i = i as usize;
+            let max = led.max_out_lead(t, i);
+            let l = if rule.out.is_finite() {
+                // Just enough to hide, so that it does not queue ahead of
+                // the copies issued after it.
+                let need = copy_secs(g, dev, i, true) * rule.out;
+                let (mut l, mut have) = (0, compute[t]);
+                while l < max && have < need {
+                    l += 1;
+                    have += compute[t - l];
+                }
+                l
+            } else {
+                max
+            };
+            led.set_out_lead(t, i, l);
         }
     }
     let mut slack: Vec<f64> = stage_peaks(g, plan)
         .iter()
         .map(|p| budget.as_f64() - p.as_f64())
         .collect();
-    let compute = stage_compute(g, sch, dev);
     for t in 0..n {
         for &i in sch.p_row(t) {
             let i = i as usize;
             let m = g.memory(NodeId::from(i)).as_f64();
-            let need = copy_secs(g, dev, i, false) * hide;
+            let need = copy_secs(g, dev, i, false) * rule.fetch;
             let max = led.max_fetch_lead(t, i);
             let (mut l, mut have) = (0, compute[t]);
             while l < max && have < need && slack[t - l - 1] >= m {
@@ -192,10 +208,30 @@ pub(crate) fn with_leads(
     led.has_leads().then_some(led)
 }
 
-/// How much of its own copy time a fetch's lead should hide behind
-/// compute, for the two lead rules tried: a margin over just enough, and
-/// as far as memory allows.
-const LEAD_HIDE: [f64; 2] = [1.5, f64::INFINITY];
+/// How much of its own time a copy's lead should hide behind compute.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeadRule {
+    pub out: f64,
+    pub fetch: f64,
+}
+
+/// The lead rules tried: every copy out as early as it may, with fetches
+/// led a margin over just enough or as far as memory allows; and every
+/// copy led just enough, with a margin.
+const LEAD_RULES: [LeadRule; 3] = [
+    LeadRule {
+        out: f64::INFINITY,
+        fetch: 1.5,
+    },
+    LeadRule {
+        out: f64::INFINITY,
+        fetch: f64::INFINITY,
+    },
+    LeadRule {
+        out: 1.5,
+        fetch: 1.5,
+    },
+];
 
 /// A schedule with leads, its plan and its simulation.
 pub(crate) struct Led {
@@ -221,8 +257,8 @@ pub(crate) fn faster_with_leads(
         return None;
     }
     let mut best = None;
-    for hide in LEAD_HIDE {
-        let Some(led) = with_leads(g, dev, budget, sch, plan, hide) else {
+    for rule in LEAD_RULES {
+        let Some(led) = with_leads(g, dev, budget, sch, plan, rule) else {
             continue;
         };
         let Ok(lp) = generate_plan(g, &led) else {
@@ -270,7 +306,7 @@ fn lead_choices(max: usize) -> Vec<usize> {
 ///
 /// Why a descent after the rules of [`with_leads`]: the rules lead every
 /// copy alike, and on a FIFO engine a long copy issued early can queue
-/// ahead of a short, urgent one (`leads_chosen_one_by_one_beat_leading_every_copy`).
+/// ahead of a short, urgent one (`leads_chosen_one_by_one_beat_both_rules`).
 /// On U-Net at 50% on the GH200 it takes remat-fast's plan from 105.992
 /// to 104.546 ms, with no stall left.
 pub(crate) fn descend_leads(
@@ -523,11 +559,12 @@ mod tests {
         }
     }
 
-    /// The descent finds what leading every copy alike cannot: a long copy
-    /// led far enough to hide, but not so far that it queues ahead of a
-    /// short, urgent one on the same FIFO engine. Every figure by hand.
+    /// Leading each copy just enough to hide finds what leading every copy
+    /// out as far as it may cannot: a long copy led far enough to hide, but
+    /// not so far that it queues ahead of a short, urgent one on the same
+    /// FIFO engine. Every figure by hand.
     #[test]
-    fn leads_chosen_one_by_one_beat_leading_every_copy() {
+    fn leads_just_enough_beat_leading_every_copy() {
         // A chain a → … → j, every node 1 s; i also reads b, j also reads
         // a. a is 6 B (3 s each way at 2 B/s), b 2 B (1 s), the rest 1 B.
         let text = "name: ten\ngraph: training\nnodes:\n\
@@ -564,26 +601,98 @@ mod tests {
         // issued with g (6 → 9), stalls 2 s; b's fetch hides behind h
         // (9 → 10); a's, issued with i (10 → 13), stalls 2 s; j 13 → 14.
         assert_eq!(step(&sch), 14.0);
-        // The rules lead every copy out to its value's computation and
-        // each fetch by the one stage it may: a's copy out runs 1 → 4,
-        // b's queues behind it (4 → 5) and stalls stage 2 by 2 s; b's
-        // fetch (with g, 8 → 9) hides; a's (with h, 9 → 12) ends 1 s after
-        // i: 13 s.
+        // Leading every copy out to its value's computation (each fetch by
+        // the one stage it may): a's copy out runs 1 → 4, b's queues
+        // behind it (4 → 5) and stalls stage 2 by 2 s; b's fetch hides;
+        // a's (with h, 9 → 12) ends 1 s after i: 13 s.
         let plan = generate_plan(&g, &sch).unwrap();
         let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+        let every = with_leads(&g, &dev, budget, &sch, &plan, LEAD_RULES[0]).unwrap();
+        assert_eq!(every.out_lead(6, 0), 6);
+        assert_eq!(step(&every), 13.0);
+        // The third rule leads each copy just enough to hide 1.5 times its
+        // time: b's copy out by 1 (2 → 3, after b), a's by 4 (issued with
+        // c, behind b's: 3 → 6, done before g ends); b's fetch by 1 (6 →
+        // 7), a's by its one stage (7 → 10): i waits 1 s, 11 s.
+        let enough = with_leads(&g, &dev, budget, &sch, &plan, LEAD_RULES[2]).unwrap();
+        assert_eq!((enough.out_lead(6, 0), enough.out_lead(2, 1)), (4, 1));
+        assert_eq!(step(&enough), 11.0);
         let rules = faster_with_leads(&g, &dev, budget, &sch, &plan, &sim).unwrap();
-        assert_eq!(rules.step, 13.0);
-        assert_eq!(rules.sch.out_lead(6, 0), 6);
-        // The descent, from there, leads a's copy out by two stages only
-        // (issued with e, 4 → 7, done as g ends), behind b's (2 → 3): no
-        // stall before the backward; a's fetch, which may lead by one stage
-        // only (a is resident through stage 6), still ends 1 s after i:
-        // 11 s.
+        assert_eq!(rules.step, 11.0);
+        // The descent, from the plain schedule, finds the same 11 s (a's
+        // fetch may lead by one stage only: a is resident through stage
+        // 6), whatever lead of a's copy out it settles on.
         let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
         let led = descend_leads(&g, &dev, budget, &sch, far).unwrap();
         assert_eq!(led.step, 11.0);
         assert_eq!(step(&led.sch), 11.0);
-        assert_eq!(led.sch.out_lead(6, 0), 2);
-        assert_eq!(led.sch.out_lead(2, 1), 1);
+    }
+
+    /// Where every rule queues a long copy ahead of an urgent one, the
+    /// descent leads it by just the stages that let it start after the
+    /// urgent one and still hide. Every figure by hand.
+    #[test]
+    fn leads_chosen_one_by_one_beat_both_rules() {
+        // A chain n0 → … → n8, every node 1 s; z reads n8 and, from the
+        // slow tier, n0 (6 B: 3 s each way at 2 B/s) and n1 (2 B: 1 s).
+        let text = "name: two\ngraph: training\nnodes:\n\
+            - {name: n0, cost: 1, memory: 6}\n\
+            - {name: n1, cost: 1, memory: 2, deps: [n0]}\n\
+            - {name: n2, cost: 1, memory: 1, deps: [n1]}\n\
+            - {name: n3, cost: 1, memory: 1, deps: [n2]}\n\
+            - {name: n4, cost: 1, memory: 1, deps: [n3]}\n\
+            - {name: n5, cost: 1, memory: 1, deps: [n4]}\n\
+            - {name: n6, cost: 1, memory: 1, deps: [n5]}\n\
+            - {name: n7, cost: 1, memory: 1, deps: [n6]}\n\
+            - {name: n8, cost: 1, memory: 1, deps: [n7]}\n\
+            - {name: z, cost: 1, memory: 1, deps: [n8, n0, n1]}\n";
+        let g =
+            Graph::from_file(&crate::graph::GraphFile::parse(text).unwrap(), "two.yaml").unwrap();
+        let dev = Device::parse(
+            "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
+             slow: {capacity: 100, to_slow: 2, to_fast: 2, latency: 0, engines: duplex, direct_read: 2}\n",
+        )
+        .unwrap();
+        let budget = Bytes(100);
+        // n0 kept through stage 5 and copied out there; n1 kept into stage
+        // 2 and copied out there; z reads both directly (4 s).
+        let mut sch = Schedule::checkpoint_all(&g);
+        sch.set_s_range(0, 6..=9, false);
+        sch.set_o(5, 0, true);
+        sch.set_s_range(1, 3..=9, false);
+        sch.set_o(2, 1, true);
+        for t in 3..=9 {
+            sch.set_h(t, 1, true);
+            if t >= 6 {
+                sch.set_h(t, 0, true);
+            }
+        }
+        let sch = crate::schedule::solve_r_tiered(&g, sch, true);
+        let step = |s: &Schedule| {
+            let plan = generate_plan(&g, s).unwrap();
+            let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+            sim.timing.unwrap().step.get()
+        };
+        // Within their stages: n1's copy 2 → 3 hides behind n2; n0's,
+        // issued with n5 (5 → 8), stalls 2 s; n6 … n8 end at 11, z at 16.
+        assert_eq!(step(&sch), 16.0);
+        // Leading n0's copy to its computation (issued at 1) or by the 4
+        // stages that hide 1.5 times its 3 s (issued with n1, at 1): it
+        // runs 1 → 4, n1's (issued after n1, at 2) queues 4 → 5 and stage
+        // 2 waits 2 s for it: 16 s again, so no rule is kept.
+        let plan = generate_plan(&g, &sch).unwrap();
+        let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
+        for rule in LEAD_RULES {
+            let led = with_leads(&g, &dev, budget, &sch, &plan, rule).unwrap();
+            assert_eq!(step(&led), 16.0, "{rule:?}");
+        }
+        assert!(faster_with_leads(&g, &dev, budget, &sch, &plan, &sim).is_none());
+        // The descent issues n0's copy with n3 (lead 2: 3 → 6) or with n2
+        // (lead 3: behind n1's, 3 → 6), done as n5 ends: no stall, 14 s.
+        let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        let led = descend_leads(&g, &dev, budget, &sch, far).unwrap();
+        assert_eq!(led.step, 14.0);
+        assert_eq!(step(&led.sch), 14.0);
+        assert!([2, 3].contains(&led.sch.out_lead(5, 0)));
     }
 }

@@ -338,6 +338,18 @@ impl Ctx<'_> {
                 secs -= d_in.min((-self.room(e, u, false, v)).max(0.0));
             }
         }
+        // A direct read at the gap's end that the move makes a fast read.
+        let read_directly = self.direct
+            && sch.h(c, v)
+            && !sch.s(c, v)
+            && !recomputed_now
+            && local_search::reads(self.g, sch, c, v);
+        if read_directly && !matches!(fate, Fate::Refresh { fetch: None, .. }) {
+            secs -= self
+                .dev
+                .direct_read_time(self.g.memory(NodeId::from(v)))
+                .map_or(0.0, |s| s.get());
+        }
         let resident_then = |t: usize| resident(fate, t);
         let mut freed = 0.0;
         for t in a + 1..c {
@@ -456,6 +468,22 @@ impl Ctx<'_> {
             .take(REFRESHES_PER_GAP)
             .map(|(_, f)| f)
             .collect()
+    }
+
+    /// The earliest stage after `out + 1` from which `gap.v`'s fetched
+    /// buffer fits every stage up to the gap's end, by the stage peaks.
+    fn earliest_fitting_fetch(&self, e: &Eval, gap: Gap, out: usize) -> Option<usize> {
+        let Gap { v, c, .. } = gap;
+        let m = self.g.memory(NodeId::from(v)).as_f64();
+        let fits = |t: usize| e.slack[t] >= m || e.sch.s(t, v) || e.sch.p(t, v);
+        let mut p = None;
+        for t in (out + 2..c).rev() {
+            if !fits(t) {
+                break;
+            }
+            p = Some(t);
+        }
+        p
     }
 
     /// Whether the move, by the stage peaks, keeps a fitting plan fitting:
@@ -755,6 +783,14 @@ impl Ctx<'_> {
             }
             if let Some((out, fetch)) = self.window(cur, gap, None, false) {
                 fates.push(Fate::Offload { out, fetch });
+                // The window's fetch goes where the copy hides, memory
+                // aside; the earliest fetch whose buffer fits every stage
+                // up to the read is the one that can hide most.
+                if let Some(early) = self.earliest_fitting_fetch(cur, gap, out) {
+                    if early != fetch {
+                        fates.push(Fate::Offload { out, fetch: early });
+                    }
+                }
             }
             fates.extend(self.refreshes(cur, gap));
             for fate in fates {
@@ -773,7 +809,8 @@ impl Ctx<'_> {
                 return None;
             }
             let (s, touched) = self.apply(cur, gap, fate);
-            if let Some(e) = self.eval(s, &touched) {
+            let ev = self.eval(s, &touched);
+            if let Some(e) = ev {
                 if e.peak <= self.budget && e.step < cur.step * (1.0 - 1e-12) {
                     return Some(e);
                 }
