@@ -5,8 +5,9 @@ GH200 device files: step time, step bound, gap and wall time.
 
     python3 results/joint_models50.py target/release/remat [DEVICE ...]
 
-Rows go to results/joint_models50.csv as they finish; a re-run skips rows
-already there. Run one process per device to use both cores.
+Rows go to results/joint_models50.csv (or to the file named by the OUT
+environment variable) as they finish; a re-run skips rows already there.
+Run one process per device to use both cores.
 """
 import csv, os, re, subprocess, sys, glob, time
 
