@@ -10,6 +10,7 @@ pub mod cli;
 pub mod device;
 pub mod graph;
 pub mod hints;
+pub mod input;
 pub mod reports;
 pub mod schedule;
 pub mod solve;

@@ -1730,3 +1730,31 @@ fn tiered_strategies_without_a_device_are_usage_errors() {
         );
     }
 }
+
+/// An endless input (a device path mistyped as a character device) is
+/// refused past its size cap, in one line naming it, rather than read until
+/// the OOM killer ends the process.
+#[cfg(unix)]
+#[test]
+fn an_endless_input_file_is_refused_at_its_size_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let o = remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-b",
+        "90%",
+        "--device",
+        "/dev/zero",
+    ]);
+    one_line_error(&o, "/dev/zero: cannot read: larger than 16777216 bytes");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        "/dev/zero",
+        "-o",
+        dir.path().join("s.csv").to_str().unwrap(),
+    ]);
+    one_line_error(&o, "/dev/zero");
+}

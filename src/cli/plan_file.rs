@@ -170,7 +170,7 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
 /// refuses one made for another graph, naming both files.
 pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFile, Plan)> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = crate::input::read_text(path, crate::input::MAX_GRAPH_BYTES)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let file: PlanFile = if text.trim_start().starts_with('{') {

@@ -18,7 +18,7 @@ pub struct Args {
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     check_output(&args.output, &[&args.plan])?;
     let name = args.plan.display().to_string();
-    let text = std::fs::read_to_string(&args.plan)
+    let text = remat::input::read_text(&args.plan, remat::input::MAX_GRAPH_BYTES)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     // The text form names no allocation sizes (they come from the graph,

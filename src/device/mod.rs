@@ -244,9 +244,11 @@ impl Device {
 
     pub fn load(path: &Path) -> Result<Device, DeviceError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| DeviceError {
-            file: file.clone(),
-            msg: format!("cannot read: {e}"),
+        let text = crate::input::read_text(path, crate::input::MAX_SMALL_BYTES).map_err(|e| {
+            DeviceError {
+                file: file.clone(),
+                msg: format!("cannot read: {e}"),
+            }
         })?;
         Device::parse(&text).map_err(|msg| DeviceError { file, msg })
     }

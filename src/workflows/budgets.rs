@@ -114,9 +114,11 @@ impl BudgetList {
 
     pub fn load(path: &Path) -> Result<BudgetList, BudgetError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| BudgetError {
-            source_name: name.clone(),
-            msg: format!("cannot read: {e}"),
+        let text = crate::input::read_text(path, crate::input::MAX_SMALL_BYTES).map_err(|e| {
+            BudgetError {
+                source_name: name.clone(),
+                msg: format!("cannot read: {e}"),
+            }
         })?;
         BudgetList::parse(&text, &name)
     }
