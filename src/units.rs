@@ -97,16 +97,20 @@ impl fmt::Display for Bytes {
     }
 }
 
+// Sums saturate: a graph's total is capped at 2^53 on load, but a
+// hand-written plan may allocate the same large node into many registers
+// at once; its live bytes then stay "more than any budget" rather than
+// wrap around to a small, fitting figure.
 impl Add for Bytes {
     type Output = Bytes;
     fn add(self, o: Bytes) -> Bytes {
-        Bytes(self.0 + o.0)
+        Bytes(self.0.saturating_add(o.0))
     }
 }
 
 impl AddAssign for Bytes {
     fn add_assign(&mut self, o: Bytes) {
-        self.0 += o.0;
+        self.0 = self.0.saturating_add(o.0);
     }
 }
 
@@ -119,7 +123,7 @@ impl Sub for Bytes {
 
 impl Sum for Bytes {
     fn sum<I: Iterator<Item = Bytes>>(iter: I) -> Bytes {
-        Bytes(iter.map(|b| b.0).sum())
+        Bytes(iter.fold(0u64, |a, b| a.saturating_add(b.0)))
     }
 }
 
