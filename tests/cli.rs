@@ -1758,3 +1758,30 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
     ]);
     one_line_error(&o, "/dev/zero");
 }
+
+/// lp-bound stopped by its time limit before any bound is a no-solution
+/// row, like a search that found nothing in its time, not a failed pair.
+#[test]
+fn lp_bound_stopped_before_a_bound_is_a_no_solution_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let out = dir.path().join("s.csv");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        "90%",
+        "-s",
+        "lp-bound",
+        "--time-limit",
+        "0",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("failed"), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(&out).unwrap();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(row.starts_with("linear8,lp-bound,"), "{csv}");
+    assert!(row.contains(",no-solution,"), "{csv}");
+}

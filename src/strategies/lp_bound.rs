@@ -23,8 +23,25 @@ pub fn lp_lower_bound(
     budget: Bytes,
     opts: &SolveOptions,
 ) -> Result<Option<f64>, StrategyError> {
+    match lp_outcome(g, budget, opts)? {
+        LpOutcome::Bound(b) => Ok(Some(b)),
+        LpOutcome::Infeasible => Ok(None),
+        LpOutcome::Stopped(why) => Err(StrategyError::Solver(why)),
+    }
+}
+
+/// What the LP relaxation gave. `Stopped`: the time limit came before a
+/// bound (not a failure of the solver: the lp-bound strategy answers
+/// no-solution then, as a search that found nothing in its time does).
+enum LpOutcome {
+    Bound(f64),
+    Infeasible,
+    Stopped(String),
+}
+
+fn lp_outcome(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Result<LpOutcome, StrategyError> {
     if budget < g.fixed_memory {
-        return Ok(None);
+        return Ok(LpOutcome::Infeasible);
     }
     super::model_fits(g, "lp-bound")?;
     // Building the model and the LP's presolve do not look at the clock:
@@ -41,7 +58,7 @@ pub fn lp_lower_bound(
     };
     let deadline = start + opts.time_limit + std::time::Duration::from_millis(100);
     super::abandonable(deadline, &stop, opts.stop.as_ref(), worker).unwrap_or_else(|| {
-        Err(StrategyError::Solver(format!(
+        Ok(LpOutcome::Stopped(format!(
             "the LP relaxation did not stop at the time limit and was abandoned after {:.1} s",
             start.elapsed().as_secs_f64()
         )))
@@ -53,7 +70,7 @@ fn lp_bound_of(
     budget: Bytes,
     opts: &SolveOptions,
     start: std::time::Instant,
-) -> Result<Option<f64>, StrategyError> {
+) -> Result<LpOutcome, StrategyError> {
     // The tight FREE model's relaxation: same MILP, a higher bound.
     let f = Formulation::build_as(g, budget, false, None, FreeModel::Tight);
     let params = Params {
@@ -71,13 +88,13 @@ fn lp_bound_of(
     match r.status {
         LpStatus::Optimal => {
             let lagrange = DualBound::from_duals(&f.model, &r.row_dual).bound;
-            Ok(Some(lagrange.min(r.objective) * f.cost_scale))
+            Ok(LpOutcome::Bound(lagrange.min(r.objective) * f.cost_scale))
         }
-        LpStatus::Infeasible => Ok(None),
-        LpStatus::Stopped if !r.row_dual.is_empty() => Ok(Some(
+        LpStatus::Infeasible => Ok(LpOutcome::Infeasible),
+        LpStatus::Stopped if !r.row_dual.is_empty() => Ok(LpOutcome::Bound(
             DualBound::from_duals(&f.model, &r.row_dual).bound * f.cost_scale,
         )),
-        LpStatus::Stopped => Err(StrategyError::Solver(format!(
+        LpStatus::Stopped => Ok(LpOutcome::Stopped(format!(
             "the LP relaxation stopped after {:.1} s without an optimum or duals (time limit?)",
             r.seconds
         ))),
@@ -110,8 +127,13 @@ impl Strategy for LpBound {
         budget: Bytes,
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
-        Ok(match lp_lower_bound(g, budget, opts)? {
-            Some(lb) => Solution {
+        Ok(match lp_outcome(g, budget, opts)? {
+            LpOutcome::Stopped(why) => Solution {
+                status: Status::NoSolution,
+                detail: Some(why),
+                ..Solution::infeasible("")
+            },
+            LpOutcome::Bound(lb) => Solution {
                 status: Status::Bound,
                 schedule: None,
                 lower_bound: Some(lb),
@@ -120,7 +142,9 @@ impl Strategy for LpBound {
                 trace: Vec::new(),
                 step_bound: None,
             },
-            None => Solution::infeasible("the LP relaxation is infeasible: no plan fits"),
+            LpOutcome::Infeasible => {
+                Solution::infeasible("the LP relaxation is infeasible: no plan fits")
+            }
         })
     }
 }

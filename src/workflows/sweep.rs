@@ -652,7 +652,10 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 if let (Some(t), Some(base)) = (out.timing(), all_fast) {
                     row.timing = Some(RowTiming::of(t, base));
                 }
-                if out.status == Status::Bound {
+                if out.status == Status::Bound || !strat.makes_plans() {
+                    // A bound-only strategy's row carries its own bound, or
+                    // none when it stopped before one: solving the same LP
+                    // again would stop again.
                     row.lp_bound = out.lower_bound;
                 } else if let (Some(f), true) = (&cfg.lp_bound, budget >= min_budget) {
                     row.lp_bound = *bounds[&budget].get_or_init(|| {
