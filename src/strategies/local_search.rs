@@ -1436,21 +1436,26 @@ fn offload_search(
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
     let policies = super::seed_policies();
     let n_pol = policies.len();
+    let live = super::live_workers();
     for (k, p) in policies.into_iter().enumerate() {
         let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        // A policy abandoned at its limit still runs to its next check:
+        // starting more beside it would pile up their memory.
+        if left.is_zero() || super::live_workers() > live {
             break;
         }
         // A quarter of what is left, shared by the policies still to run
-        // (only the AutoTM MILPs take long).
+        // (only the AutoTM MILPs take long, and offload-all on large
+        // graphs).
         let o = SolveOptions {
             time_limit: left.div_f64(4.0 * (n_pol - k) as f64),
             watch: None,
             ..opts.clone()
         };
-        if let Ok(sol) = super::solve_groups(p.as_ref(), g, budget, &o) {
+        let name = p.name();
+        if let Some(Ok(sol)) = super::policy_within_limit(p, g, budget, &o) {
             if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
-                seeds.push((p.name().to_string(), sch, 1.0));
+                seeds.push((name.to_string(), sch, 1.0));
             }
         }
     }

@@ -56,6 +56,6 @@ impl Strategy for McDla {
             let mem = g.memory(id).as_f64();
             mem > 0.0 && g.cost(id) / mem <= limit
         };
-        offload_policy(g, budget, dev, self.name(), cheap)
+        offload_policy(g, budget, dev, self.name(), &opts.stop, cheap)
     }
 }

@@ -241,6 +241,32 @@ pub trait Strategy: Send + Sync {
     }
 }
 
+/// A seed policy's answer, for at most its time limit (`None`: it did not
+/// answer in time): it runs on a worker thread that is abandoned (and told
+/// to stop) at the limit. Why: a
+/// policy's schedule can take time quadratic in the graph (offload-all
+/// holds every slow copy stage by stage: 29.6 s on a 22,000-node chain
+/// where it had 0.6 s), and the searches that run the policies as seeds
+/// promise their own time limit.
+pub(crate) fn policy_within_limit(
+    policy: Box<dyn Strategy>,
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+) -> Option<Result<Solution, StrategyError>> {
+    let stop: crate::solver::StopFlag = Default::default();
+    let o = SolveOptions {
+        stop: Some(stop.clone()),
+        watch: None,
+        ..opts.clone()
+    };
+    let deadline = std::time::Instant::now() + opts.time_limit + Duration::from_millis(100);
+    let g = std::sync::Arc::new(g.clone());
+    abandonable(deadline, &stop, opts.stop.as_ref(), move || {
+        solve_groups(policy.as_ref(), &g, budget, &o)
+    })
+}
+
 /// Runs `strategy` on `g` as the pipeline does: a strategy that does not
 /// model multi-output kernels solves the merged graph, and its answer is
 /// lifted back to `g`. The merged graph's optimum may lie above `g`'s

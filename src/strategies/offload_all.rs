@@ -50,7 +50,7 @@ impl Strategy for OffloadAll {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         let dev = tiered::device(opts, self.name())?;
-        offload_policy(g, budget, dev, self.name(), |_| false)
+        offload_policy(g, budget, dev, self.name(), &opts.stop, |_| false)
     }
 }
 
@@ -126,10 +126,20 @@ pub(crate) fn fates(
 }
 
 /// The schedule of these fates, each offloaded value copied back in stage
-/// `fetch[i]`.
-pub(crate) fn build(g: &Graph, fate: &[Fate], last: &[Option<usize>], fetch: &[usize]) -> Schedule {
+/// `fetch[i]`; `None` if `stop` is set while it is built (the slow copies
+/// are held stage by stage, so this is quadratic on long graphs).
+pub(crate) fn build(
+    g: &Graph,
+    fate: &[Fate],
+    last: &[Option<usize>],
+    fetch: &[usize],
+    stop: &Option<crate::solver::StopFlag>,
+) -> Option<Schedule> {
     let mut sch = Schedule::identity(g.len());
     for i in 0..g.len() {
+        if i % 256 == 0 && crate::solver::stop_requested(stop) {
+            return None;
+        }
         let Some(last) = last[i] else { continue };
         let keep = |sch: &mut Schedule, from: usize, to: usize| {
             sch.set_s_range(i, from..=to, true);
@@ -148,7 +158,7 @@ pub(crate) fn build(g: &Graph, fate: &[Fate], last: &[Option<usize>], fetch: &[u
             }
         }
     }
-    sch
+    Some(sch)
 }
 
 /// offload-all and mc-dla: the fates, then each prefetch placed (see the
@@ -158,11 +168,21 @@ pub(crate) fn offload_policy(
     budget: Bytes,
     dev: &Device,
     name: &'static str,
+    stop: &Option<crate::solver::StopFlag>,
     cheap: impl Fn(usize) -> bool,
 ) -> Result<Solution, StrategyError> {
+    // Told to stop (abandoned at its time limit as a seed): each phase is
+    // linear to quadratic in the graph, so it checks between them.
+    let stopped = || {
+        crate::solver::stop_requested(stop)
+            .then(|| StrategyError::Other(format!("{name} stopped at its time limit")))
+    };
     let n = g.len();
     let rd = tiered::reads(g);
     let (fate, last) = fates(g, &rd, &cheap);
+    if let Some(e) = stopped() {
+        return Err(e);
+    }
     // Latest return first: the least memory this set of fates can run in.
     let mut fetch: Vec<usize> = fate
         .iter()
@@ -171,7 +191,9 @@ pub(crate) fn offload_policy(
             _ => 0,
         })
         .collect();
-    let base = build(g, &fate, &last, &fetch);
+    let Some(base) = build(g, &fate, &last, &fetch, stop) else {
+        return Err(stopped().unwrap_or_else(|| StrategyError::Other(format!("{name} stopped"))));
+    };
     let plan = generate_plan(g, &base)
         .map_err(|e| StrategyError::Other(format!("{name} built an invalid schedule: {e}")))?;
     let mut peaks = tiered::stage_peaks(g, &plan);
@@ -229,6 +251,8 @@ pub(crate) fn offload_policy(
         load_in[p] += dur;
         fetch[i] = p;
     }
-    let sch = build(g, &fate, &last, &fetch);
+    let Some(sch) = build(g, &fate, &last, &fetch, stop) else {
+        return Err(stopped().unwrap_or_else(|| StrategyError::Other(format!("{name} stopped"))));
+    };
     tiered::finish(g, budget, dev, sch, name, what)
 }

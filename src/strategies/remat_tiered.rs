@@ -211,26 +211,35 @@ impl Strategy for RematTiered {
         // time limit, which is the firmer promise: a policy left out is
         // named in the detail.
         let mut skipped: Vec<&str> = Vec::new();
-        for (k, p) in policies.iter().enumerate() {
+        let n_pol = policies.len();
+        let live = super::live_workers();
+        for (k, p) in policies.into_iter().enumerate() {
             if done(&best, bound) {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left < MIN_POLICY_TIME / 4 {
+            // A policy abandoned at its limit still runs to its next check:
+            // starting more beside it would pile up their memory.
+            if left < MIN_POLICY_TIME / 4 || super::live_workers() > live {
                 skipped.push(p.name());
                 continue;
             }
             let popts = SolveOptions {
-                time_limit: share(1.0 / (policies.len() - k) as f64)
+                time_limit: share(1.0 / (n_pol - k) as f64)
                     .max(MIN_POLICY_TIME)
                     .min(left),
                 watch: None,
                 ..opts.clone()
             };
-            if let Ok(sol) = super::solve_groups(p.as_ref(), g, budget, &popts) {
-                if let (true, Some(sch)) = (sol.status.has_plan(), sol.schedule) {
-                    consider(&mut best, p.name().into(), sch);
+            let name = p.name();
+            match super::policy_within_limit(p, g, budget, &popts) {
+                Some(Ok(sol)) => {
+                    if let (true, Some(sch)) = (sol.status.has_plan(), sol.schedule) {
+                        consider(&mut best, name.into(), sch);
+                    }
                 }
+                Some(Err(_)) => {}
+                None => skipped.push(name),
             }
         }
         // The offload and recompute moves of remat-fast, from the fastest
@@ -431,7 +440,10 @@ impl Strategy for RematTiered {
             }
         }
         if !skipped.is_empty() {
-            notes.push(format!("not run for want of time: {}", skipped.join(", ")));
+            notes.push(format!(
+                "left out for want of time (not run, or stopped at its share): {}",
+                skipped.join(", ")
+            ));
         }
         let floor = crate::graph::analysis::min_feasible_budget(g);
         if budget < floor {

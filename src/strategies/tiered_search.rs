@@ -58,6 +58,8 @@ const DIRECT_READS_PER_PASS: usize = 32;
 const REFRESHES_PER_GAP: usize = 2;
 /// Stages a refreshed value may be held for its copy out.
 const REFRESH_SCAN: usize = 256;
+/// Recomputation stages tried per gap, evenly spread over a long gap.
+const REFRESH_STARTS: usize = 128;
 
 /// Improves `seed` (any valid schedule, with or without transfers, which
 /// may be over budget) on `dev` by offload and recompute moves; returns
@@ -421,7 +423,7 @@ impl Ctx<'_> {
     /// ([`Fate::Refresh`]): for each stage `at` of the gap with room for
     /// the value, the first `out` by which the outward engine's room in
     /// `at..=out` covers the copy (or the last with memory for the value,
-    /// if none does); the [`REFRESHES_PER_GAP`] of least forecast.
+    /// if none does); the [`REFRESHES_PER_GAP`] of least cost.
     fn refreshes(&self, e: &Eval, gap: Gap) -> Vec<Fate> {
         let Gap { v, a, c } = gap;
         let sch = &e.sch;
@@ -440,8 +442,13 @@ impl Ctx<'_> {
         let m = self.g.memory(NodeId::from(v)).as_f64();
         let d_out = tiered::copy_secs(self.g, self.dev, v, true);
         let fits = |t: usize| e.slack[t] >= m || sch.s(t, v) || sch.p(t, v);
+        // Candidates are ranked by what differs between them (the
+        // recomputation and the copy's overrun; the rest of the forecast is
+        // the gap's), and on long gaps only some starts are tried, so that
+        // a pass stays cheap on operator-level graphs.
+        let step = ((last_out - a).saturating_sub(1) / REFRESH_STARTS).max(1);
         let mut found: Vec<(f64, Fate)> = Vec::new();
-        for at in a + 1..last_out {
+        for at in (a + 1..last_out).step_by(step) {
             if !fits(at) {
                 continue;
             }
@@ -458,8 +465,8 @@ impl Ctx<'_> {
                 }
             }
             if let Some(out) = out {
-                let fate = Fate::Refresh { at, out, fetch };
-                found.push((self.forecast(e, gap, fate).0, fate));
+                let secs = self.recompute_secs(sch, v, at) + (d_out - have).max(0.0);
+                found.push((secs, Fate::Refresh { at, out, fetch }));
             }
         }
         found.sort_by(|x, y| x.0.total_cmp(&y.0));
@@ -777,6 +784,9 @@ impl Ctx<'_> {
         gaps.sort_by(|x, y| y.0.total_cmp(&x.0));
         let mut trials: Vec<(f64, Gap, Fate)> = Vec::new();
         for &(_, gap) in &gaps {
+            if self.out_of_time() {
+                return None;
+            }
             let mut fates = vec![Fate::Keep];
             if (gap.a + 1..gap.c).any(|t| cur.sch.p(t, gap.v)) {
                 fates.push(Fate::Drop { via_inputs: false });

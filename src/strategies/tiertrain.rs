@@ -96,7 +96,12 @@ impl Strategy for TierTrain {
             fetch[i] = p;
             evicted += 1;
         }
-        let sch = build(g, &fate, &last, &fetch);
+        let Some(sch) = build(g, &fate, &last, &fetch, &opts.stop) else {
+            return Err(StrategyError::Other(format!(
+                "{} stopped at its time limit",
+                self.name()
+            )));
+        };
         let detail = format!(
             "{evicted} activations evicted; {too_short} kept for a short idle time, {busy} for a busy prefetch channel"
         );
