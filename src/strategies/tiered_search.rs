@@ -439,6 +439,9 @@ impl Ctx<'_> {
             None if direct_end => c - 1,
             _ => return Vec::new(),
         };
+        if last_out <= a + 1 {
+            return Vec::new();
+        }
         let m = self.g.memory(NodeId::from(v)).as_f64();
         let d_out = tiered::copy_secs(self.g, self.dev, v, true);
         let fits = |t: usize| e.slack[t] >= m || sch.s(t, v) || sch.p(t, v);
