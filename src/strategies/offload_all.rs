@@ -171,17 +171,15 @@ pub(crate) fn offload_policy(
     stop: &Option<crate::solver::StopFlag>,
     cheap: impl Fn(usize) -> bool,
 ) -> Result<Solution, StrategyError> {
-    // Told to stop (abandoned at its time limit as a seed): each phase is
-    // linear to quadratic in the graph, so it checks between them.
-    let stopped = || {
-        crate::solver::stop_requested(stop)
-            .then(|| StrategyError::Other(format!("{name} stopped at its time limit")))
-    };
+    // Told to stop (abandoned at its time limit as a seed): the fates and
+    // the schedule builds are linear to quadratic in the graph, so it checks
+    // after the fates and within the builds.
+    let stopped = || StrategyError::Other(format!("{name} stopped at its time limit"));
     let n = g.len();
     let rd = tiered::reads(g);
     let (fate, last) = fates(g, &rd, &cheap);
-    if let Some(e) = stopped() {
-        return Err(e);
+    if crate::solver::stop_requested(stop) {
+        return Err(stopped());
     }
     // Latest return first: the least memory this set of fates can run in.
     let mut fetch: Vec<usize> = fate
@@ -191,9 +189,7 @@ pub(crate) fn offload_policy(
             _ => 0,
         })
         .collect();
-    let Some(base) = build(g, &fate, &last, &fetch, stop) else {
-        return Err(stopped().unwrap_or_else(|| StrategyError::Other(format!("{name} stopped"))));
-    };
+    let base = build(g, &fate, &last, &fetch, stop).ok_or_else(stopped)?;
     let plan = generate_plan(g, &base)
         .map_err(|e| StrategyError::Other(format!("{name} built an invalid schedule: {e}")))?;
     let mut peaks = tiered::stage_peaks(g, &plan);
@@ -251,8 +247,6 @@ pub(crate) fn offload_policy(
         load_in[p] += dur;
         fetch[i] = p;
     }
-    let Some(sch) = build(g, &fate, &last, &fetch, stop) else {
-        return Err(stopped().unwrap_or_else(|| StrategyError::Other(format!("{name} stopped"))));
-    };
+    let sch = build(g, &fate, &last, &fetch, stop).ok_or_else(stopped)?;
     tiered::finish(g, budget, dev, sch, name, what)
 }

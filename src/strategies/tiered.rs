@@ -523,6 +523,35 @@ pub(crate) fn solve_autotm(
     Ok(sol)
 }
 
+/// Cases worked by hand: a graph from its text, a device whose costs are
+/// seconds, and a schedule's simulated step and peak.
+#[cfg(test)]
+pub(crate) mod hand {
+    use super::*;
+
+    pub(crate) fn graph(text: &str) -> Graph {
+        Graph::from_file(&crate::graph::GraphFile::parse(text).unwrap(), "hand.yaml").unwrap()
+    }
+
+    /// 100 B in each tier, duplex engines moving `bytes_per_s` each way,
+    /// and direct reads at `direct` (a rate, or `none`).
+    pub(crate) fn device(bytes_per_s: u32, direct: &str) -> Device {
+        Device::parse(&format!(
+            "name: test\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 100}}\n\
+             slow: {{capacity: 100, to_slow: {bytes_per_s}, to_fast: {bytes_per_s}, latency: 0, \
+             engines: duplex, direct_read: {direct}}}\n"
+        ))
+        .unwrap()
+    }
+
+    /// The simulated step (seconds) and fast-tier peak of `sch`.
+    pub(crate) fn run(g: &Graph, dev: &Device, sch: &Schedule) -> (f64, Bytes) {
+        let plan = generate_plan(g, sch).unwrap();
+        let sim = simulate_on(g, &plan, Some(dev)).unwrap();
+        (sim.timing.unwrap().step.get(), sim.peak)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,13 +607,8 @@ mod tests {
             - {name: h, cost: 1, memory: 1, deps: [g]}\n\
             - {name: i, cost: 1, memory: 1, deps: [h, b]}\n\
             - {name: j, cost: 1, memory: 1, deps: [i, a]}\n";
-        let g =
-            Graph::from_file(&crate::graph::GraphFile::parse(text).unwrap(), "ten.yaml").unwrap();
-        let dev = Device::parse(
-            "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
-             slow: {capacity: 100, to_slow: 2, to_fast: 2, latency: 0, engines: duplex, direct_read: none}\n",
-        )
-        .unwrap();
+        let g = hand::graph(text);
+        let dev = hand::device(2, "none");
         let budget = Bytes(100);
         // b is copied out in stage 2 and fetched in stage 7; a is kept
         // through stage 6, copied out there and fetched in stage 8.
@@ -592,10 +616,9 @@ mod tests {
         sch.offload(1, 2, 7);
         sch.offload(0, 6, 8);
         let step = |s: &Schedule| {
-            let plan = generate_plan(&g, s).unwrap();
-            let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
-            assert!(sim.peak <= budget);
-            sim.timing.unwrap().step.get()
+            let (step, peak) = hand::run(&g, &dev, s);
+            assert!(peak <= budget);
+            step
         };
         // Within their stages: b's copy out hides behind c (2 → 3); a's,
         // issued with g (6 → 9), stalls 2 s; b's fetch hides behind h
@@ -646,13 +669,8 @@ mod tests {
             - {name: n7, cost: 1, memory: 1, deps: [n6]}\n\
             - {name: n8, cost: 1, memory: 1, deps: [n7]}\n\
             - {name: z, cost: 1, memory: 1, deps: [n8, n0, n1]}\n";
-        let g =
-            Graph::from_file(&crate::graph::GraphFile::parse(text).unwrap(), "two.yaml").unwrap();
-        let dev = Device::parse(
-            "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
-             slow: {capacity: 100, to_slow: 2, to_fast: 2, latency: 0, engines: duplex, direct_read: 2}\n",
-        )
-        .unwrap();
+        let g = hand::graph(text);
+        let dev = hand::device(2, "2");
         let budget = Bytes(100);
         // n0 kept through stage 5 and copied out there; n1 kept into stage
         // 2 and copied out there; z reads both directly (4 s).
@@ -668,11 +686,7 @@ mod tests {
             }
         }
         let sch = crate::schedule::solve_r_tiered(&g, sch, true);
-        let step = |s: &Schedule| {
-            let plan = generate_plan(&g, s).unwrap();
-            let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
-            sim.timing.unwrap().step.get()
-        };
+        let step = |s: &Schedule| hand::run(&g, &dev, s).0;
         // Within their stages: n1's copy 2 → 3 hides behind n2; n0's,
         // issued with n5 (5 → 8), stalls 2 s; n6 … n8 end at 11, z at 16.
         assert_eq!(step(&sch), 16.0);

@@ -341,12 +341,10 @@ impl Ctx<'_> {
             }
         }
         // A direct read at the gap's end that the move makes a fast read.
-        let read_directly = self.direct
-            && sch.h(c, v)
-            && !sch.s(c, v)
-            && !recomputed_now
-            && local_search::reads(self.g, sch, c, v);
-        if read_directly && !matches!(fate, Fate::Refresh { fetch: None, .. }) {
+        if self.direct
+            && read_directly(self.g, sch, c, v)
+            && !matches!(fate, Fate::Refresh { fetch: None, .. })
+        {
             secs -= self
                 .dev
                 .direct_read_time(self.g.memory(NodeId::from(v)))
@@ -428,12 +426,7 @@ impl Ctx<'_> {
         let Gap { v, a, c } = gap;
         let sch = &e.sch;
         let fetch = (a + 1..c).find(|&t| sch.p(t, v));
-        let direct_end = fetch.is_none()
-            && self.direct
-            && sch.h(c, v)
-            && !sch.s(c, v)
-            && !sch.r(c, v)
-            && local_search::reads(self.g, sch, c, v);
+        let direct_end = fetch.is_none() && self.direct && read_directly(self.g, sch, c, v);
         let last_out = match fetch {
             Some(p) if p >= 2 => p - 2,
             None if direct_end => c - 1,
@@ -568,7 +561,7 @@ impl Ctx<'_> {
     /// The gap of `v` around stage `t` (which neither computes nor reads
     /// `v`), if `v` is read again after it.
     fn gap_around(&self, sch: &Schedule, v: usize, t: usize) -> Option<Gap> {
-        let event = |u: usize| sch.r(u, v) || local_search::reads(self.g, sch, u, v);
+        let event = |u: usize| event(self.g, sch, u, v);
         if event(t) {
             return None;
         }
@@ -703,7 +696,7 @@ impl Ctx<'_> {
         for t in 0..cur.sch.stages() {
             for &v in cur.sch.h_row(t) {
                 let v = v as usize;
-                if !cur.sch.s(t, v) && !cur.sch.r(t, v) && local_search::reads(g, &cur.sch, t, v) {
+                if read_directly(g, &cur.sch, t, v) {
                     let read = self
                         .dev
                         .direct_read_time(g.memory(NodeId::from(v)))
@@ -742,10 +735,7 @@ impl Ctx<'_> {
                 return None;
             }
             for v in cur.sch.recomputed(t) {
-                if let Some(a) = (v..t)
-                    .rev()
-                    .find(|&u| cur.sch.r(u, v) || local_search::reads(self.g, &cur.sch, u, v))
-                {
+                if let Some(a) = (v..t).rev().find(|&u| event(self.g, &cur.sch, u, v)) {
                     let secs = self.dev.compute_time(self.g.cost(NodeId::from(v))).get();
                     gaps.push((secs, Gap { v, a, c: t }));
                 }
@@ -767,15 +757,10 @@ impl Ctx<'_> {
             if self.direct {
                 for &v in cur.sch.h_row(t) {
                     let v = v as usize;
-                    if cur.sch.s(t, v)
-                        || cur.sch.r(t, v)
-                        || !local_search::reads(self.g, &cur.sch, t, v)
-                    {
+                    if !read_directly(self.g, &cur.sch, t, v) {
                         continue;
                     }
-                    let event =
-                        |u: usize| cur.sch.r(u, v) || local_search::reads(self.g, &cur.sch, u, v);
-                    if let Some(a) = (v..t).rev().find(|&u| event(u)) {
+                    if let Some(a) = (v..t).rev().find(|&u| event(self.g, &cur.sch, u, v)) {
                         let gap = Gap { v, a, c: t };
                         if !gaps.iter().any(|(_, x)| *x == gap) {
                             gaps.push((stall(gap), gap));
@@ -866,6 +851,17 @@ impl Ctx<'_> {
         }
         None
     }
+}
+
+/// Whether stage `t` computes `v` or reads it: the ends of `v`'s gaps.
+fn event(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
+    sch.r(t, v) || local_search::reads(g, sch, t, v)
+}
+
+/// Whether stage `t` reads `v` straight from its slow copy: held there,
+/// neither kept nor computed in fast memory, and read.
+fn read_directly(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
+    sch.h(t, v) && !sch.s(t, v) && !sch.r(t, v) && local_search::reads(g, sch, t, v)
 }
 
 /// Whether a gap re-decided as `fate` holds its value in fast memory in
@@ -1044,16 +1040,8 @@ mod tests {
             - {name: g, cost: 1, memory: 1, deps: [f]}\n\
             - {name: h, cost: 1, memory: 1, deps: [g]}\n\
             - {name: z, cost: 1, memory: 5, deps: [a]}\n";
-        let g = Graph::from_file(
-            &crate::graph::GraphFile::parse(text).unwrap(),
-            "refresh.yaml",
-        )
-        .unwrap();
-        let dev = Device::parse(
-            "name: test\ncompute: {cost_is_seconds: true}\nfast: {capacity: 100}\n\
-             slow: {capacity: 100, to_slow: 1, to_fast: 1, latency: 0, engines: duplex, direct_read: 1}\n",
-        )
-        .unwrap();
+        let g = tiered::hand::graph(text);
+        let dev = tiered::hand::device(1, "1");
         let budget = Bytes(8);
         // a copied out in stage 1 (the copy starts with it, 1 → 5) and read
         // directly by z: c waits for a to leave, 3 s; then c … h (5 → 11)
@@ -1065,10 +1053,9 @@ mod tests {
             sch.set_h(t, 0, true);
         }
         let sch = solve_r_tiered(&g, sch, true);
-        let plan = generate_plan(&g, &sch).unwrap();
-        let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
-        assert!(sim.peak <= budget);
-        assert_eq!(sim.timing.unwrap().step.get(), 16.0);
+        let (step, peak) = tiered::hand::run(&g, &dev, &sch);
+        assert!(peak <= budget);
+        assert_eq!(step, 16.0);
         // Every slow copy of a is made from a fast one: from the first,
         // c starts at 5 s at the earliest (16 s); from a recomputation,
         // which first fits in e's stage (d, e and a: 6 B), the copy runs
@@ -1077,9 +1064,8 @@ mod tests {
         let (best, step) = improve(&g, budget, &dev, sch, far).unwrap();
         assert_eq!(step.get(), 14.0);
         assert_eq!(best.recomputations(), 1);
-        let plan = generate_plan(&g, &best).unwrap();
-        let sim = simulate_on(&g, &plan, Some(&dev)).unwrap();
-        assert!(sim.peak <= budget);
-        assert_eq!(sim.timing.unwrap().step.get(), 14.0);
+        let (step, peak) = tiered::hand::run(&g, &dev, &best);
+        assert!(peak <= budget);
+        assert_eq!(step, 14.0);
     }
 }
