@@ -1436,12 +1436,9 @@ fn offload_search(
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
     let policies = super::seed_policies();
     let n_pol = policies.len();
-    let live = super::live_workers();
     for (k, p) in policies.into_iter().enumerate() {
         let left = end.saturating_duration_since(Instant::now());
-        // A policy abandoned at its limit still runs to its next check:
-        // starting more beside it would pile up their memory.
-        if left.is_zero() || super::live_workers() > live {
+        if left.is_zero() {
             break;
         }
         // A quarter of what is left, shared by the policies still to run
@@ -1453,10 +1450,16 @@ fn offload_search(
             ..opts.clone()
         };
         let name = p.name();
-        if let Some(Ok(sol)) = super::policy_within_limit(p, g, budget, &o) {
-            if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
-                seeds.push((name.to_string(), sch, 1.0));
+        match super::policy_within_limit(p, g, budget, &o) {
+            Some(Ok(sol)) => {
+                if let Some(sch) = sol.schedule.filter(|_| sol.status.has_plan()) {
+                    seeds.push((name.to_string(), sch, 1.0));
+                }
             }
+            Some(Err(_)) => {}
+            // Abandoned at its limit, it still runs to its next check:
+            // starting more beside it would pile up their memory.
+            None => break,
         }
     }
     let mut weight_left: f64 = seeds.iter().map(|s| s.2).sum();

@@ -212,7 +212,7 @@ impl Strategy for RematTiered {
         // named in the detail.
         let mut skipped: Vec<&str> = Vec::new();
         let n_pol = policies.len();
-        let live = super::live_workers();
+        let mut abandoned = false;
         for (k, p) in policies.into_iter().enumerate() {
             if done(&best, bound) {
                 break;
@@ -220,7 +220,7 @@ impl Strategy for RematTiered {
             let left = deadline.saturating_duration_since(Instant::now());
             // A policy abandoned at its limit still runs to its next check:
             // starting more beside it would pile up their memory.
-            if left < MIN_POLICY_TIME / 4 || super::live_workers() > live {
+            if left < MIN_POLICY_TIME / 4 || abandoned {
                 skipped.push(p.name());
                 continue;
             }
@@ -239,7 +239,10 @@ impl Strategy for RematTiered {
                     }
                 }
                 Some(Err(_)) => {}
-                None => skipped.push(name),
+                None => {
+                    abandoned = true;
+                    skipped.push(name);
+                }
             }
         }
         // The offload and recompute moves of remat-fast, from the fastest
