@@ -89,11 +89,6 @@ impl Merged {
                 .into_iter()
                 .map(|i| i as u32)
                 .collect();
-            for t in a..=b {
-                for i in self.expand_list(sch.h_row(c)) {
-                    out.set_h(t, i, true);
-                }
-            }
             for i in self.expand_list(sch.o_row(c)) {
                 out.set_o(b, i, true);
             }
@@ -106,6 +101,12 @@ impl Merged {
                 let stages = self.span[x as usize].0..=self.span[y as usize].1;
                 for m in self.members(c) {
                     out.set_s_range(m, stages.clone(), true);
+                }
+            }
+            for &(x, y) in sch.hold_intervals(c) {
+                let stages = self.span[x as usize].0..=self.span[y as usize].1;
+                for m in self.members(c) {
+                    out.set_h_range(m, stages.clone(), true);
                 }
             }
         }

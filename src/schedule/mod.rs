@@ -45,7 +45,7 @@ pub use solve_r::{solve_r, solve_r_tiered};
 /// Whole-schedule passes (validation, plans, [`solve_r`], cost) walk the
 /// stages with [`KeepEvents`] (the values whose keep interval starts or
 /// ends at each stage) instead of asking every value at every stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Eq)]
 pub struct Schedule {
     /// `r[t]`: nodes computed in stage `t`, ascending.
     r: Vec<Vec<u32>>,
@@ -55,6 +55,26 @@ pub struct Schedule {
     /// `None` for recompute-only schedules, so that they cost nothing extra
     /// and generate exactly the plans they always did.
     tr: Option<Box<Transfers>>,
+}
+
+/// Equal content compares equal, however it was built: a schedule whose
+/// transfers were all set and cleared again equals one that never had any.
+impl PartialEq for Schedule {
+    fn eq(&self, o: &Schedule) -> bool {
+        let none = |tr: &Transfers| {
+            tr.out.iter().chain(&tr.fetch).all(Vec::is_empty)
+                && tr.held.iter().all(Vec::is_empty)
+                && tr.out_lead.is_empty()
+                && tr.fetch_lead.is_empty()
+        };
+        self.r == o.r
+            && self.s == o.s
+            && match (&self.tr, &o.tr) {
+                (Some(a), Some(b)) => a == b,
+                (Some(x), None) | (None, Some(x)) => none(x),
+                (None, None) => true,
+            }
+    }
 }
 
 /// Per stage, the values whose keep interval starts there (`S[t,i]` and
@@ -203,7 +223,11 @@ fn intervals_has(ivs: &[(u32, u32)], t: usize) -> bool {
 pub struct Transfers {
     out: Vec<Vec<u32>>,
     fetch: Vec<Vec<u32>>,
-    held: Vec<Vec<u32>>,
+    /// H per node, as stage intervals like S: a slow copy is held over a
+    /// long run of stages (offload-all holds every activation from its copy
+    /// out to its last read), so rows per stage grew with the square of the
+    /// graph.
+    held: Vec<Vec<(u32, u32)>>,
     /// Leads of copies out and of fetches, by (completion stage, node);
     /// absent means 0.
     out_lead: std::collections::BTreeMap<(u32, u32), u32>,
@@ -453,9 +477,11 @@ impl Schedule {
 
     /// H[t,i]: a slow copy of node `i` exists at the start of stage `t`.
     pub fn h(&self, t: usize, i: usize) -> bool {
-        self.tr
-            .as_ref()
-            .is_some_and(|tr| t < tr.held.len() && row_has(&tr.held[t], i))
+        t < self.stages()
+            && self
+                .tr
+                .as_ref()
+                .is_some_and(|tr| tr.held.get(i).is_some_and(|ivs| intervals_has(ivs, t)))
     }
 
     pub fn set_o(&mut self, t: usize, i: usize, v: bool) {
@@ -571,7 +597,59 @@ impl Schedule {
     }
 
     pub fn set_h(&mut self, t: usize, i: usize, v: bool) {
-        row_set(&mut self.transfers_mut().held[t], i, v);
+        self.set_h_range(i, t..=t, v);
+    }
+
+    /// Sets H[t,i] to `v` for every `t` in `stages`: one interval update.
+    pub fn set_h_range(&mut self, i: usize, stages: std::ops::RangeInclusive<usize>, v: bool) {
+        let (a, b) = stages.into_inner();
+        if a > b {
+            return;
+        }
+        let n = self.stages();
+        assert!(i < n && b < n, "H[{b},{i}] out of range ({n} stages)");
+        if !v && self.tr.is_none() {
+            return;
+        }
+        intervals_set(&mut self.transfers_mut().held[i], a as u32, b as u32, v);
+    }
+
+    /// The stage intervals `(from, to)`, inclusive, over which a slow copy
+    /// of `i` is held: ascending, disjoint and non-adjacent.
+    pub fn hold_intervals(&self, i: usize) -> &[(u32, u32)] {
+        self.tr.as_ref().map_or(&[], |tr| &tr.held[i])
+    }
+
+    /// Per stage, ascending, the nodes whose hold interval starts there
+    /// (`ends` false: not held in the stage before) or ends there (`ends`
+    /// true: not held in the next, where plans drop slow copies). O(n +
+    /// intervals).
+    pub fn hold_events(&self, ends: bool) -> Vec<Vec<u32>> {
+        let mut at = vec![Vec::new(); self.stages()];
+        if let Some(tr) = &self.tr {
+            for (i, ivs) in tr.held.iter().enumerate() {
+                for &(a, b) in ivs {
+                    at[if ends { b } else { a } as usize].push(i as u32);
+                }
+            }
+        }
+        at
+    }
+
+    /// H of every stage as sorted node indices: O(n + intervals) at once,
+    /// for callers that walk all stages.
+    pub fn h_rows(&self) -> Vec<Vec<u32>> {
+        let mut rows = vec![Vec::new(); self.stages()];
+        if let Some(tr) = &self.tr {
+            for (i, ivs) in tr.held.iter().enumerate() {
+                for &(a, b) in ivs {
+                    for row in &mut rows[a as usize..=b as usize] {
+                        row.push(i as u32);
+                    }
+                }
+            }
+        }
+        rows
     }
 
     /// O, P and H of stage `t` as sorted node indices (empty without
@@ -582,10 +660,6 @@ impl Schedule {
 
     pub fn p_row(&self, t: usize) -> &[u32] {
         self.tr.as_ref().map_or(&[], |tr| &tr.fetch[t])
-    }
-
-    pub fn h_row(&self, t: usize) -> &[u32] {
-        self.tr.as_ref().map_or(&[], |tr| &tr.held[t])
     }
 
     /// The common offload pattern in one call: copy `i` out during stage
@@ -600,9 +674,7 @@ impl Schedule {
             "offload of node {i}: stages {out} and {fetch} do not leave a stage to read it in"
         );
         self.set_o(out, i, true);
-        for t in out + 1..=fetch {
-            self.set_h(t, i, true);
-        }
+        self.set_h_range(i, out + 1..=fetch, true);
         self.set_s_range(i, out + 1..=fetch, false);
         self.set_p(fetch, i, true);
         self.set_s(fetch + 1, i, true);
@@ -707,7 +779,8 @@ impl Schedule {
         // starts (it is ahead from its first stage on, and within an
         // interval it is carried from the stage before).
         let mut kept = self.kept_sweep();
-        for t in 0..n {
+        let hold_starts = self.hold_events(false);
+        for (t, hold_starts) in hold_starts.iter().enumerate() {
             kept.enter(t);
             let row = &self.r[t];
             // A group's frontier is its last member (the others are made
@@ -747,7 +820,7 @@ impl Schedule {
                     }
                 }
             }
-            self.validate_transfers(t)?;
+            self.validate_transfers(t, hold_starts)?;
         }
         self.validate_leads()
     }
@@ -788,14 +861,18 @@ impl Schedule {
         Ok(())
     }
 
-    fn validate_transfers(&self, t: usize) -> Result<(), ScheduleError> {
+    /// The transfer rules of stage `t`. A held value can break its rules
+    /// only where its hold interval starts (`hold_starts`): it is ahead from
+    /// its first stage on, and within an interval it is held from the stage
+    /// before.
+    fn validate_transfers(&self, t: usize, hold_starts: &[u32]) -> Result<(), ScheduleError> {
         let Some(tr) = &self.tr else { return Ok(()) };
-        for &i in &tr.held[t] {
+        for &i in hold_starts {
             let i = i as usize;
             if i >= t {
                 return Err(ScheduleError::Ahead { t, i });
             }
-            if !self.h(t - 1, i) && !self.o(t - 1, i) {
+            if !self.o(t - 1, i) {
                 return Err(ScheduleError::HeldFromNothing { t, i });
             }
         }
@@ -841,10 +918,42 @@ mod tests {
             } else {
                 sch.set_s_range(i % n, a..=b, v);
             }
+            // The same operations on H, transposed, so H differs from S.
+            let j = n - 1 - i % n;
+            if a == b {
+                sch.set_h(a, j, v);
+            } else {
+                sch.set_h_range(j, a..=b, v);
+            }
             for row in dense_s.iter_mut().take(b + 1).skip(a) {
                 row[i % n] = v;
             }
         }
+        // H as dense rows: S's rows with the values mirrored.
+        let dense_h: Vec<Vec<bool>> = dense_s
+            .iter()
+            .map(|row| row.iter().rev().copied().collect())
+            .collect();
+        let (h_rows, h_starts, h_ends) =
+            (sch.h_rows(), sch.hold_events(false), sch.hold_events(true));
+        for (t, row) in dense_h.iter().enumerate() {
+            let want: Vec<u32> = (0..n).filter(|&i| row[i]).map(|i| i as u32).collect();
+            assert_eq!(h_rows[t], want, "H[{t}]");
+            for (i, &v) in row.iter().enumerate() {
+                assert_eq!(sch.h(t, i), v, "H[{t},{i}]");
+            }
+            let starts: Vec<u32> = (0..n)
+                .filter(|&i| row[i] && (t == 0 || !dense_h[t - 1][i]))
+                .map(|i| i as u32)
+                .collect();
+            let ends: Vec<u32> = (0..n)
+                .filter(|&i| row[i] && (t + 1 == n || !dense_h[t + 1][i]))
+                .map(|i| i as u32)
+                .collect();
+            assert_eq!(h_starts[t], starts, "hold starts at {t}");
+            assert_eq!(h_ends[t], ends, "hold ends at {t}");
+        }
+        assert_eq!(sch.has_transfers(), dense_h.iter().flatten().any(|&v| v));
         for i in 0..n {
             let ivs = sch.keep_intervals(i);
             for w in ivs.windows(2) {
@@ -880,6 +989,9 @@ mod tests {
             for (i, &v) in row.iter().enumerate() {
                 if v {
                     again.set_s(t, i, true);
+                }
+                if dense_h[t][i] {
+                    again.set_h(t, i, true);
                 }
             }
         }

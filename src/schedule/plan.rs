@@ -101,6 +101,8 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     } else {
         Vec::new()
     };
+    // Where hold intervals end: the slow copies to drop at each stage's end.
+    let hold_ends = sch.hold_events(true);
 
     // Where keep intervals end: a kept value that the stage neither reads
     // nor recomputes and the next stage keeps is left alone, so a stage
@@ -429,7 +431,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             out.push(Statement::Deallocate { register: r });
         }
         if !slow.is_empty() {
-            for &i in sch.h_row(t).iter().chain(outs) {
+            for &i in hold_ends.get(t).into_iter().flatten().chain(outs) {
                 let i = i as usize;
                 if t + 1 < n && sch.h(t + 1, i) {
                     continue;

@@ -497,9 +497,7 @@ impl AutotmModel {
         }
         for i in 0..self.n {
             if let Some(q) = out_at[i] {
-                for t in q + 1..=last[i] {
-                    sch.set_h(t, i, true);
-                }
+                sch.set_h_range(i, q + 1..=last[i], true);
             }
         }
         sch

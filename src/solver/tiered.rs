@@ -492,6 +492,7 @@ impl TieredFormulation {
             x[c?] = 1.0;
             Some(())
         };
+        let h_rows = sch.h_rows();
         for t in 0..n {
             for i in sch.r_row(t).iter().map(|&i| i as usize) {
                 x[self.r(t, i)] = 1.0;
@@ -499,7 +500,7 @@ impl TieredFormulation {
             for i in sch.kept(t).map(|i| i.idx()) {
                 x[self.s(t, i)] = 1.0;
             }
-            for &i in sch.h_row(t) {
+            for &i in &h_rows[t] {
                 set(&mut x, self.h(t, i as usize))?;
             }
             for &i in sch.o_row(t) {

@@ -85,9 +85,13 @@ pub fn improve(
         .simulate(&seed)
         .filter(|(_, peak)| *peak <= budget)
         .map(|(step, _)| (seed.clone(), step));
-    let all: Vec<usize> = (0..g.len())
-        .filter(|&v| (0..seed.stages()).any(|t| seed.p(t, v) || seed.h(t, v) || seed.o(t, v)))
+    // Every slow copy is made by a copy out, so these are the values moved.
+    let mut all: Vec<usize> = (0..seed.stages())
+        .flat_map(|t| seed.o_row(t).iter().chain(seed.p_row(t)))
+        .map(|&v| v as usize)
         .collect();
+    all.sort_unstable();
+    all.dedup();
     let Some(mut cur) = cx.eval(seed, &all) else {
         return best.map(|(s, t)| (s, Seconds(t)));
     };
@@ -547,9 +551,7 @@ impl Ctx<'_> {
                         // Read directly at `c`, from the new copy.
                         s.set_o(out, v, true);
                         s.set_s_range(v, out + 1..=c, false);
-                        for t in out + 1..=c {
-                            s.set_h(t, v, true);
-                        }
+                        s.set_h_range(v, out + 1..=c, true);
                     }
                 }
                 touched.extend(self.g.deps(NodeId::from(v)).iter().map(|d| d.idx()));
@@ -694,17 +696,14 @@ impl Ctx<'_> {
         let g = self.g;
         let mut reads: Vec<(f64, usize, usize)> = Vec::new();
         for t in 0..cur.sch.stages() {
-            for &v in cur.sch.h_row(t) {
-                let v = v as usize;
-                if read_directly(g, &cur.sch, t, v) {
-                    let read = self
-                        .dev
-                        .direct_read_time(g.memory(NodeId::from(v)))
-                        .map_or(0.0, |s| s.get());
-                    let again = self.dev.compute_time(g.cost(NodeId::from(v))).get();
-                    if again < read {
-                        reads.push((read - again, t, v));
-                    }
+            for v in direct_reads(g, &cur.sch, t) {
+                let read = self
+                    .dev
+                    .direct_read_time(g.memory(NodeId::from(v)))
+                    .map_or(0.0, |s| s.get());
+                let again = self.dev.compute_time(g.cost(NodeId::from(v))).get();
+                if again < read {
+                    reads.push((read - again, t, v));
                 }
             }
         }
@@ -755,11 +754,7 @@ impl Ctx<'_> {
             }
             // Gaps that end in a direct read, for their slow copies.
             if self.direct {
-                for &v in cur.sch.h_row(t) {
-                    let v = v as usize;
-                    if !read_directly(self.g, &cur.sch, t, v) {
-                        continue;
-                    }
+                for v in direct_reads(self.g, &cur.sch, t) {
                     if let Some(a) = (v..t).rev().find(|&u| event(self.g, &cur.sch, u, v)) {
                         let gap = Gap { v, a, c: t };
                         if !gaps.iter().any(|(_, x)| *x == gap) {
@@ -864,6 +859,23 @@ fn read_directly(g: &Graph, sch: &Schedule, t: usize, v: usize) -> bool {
     sch.h(t, v) && !sch.s(t, v) && !sch.r(t, v) && local_search::reads(g, sch, t, v)
 }
 
+/// The values stage `t` reads directly from the slow tier, ascending: the
+/// inputs of its computations that it neither computes nor keeps, read
+/// from their slow copies. Found from the stage's computations, not from
+/// every slow copy held.
+fn direct_reads(g: &Graph, sch: &Schedule, t: usize) -> Vec<usize> {
+    let mut vs: Vec<usize> = sch
+        .r_row(t)
+        .iter()
+        .flat_map(|&k| g.deps(NodeId::from(k as usize)))
+        .map(|d| d.idx())
+        .collect();
+    vs.sort_unstable();
+    vs.dedup();
+    vs.retain(|&v| read_directly(g, sch, t, v));
+    vs
+}
+
 /// Whether a gap re-decided as `fate` holds its value in fast memory in
 /// stage `t` of the gap.
 fn resident(fate: Fate, t: usize) -> bool {
@@ -914,21 +926,14 @@ fn fix_slow(g: &Graph, sch: &mut Schedule, v: usize, direct: bool) -> bool {
         };
         outs[k].1 = Some(u);
     }
-    let mut held = vec![false; n];
+    sch.set_h_range(v, 0..=n - 1, false);
     for &(o, last) in &outs {
         let used = last.is_some();
         if sch.o(o, v) != used {
             sch.set_o(o, v, used);
         }
         if let Some(last) = last {
-            for h in &mut held[o + 1..=last] {
-                *h = true;
-            }
-        }
-    }
-    for (t, &h) in held.iter().enumerate() {
-        if sch.h(t, v) != h {
-            sch.set_h(t, v, h);
+            sch.set_h_range(v, o + 1..=last, true);
         }
     }
     true
