@@ -393,7 +393,7 @@ fn autotm_objectives_are_the_simulated_step_times() {
     let mut moved = 0;
     for (dev, moves) in cases {
         for budget in [13u64, 11, 10] {
-            let am = build(&g, &dev, Bytes(budget), moves);
+            let am = build(&g, &dev, Bytes(budget), moves, &None).expect("no stop flag");
             let params = Params {
                 time_limit: Duration::from_secs(10),
                 ..Params::default()

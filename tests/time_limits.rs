@@ -96,3 +96,49 @@ fn a_time_limited_milp_leaves_no_thread_behind() {
         live_workers()
     );
 }
+
+/// AutoTM's model lists every live value in each stage's memory row, so on
+/// a 20,009-node operator chain its build and HiGHS's setup run for
+/// minutes (203 s past a 60 s limit was measured). At the limit they are
+/// abandoned: the answer is the least-memory placement if it was built,
+/// else no plan, and the build ends at its next look at the stop flag.
+#[test]
+fn an_autotm_model_that_overruns_is_abandoned_and_ends() {
+    use remat::strategies::autotm_async::AutotmAsync;
+    use remat::zoo::ops::{chain, OpsChain};
+    let g = chain(&OpsChain {
+        layers: 1429,
+        ..OpsChain::default()
+    });
+    let peak = remat::graph::analysis::checkpoint_all_peak(&g);
+    let dev = remat::device::Device::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/gh200.yaml"),
+    )
+    .unwrap();
+    let opts = SolveOptions {
+        time_limit: Duration::from_secs(2),
+        device: Some(Arc::new(dev)),
+        ..SolveOptions::default()
+    };
+    let sol = AutotmAsync
+        .solve(&g, remat::Bytes(peak.get() / 2), &opts)
+        .unwrap();
+    let detail = sol.detail.clone().unwrap_or_default();
+    assert!(detail.contains("abandoned"), "{detail}");
+    match &sol.schedule {
+        Some(sch) => assert!(
+            sol.status.has_plan() && sch.validate(&g).is_ok(),
+            "{detail}"
+        ),
+        None => assert_eq!(
+            sol.status,
+            remat::strategies::Status::NoSolution,
+            "{detail}"
+        ),
+    }
+    assert!(
+        wait_for(Duration::from_secs(120), || live_workers() == 0),
+        "{} solver threads still running: {detail}",
+        live_workers()
+    );
+}

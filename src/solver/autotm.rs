@@ -105,8 +105,15 @@ impl AutotmModel {
 }
 
 /// Builds the model. A stage that cannot fit even in principle (its own
-/// output and fixed memory over the budget) makes it infeasible.
-pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmModel {
+/// output and fixed memory over the budget) makes it infeasible. `None`
+/// once `stop` is set.
+pub fn build(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    moves: Moves,
+    stop: &Option<super::StopFlag>,
+) -> Option<AutotmModel> {
     let n = g.len();
     let mut m = Model::new();
     let compute: Vec<f64> = g.ids().map(|k| dev.compute_time(g.cost(k)).get()).collect();
@@ -125,6 +132,9 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
     // Per value: the o columns (at most one copy out) and the segment
     // range, for the conservation rows.
     for i in 0..n {
+        if i % 256 == 0 && super::stop_requested(stop) {
+            return None;
+        }
         let id = NodeId::from(i);
         let mut uses: Vec<usize> = g.users(id).iter().map(|u| u.idx()).collect();
         uses.sort_unstable();
@@ -255,7 +265,10 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
     // Memory rows, in units of the budget.
     let b = budget.as_f64().max(1.0);
     let mut mem_rows: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
-    for seg in &segments {
+    for (k, seg) in segments.iter().enumerate() {
+        if k % 256 == 0 && super::stop_requested(stop) {
+            return None;
+        }
         let w = g.memory(NodeId::from(seg.value)).as_f64() / b;
         if w == 0.0 {
             continue;
@@ -282,6 +295,9 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
         }
     }
     for (t, row) in mem_rows.into_iter().enumerate() {
+        if t % 256 == 0 && super::stop_requested(stop) {
+            return None;
+        }
         // A margin of 1e-7 of the budget in whole bytes (a kilobyte in
         // 10 GB; none for tiny budgets, where byte sums are exact) keeps the
         // solver's feasibility tolerance from rounding a plan over it.
@@ -343,6 +359,9 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
             }
         }
         for t in 0..n {
+            if t % 256 == 0 && super::stop_requested(stop) {
+                return None;
+            }
             let tau = m.add_col(0.0, f64::INFINITY, 1.0, false);
             let c_t = compute[t] / scale;
             let row = |m: &mut Model, lo: f64, parts: &[&Vec<(Col, f64)>]| {
@@ -368,13 +387,13 @@ pub fn build(g: &Graph, dev: &Device, budget: Bytes, moves: Moves) -> AutotmMode
             }
         }
     }
-    AutotmModel {
+    Some(AutotmModel {
         model: m,
         segments,
         n,
         scale,
         constant,
-    }
+    })
 }
 
 /// Sums duplicate columns: a row may name a column once.

@@ -244,10 +244,11 @@ pub trait Strategy: Send + Sync {
 /// A seed policy's answer, for at most its time limit (`None`: it did not
 /// answer in time): it runs on a worker thread that is abandoned (and told
 /// to stop) at the limit. Why: a
-/// policy's schedule can take time quadratic in the graph (offload-all
-/// holds every slow copy stage by stage: 29.6 s on a 22,000-node chain
-/// where it had 0.6 s), and the searches that run the policies as seeds
-/// promise their own time limit.
+/// policy can take time quadratic in the graph (AutoTM's model lists
+/// every live value in every stage's memory row; offload-all once held its
+/// slow copies stage by stage: 29.6 s on a 22,000-node chain where it had
+/// 0.6 s), and the searches that run the policies as seeds promise their
+/// own time limit.
 pub(crate) fn policy_within_limit(
     policy: Box<dyn Strategy>,
     g: &Graph,

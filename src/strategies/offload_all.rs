@@ -77,15 +77,23 @@ pub(crate) fn fates(
     cheap: &dyn Fn(usize) -> bool,
 ) -> (Vec<Fate>, Vec<Option<usize>>) {
     let n = g.len();
-    let mut extra: Vec<Vec<usize>> = vec![Vec::new(); n];
+    // The reads recomputations add to each value: only the first and the
+    // last of them count.
+    let mut extra: Vec<Option<(usize, usize)>> = vec![None; n];
     let mut fate = vec![Fate::Keep; n];
-    loop {
-        let mut changed = false;
-        for i in 0..n {
+    // Rounds as before (every fate from the reads known, then the reads
+    // the recomputations add), but each round re-decides only the values
+    // that gained a read: on a chain the reads move back one layer per
+    // round, and re-deciding every value each round was quadratic.
+    let mut dirty: Vec<usize> = (0..n).collect();
+    let mut queued = vec![false; n];
+    while !dirty.is_empty() {
+        let mut moved = Vec::new();
+        for &i in &dirty {
             let b = rd[i]
                 .first_backward
                 .into_iter()
-                .chain(extra[i].iter().copied())
+                .chain(extra[i].map(|e| e.0))
                 .min();
             let f = rd[i].last_forward;
             let eligible = !g.node(NodeId::from(i)).backward && b.is_some_and(|b| b >= f + 2);
@@ -96,38 +104,38 @@ pub(crate) fn fates(
             };
             if new != fate[i] {
                 fate[i] = new;
-                changed = true;
+                moved.push(i);
             }
         }
-        for (c, f) in fate.iter().enumerate() {
-            if let Fate::Recompute { at, .. } = *f {
+        let mut next = Vec::new();
+        for c in moved {
+            if let Fate::Recompute { at, .. } = fate[c] {
                 for &d in g.deps(NodeId::from(c)) {
-                    if !extra[d.idx()].contains(&at) {
-                        extra[d.idx()].push(at);
-                        changed = true;
+                    let d = d.idx();
+                    let e = extra[d].map_or((at, at), |(lo, hi)| (lo.min(at), hi.max(at)));
+                    if extra[d] != Some(e) {
+                        extra[d] = Some(e);
+                        if !queued[d] {
+                            queued[d] = true;
+                            next.push(d);
+                        }
                     }
                 }
             }
         }
-        if !changed {
-            break;
+        for &d in &next {
+            queued[d] = false;
         }
+        dirty = next;
     }
     let last = (0..n)
-        .map(|i| {
-            rd[i]
-                .last()
-                .into_iter()
-                .chain(extra[i].iter().copied())
-                .max()
-        })
+        .map(|i| rd[i].last().into_iter().chain(extra[i].map(|e| e.1)).max())
         .collect();
     (fate, last)
 }
 
 /// The schedule of these fates, each offloaded value copied back in stage
-/// `fetch[i]`; `None` if `stop` is set while it is built (the slow copies
-/// are held stage by stage, so this is quadratic on long graphs).
+/// `fetch[i]`; `None` if `stop` is set while it is built.
 pub(crate) fn build(
     g: &Graph,
     fate: &[Fate],

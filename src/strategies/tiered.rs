@@ -440,6 +440,11 @@ pub(crate) fn finish(
 /// simulated step time on this device; only then is an optimum reported
 /// as optimal (otherwise it is optimal for AutoTM's model, not for the
 /// device, and reported as feasible).
+///
+/// The model's memory rows list every value live in their stage, so on long
+/// graphs the build and HiGHS's presolve (which does not poll its clock)
+/// take minutes: all of it runs where it can be abandoned at the time
+/// limit, and the least-memory placement, once built, is the answer then.
 pub(crate) fn solve_autotm(
     g: &Graph,
     budget: Bytes,
@@ -449,17 +454,77 @@ pub(crate) fn solve_autotm(
     exact: bool,
     name: &'static str,
 ) -> Result<Solution, StrategyError> {
+    let start = std::time::Instant::now();
+    let stop: crate::solver::StopFlag = Default::default();
+    let warm_plan: std::sync::Arc<std::sync::Mutex<Option<Schedule>>> = Default::default();
+    let worker = {
+        let (g, dev, warm_plan) = (
+            std::sync::Arc::new(g.clone()),
+            dev.clone(),
+            warm_plan.clone(),
+        );
+        let opts = SolveOptions {
+            stop: Some(stop.clone()),
+            watch: None,
+            ..opts.clone()
+        };
+        move || autotm_run(&g, budget, &dev, &opts, moves, exact, name, &warm_plan)
+    };
+    let deadline = start + opts.time_limit + std::time::Duration::from_millis(100);
+    if let Some(r) = super::abandonable(deadline, &stop, opts.stop.as_ref(), worker) {
+        return r;
+    }
+    let note = format!(
+        "the model build or HiGHS's setup did not stop at the time limit and was abandoned after {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    let warm = warm_plan.lock().ok().and_then(|mut w| w.take());
+    match warm {
+        Some(sch) => finish(
+            g,
+            budget,
+            dev,
+            sch,
+            name,
+            format!("the least-memory placement; {note}"),
+        ),
+        None => Ok(Solution {
+            status: super::Status::NoSolution,
+            ..Solution::infeasible(format!("{name}: {note}"))
+        }),
+    }
+}
+
+/// [`solve_autotm`]'s work, on its worker: `warm_plan` gets the
+/// least-memory placement's schedule as soon as it is known.
+#[allow(clippy::too_many_arguments)]
+fn autotm_run(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    opts: &SolveOptions,
+    moves: crate::solver::autotm::Moves,
+    exact: bool,
+    name: &'static str,
+    warm_plan: &std::sync::Mutex<Option<Schedule>>,
+) -> Result<Solution, StrategyError> {
     use crate::solver::{autotm, solve_mip, MipStatus, Params};
-    let am = autotm::build(g, dev, budget, moves);
+    let Some(am) = autotm::build(g, dev, budget, moves, &opts.stop) else {
+        return Err(StrategyError::Other(format!("{name}: stopped")));
+    };
     let direct = dev.slow.direct_read.is_some();
     let warm = [direct, false]
         .into_iter()
         .map(|d| am.least_memory(d))
         .find(|x| am.model.max_violation(x) <= 1e-9);
+    if let (Some(x), Ok(mut w)) = (&warm, warm_plan.lock()) {
+        *w = Some(am.schedule(x));
+    }
     let params = Params {
         time_limit: opts.time_limit,
         gap: opts.gap,
         threads: opts.threads,
+        stop: opts.stop.clone(),
         ..Params::default()
     };
     let res = solve_mip(&am.model, opts.backend, &params, warm.as_deref())
