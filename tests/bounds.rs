@@ -134,7 +134,8 @@ fn every_plan_maps_into_the_cover_program_on_random_layered_n100() {
 /// `for_each_forced_eviction` gives it) on random DAGs with groups of equal
 /// ratios and zero costs, on zoo networks and on an operator-level
 /// transformer with multi-output kernels, at budgets from the smallest to
-/// the peak.
+/// the peak. The same for the per-stage cover that the step bound uses
+/// (`for_each_forced_cover`), infinite past the crossing bytes.
 #[test]
 fn the_eviction_bound_equals_the_cheapest_first_walk() {
     use remat::zoo::ops::{self, OpsChain};
@@ -187,6 +188,41 @@ fn the_eviction_bound_equals_the_cheapest_first_walk() {
                 budget.get()
             );
             compared += (slow > g.total_cost()) as usize;
+            // The per-stage cover (the step bound's) against the same walk,
+            // below, at and past each stage's need.
+            let fractions = [0.3, 1.0, 1.7];
+            let mut want: Vec<f64> = Vec::new();
+            analysis::for_each_forced_eviction(g, budget, |need, cands| {
+                let cands: Vec<(f64, f64)> = cands.collect();
+                for f in fractions {
+                    let (mut left, mut cover) = (need * f, 0.0);
+                    for &(m, cost) in &cands {
+                        if left <= 0.0 {
+                            break;
+                        }
+                        let take = (left / m).min(1.0);
+                        cover += cost * take;
+                        left -= m * take;
+                    }
+                    want.push(if left > 1e-9 * need {
+                        f64::INFINITY
+                    } else {
+                        cover
+                    });
+                }
+            });
+            let mut got: Vec<f64> = Vec::new();
+            analysis::for_each_forced_cover(g, budget, |need, cover| {
+                got.extend(fractions.map(|f| cover(need * f)));
+            });
+            assert_eq!(got.len(), want.len());
+            for (x, y) in got.iter().zip(&want) {
+                assert!(
+                    x == y || (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                    "cover {x} != walk {y} at {}",
+                    budget.get()
+                );
+            }
         }
     }
     assert!(compared > 50, "only {compared} budgets force evictions");

@@ -221,16 +221,93 @@ impl CoverTree {
             }
             step /= 2;
         }
-        // The first `pos` ranks hold less than `need`, so the value at rank
-        // `pos` is in the tree (or none is left) and covers the rest.
-        match (pos..n).find(|&r| self.present[r]) {
-            Some(r) => {
-                let (m, c) = entry(r);
-                cost + c * ((need - bytes as f64) / m as f64).min(1.0)
+        // The first `pos` ranks hold less than `need`; the first value in
+        // the tree after them covers the rest. Every value in the tree has
+        // bytes (only values with memory cross), so it is the first rank
+        // whose prefix passes `bytes`: a second descent, where scanning the
+        // ranks for it was linear in the values not crossing.
+        let (mut r, mut before) = (0usize, 0i128);
+        let mut step = n.next_power_of_two();
+        while step > 0 {
+            let next = r + step;
+            if next <= n && before + self.bytes[next] <= bytes {
+                r = next;
+                before += self.bytes[next];
             }
-            None => cost,
+            step /= 2;
+        }
+        if r < n {
+            debug_assert!(self.present[r], "rank {r} has bytes but is not in the tree");
+            let (m, c) = entry(r);
+            cost + c * ((need - bytes as f64) / m as f64).min(1.0)
+        } else {
+            cost
         }
     }
+
+    /// Bytes of every value in the tree.
+    fn total(&self) -> i128 {
+        let (mut i, mut sum) = (self.bytes.len() - 1, 0i128);
+        while i > 0 {
+            sum += self.bytes[i];
+            i -= i & i.wrapping_neg();
+        }
+        sum
+    }
+}
+
+/// The stages where the budget forces values out, as [`eviction_bound`]
+/// walks them: `visit(need_t, cover)` for each stage with `need_t > 0` bytes
+/// to give up, where `cover(y)` is the least cost of dropping `y` bytes of
+/// the values that cross `t` (not its inputs), cheapest per byte first and
+/// the last fractionally, and infinite past their bytes. Each `cover` is
+/// O(log n), where walking the candidates ([`for_each_forced_eviction`])
+/// is linear in what a stage must give up: quadratic on long graphs at
+/// tight budgets.
+pub fn for_each_forced_cover(
+    g: &Graph,
+    budget: Bytes,
+    mut visit: impl FnMut(f64, &dyn Fn(f64) -> f64),
+) {
+    let n = g.len();
+    let key = |v: usize| {
+        let id = NodeId::from(v);
+        ((g.cost(id) / g.memory(id).as_f64()).to_bits(), v)
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by_key(|&v| key(v));
+    let mut rank = vec![0usize; n];
+    for (r, &v) in order.iter().enumerate() {
+        rank[v] = r;
+    }
+    let entry = |v: usize| {
+        let id = NodeId::from(v);
+        (g.memory(id).get(), g.cost(id))
+    };
+    let mut tree = CoverTree::new(n);
+    walk_forced(g, budget, |step| match step {
+        Walk::Cross(v) => tree.set(rank[v], entry(v), 1),
+        Walk::Leave(v) => tree.set(rank[v], entry(v), -1),
+        Walk::Need { need, excluded } => {
+            for &v in excluded {
+                tree.set(rank[v], entry(v), -1);
+            }
+            let total = tree.total() as f64;
+            let cover = |y: f64| {
+                if y <= 0.0 {
+                    0.0
+                } else if y > total {
+                    f64::INFINITY
+                } else {
+                    tree.cover(y, |r| entry(order[r]))
+                }
+            };
+            visit(need, &cover);
+            for &v in excluded {
+                tree.set(rank[v], entry(v), 1);
+            }
+        }
+    });
 }
 
 /// The stages where the budget forces values out, for the bounds built on

@@ -601,30 +601,17 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
         Throughput::CostIsSeconds => cost,
     };
     let mut worst = all_fast;
-    analysis::for_each_forced_eviction(g, budget, |need, cands| {
-        // The recompute share's cheapest cost as a function of bytes:
-        // cumulative (bytes, seconds) breakpoints, cheapest per byte first.
-        let mut pts = vec![(0.0f64, 0.0f64)];
-        if !no_recompute {
-            for (bytes, cost) in cands {
-                let (b0, s0) = *pts.last().expect("non-empty");
-                pts.push((b0 + bytes, s0 + rate(cost)));
-                if b0 + bytes >= need {
-                    break;
-                }
-            }
-        }
+    analysis::for_each_forced_cover(g, budget, |need, cover| {
+        // The recompute share's cheapest cost for `y` bytes: the crossing
+        // values cheapest per byte first, infinite past what crosses.
         let rec = |y: f64| -> f64 {
             if y <= 0.0 {
-                return 0.0;
+                0.0
+            } else if no_recompute {
+                f64::INFINITY
+            } else {
+                rate(cover(y))
             }
-            for w in pts.windows(2) {
-                let ((b0, s0), (b1, s1)) = (w[0], w[1]);
-                if y <= b1 {
-                    return s0 + (s1 - s0) * (y - b0) / (b1 - b0).max(f64::MIN_POSITIVE);
-                }
-            }
-            f64::INFINITY
         };
         let at = |x: f64| -> f64 {
             let (c, l) = (all_fast + rec(need - x), x * per_byte_out);

@@ -159,7 +159,7 @@ struct Ctx<'a> {
 }
 
 /// One value's gap: stages `a + 1 ..= c - 1` between two events `a < c`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Gap {
     v: usize,
     a: usize,
@@ -645,20 +645,27 @@ impl Ctx<'_> {
             if iter > max_steps || self.out_of_time() {
                 return None;
             }
+            // Deduplicated by a set: an over-budget stage of a long graph
+            // holds tens of thousands of values.
             let mut gaps: Vec<Gap> = Vec::new();
+            let mut seen: std::collections::HashSet<Gap> = Default::default();
             for &t in cur.over.iter().take(OVER_STAGES) {
                 let resident = cur
                     .sch
                     .kept(t)
                     .map(|v| v.idx())
                     .chain(cur.sch.p_row(t).iter().map(|&v| v as usize));
-                for v in resident {
+                for (k, v) in resident.enumerate() {
+                    // Each gap is found by walking stages.
+                    if k % 256 == 255 && self.out_of_time() {
+                        return None;
+                    }
                     if Some(v) == frozen || self.g.memory(NodeId::from(v)).get() == 0 {
                         continue;
                     }
                     if let Some(gap) = self.gap_around(&cur.sch, v, t) {
-                        if !gaps.contains(&gap)
-                            && !tabu.iter().any(|&(x, until)| x == gap && until > iter)
+                        if !tabu.iter().any(|&(x, until)| x == gap && until > iter)
+                            && seen.insert(gap)
                         {
                             gaps.push(gap);
                         }
@@ -669,7 +676,11 @@ impl Ctx<'_> {
                 }
             }
             let mut ranked: Vec<(f64, Gap, Fate)> = Vec::new();
-            for gap in gaps {
+            for (k, gap) in gaps.into_iter().enumerate() {
+                // Each forecast walks its gap's stages.
+                if k % 64 == 0 && self.out_of_time() {
+                    return None;
+                }
                 let t_must = cur
                     .over
                     .iter()
@@ -790,6 +801,7 @@ impl Ctx<'_> {
         let n = cur.sch.stages();
         // Gaps that cost time now: recomputations and offloads.
         let mut gaps: Vec<(f64, Gap)> = Vec::new();
+        let mut seen: std::collections::HashSet<Gap> = Default::default();
         for t in 1..n {
             if t.is_multiple_of(64) && self.out_of_time() {
                 return None;
@@ -797,7 +809,9 @@ impl Ctx<'_> {
             for v in cur.sch.recomputed(t) {
                 if let Some(a) = (v..t).rev().find(|&u| event(self.g, &cur.sch, u, v)) {
                     let secs = self.dev.compute_time(self.g.cost(NodeId::from(v))).get();
-                    gaps.push((secs, Gap { v, a, c: t }));
+                    let gap = Gap { v, a, c: t };
+                    seen.insert(gap);
+                    gaps.push((secs, gap));
                 }
             }
             // The stall a gap's copies may cause.
@@ -808,7 +822,7 @@ impl Ctx<'_> {
             };
             for &v in cur.sch.p_row(t) {
                 if let Some(gap) = self.gap_around(&cur.sch, v as usize, t) {
-                    if !gaps.iter().any(|(_, x)| *x == gap) {
+                    if seen.insert(gap) {
                         gaps.push((stall(gap), gap));
                     }
                 }
@@ -818,7 +832,7 @@ impl Ctx<'_> {
                 for v in direct_reads(self.g, &cur.sch, t) {
                     if let Some(a) = (v..t).rev().find(|&u| event(self.g, &cur.sch, u, v)) {
                         let gap = Gap { v, a, c: t };
-                        if !gaps.iter().any(|(_, x)| *x == gap) {
+                        if seen.insert(gap) {
                             gaps.push((stall(gap), gap));
                         }
                     }
