@@ -70,40 +70,14 @@ pub fn min_feasible_budget(g: &Graph) -> Bytes {
 /// best plans found (ResNet-50 and MobileNet at 90–60%); on random DAGs it
 /// adds 0.7–1.1% over every-node-once at 80%.
 pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
-    // The crossing values live in a Fenwick tree over their rank by cost
-    // per byte, so each stage's cover is one O(log n) descent. Walking the
-    // crossing set cheapest first (`for_each_forced_eviction`) is
-    // O(crossing values) per stage: on a 200,007-node operator chain at
-    // 50% that was 190 s of remat-fast's 228.
-    let n = g.len();
-    let key = |v: usize| {
-        let id = NodeId::from(v);
-        ((g.cost(id) / g.memory(id).as_f64()).to_bits(), v)
-    };
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_unstable_by_key(|&v| key(v));
-    let mut rank = vec![0usize; n];
-    for (r, &v) in order.iter().enumerate() {
-        rank[v] = r;
-    }
-    let entry = |v: usize| {
-        let id = NodeId::from(v);
-        (g.memory(id).get(), g.cost(id))
-    };
-    let mut tree = CoverTree::new(n);
+    // Each stage's cover is one O(log n) descent of a Fenwick tree
+    // ([`for_each_forced_cover`]). Walking the crossing set cheapest first
+    // (`for_each_forced_eviction`) is O(crossing values) per stage: on a
+    // 200,007-node operator chain at 50% that was 190 s of remat-fast's 228.
+    // A need past the crossing bytes costs all of them here.
     let mut worst = 0.0f64;
-    walk_forced(g, budget, |step| match step {
-        Walk::Cross(v) => tree.set(rank[v], entry(v), 1),
-        Walk::Leave(v) => tree.set(rank[v], entry(v), -1),
-        Walk::Need { need, excluded, .. } => {
-            for &v in excluded {
-                tree.set(rank[v], entry(v), -1);
-            }
-            worst = worst.max(tree.cover(need, |r| entry(order[r])));
-            for &v in excluded {
-                tree.set(rank[v], entry(v), 1);
-            }
-        }
+    for_each_forced_cover(g, budget, |need, crossing, cover| {
+        worst = worst.max(cover(need.min(crossing)));
     });
     g.total_cost() + worst
 }
@@ -257,17 +231,18 @@ impl CoverTree {
 }
 
 /// The stages where the budget forces values out, as [`eviction_bound`]
-/// walks them: `visit(need_t, cover)` for each stage with `need_t > 0` bytes
-/// to give up, where `cover(y)` is the least cost of dropping `y` bytes of
-/// the values that cross `t` (not its inputs), cheapest per byte first and
-/// the last fractionally, and infinite past their bytes. Each `cover` is
+/// walks them: `visit(need_t, crossing_t, cover)` for each stage with
+/// `need_t > 0` bytes to give up, where `crossing_t` is the bytes of the
+/// values that cross `t` (not its inputs) and `cover(y)` the least cost of
+/// dropping `y` bytes of them, cheapest per byte first and the last
+/// fractionally, and infinite past `crossing_t`. Each `cover` is
 /// O(log n), where walking the candidates ([`for_each_forced_eviction`])
 /// is linear in what a stage must give up: quadratic on long graphs at
 /// tight budgets.
 pub fn for_each_forced_cover(
     g: &Graph,
     budget: Bytes,
-    mut visit: impl FnMut(f64, &dyn Fn(f64) -> f64),
+    mut visit: impl FnMut(f64, f64, &dyn Fn(f64) -> f64),
 ) {
     let n = g.len();
     let key = |v: usize| {
@@ -302,7 +277,7 @@ pub fn for_each_forced_cover(
                     tree.cover(y, |r| entry(order[r]))
                 }
             };
-            visit(need, &cover);
+            visit(need, total, &cover);
             for &v in excluded {
                 tree.set(rank[v], entry(v), 1);
             }

@@ -601,7 +601,7 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
         Throughput::CostIsSeconds => cost,
     };
     let mut worst = all_fast;
-    analysis::for_each_forced_cover(g, budget, |need, cover| {
+    analysis::for_each_forced_cover(g, budget, |need, _, cover| {
         // The recompute share's cheapest cost for `y` bytes: the crossing
         // values cheapest per byte first, infinite past what crosses.
         let rec = |y: f64| -> f64 {
