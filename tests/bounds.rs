@@ -212,7 +212,7 @@ fn the_eviction_bound_equals_the_cheapest_first_walk() {
                 }
             });
             let mut got: Vec<f64> = Vec::new();
-            analysis::for_each_forced_cover(g, budget, |need, _, cover| {
+            analysis::for_each_forced_cover(g, budget, |_, need, _, cover| {
                 got.extend(fractions.map(|f| cover(need * f)));
             });
             assert_eq!(got.len(), want.len());

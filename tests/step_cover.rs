@@ -360,6 +360,13 @@ fn the_staged_cover_is_below_the_joint_optimum_on_small_dags() {
                     continue;
                 };
                 let optimum = f.step_of(&x).get();
+                let closed = remat::solver::tiered::step_bound(&g, budget, &dev, no_recompute);
+                assert!(
+                    closed.get() <= optimum * (1.0 + 1e-6),
+                    "seed {seed} at {pct}% on {} (no recompute: {no_recompute}): \
+                     step bound {closed} above the optimum {optimum}",
+                    dev.name
+                );
                 for copies in [Copies::WithinStage, Copies::Spanning] {
                     let lb = cover_for(&g, pct, &dev, no_recompute, copies, 30);
                     assert!(

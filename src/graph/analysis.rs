@@ -76,7 +76,7 @@ pub fn eviction_bound(g: &Graph, budget: Bytes) -> f64 {
     // 200,007-node operator chain at 50% that was 190 s of remat-fast's 228.
     // A need past the crossing bytes costs all of them here.
     let mut worst = 0.0f64;
-    for_each_forced_cover(g, budget, |need, crossing, cover| {
+    for_each_forced_cover(g, budget, |_, need, crossing, cover| {
         worst = worst.max(cover(need.min(crossing)));
     });
     g.total_cost() + worst
@@ -91,7 +91,11 @@ enum Walk<'a> {
     /// Stage `t` must give up `need` bytes among the crossing values,
     /// except `excluded` (crossing, but inputs of `t` or earlier outputs
     /// of its kernel, so resident at `t`).
-    Need { need: f64, excluded: &'a [usize] },
+    Need {
+        stage: NodeId,
+        need: f64,
+        excluded: &'a [usize],
+    },
 }
 
 /// The stages in order with what crosses them: the bookkeeping of
@@ -128,6 +132,7 @@ fn walk_forced(g: &Graph, budget: Bytes, mut on: impl FnMut(Walk)) {
             excluded.sort_unstable();
             excluded.dedup();
             on(Walk::Need {
+                stage: t,
                 need,
                 excluded: &excluded,
             });
@@ -231,7 +236,7 @@ impl CoverTree {
 }
 
 /// The stages where the budget forces values out, as [`eviction_bound`]
-/// walks them: `visit(need_t, crossing_t, cover)` for each stage with
+/// walks them: `visit(t, need_t, crossing_t, cover)` for each stage with
 /// `need_t > 0` bytes to give up, where `crossing_t` is the bytes of the
 /// values that cross `t` (not its inputs) and `cover(y)` the least cost of
 /// dropping `y` bytes of them, cheapest per byte first and the last
@@ -242,7 +247,7 @@ impl CoverTree {
 pub fn for_each_forced_cover(
     g: &Graph,
     budget: Bytes,
-    mut visit: impl FnMut(f64, f64, &dyn Fn(f64) -> f64),
+    mut visit: impl FnMut(NodeId, f64, f64, &dyn Fn(f64) -> f64),
 ) {
     let n = g.len();
     let key = |v: usize| {
@@ -263,7 +268,11 @@ pub fn for_each_forced_cover(
     walk_forced(g, budget, |step| match step {
         Walk::Cross(v) => tree.set(rank[v], entry(v), 1),
         Walk::Leave(v) => tree.set(rank[v], entry(v), -1),
-        Walk::Need { need, excluded } => {
+        Walk::Need {
+            stage,
+            need,
+            excluded,
+        } => {
             for &v in excluded {
                 tree.set(rank[v], entry(v), -1);
             }
@@ -277,7 +286,7 @@ pub fn for_each_forced_cover(
                     tree.cover(y, |r| entry(order[r]))
                 }
             };
-            visit(need, total, &cover);
+            visit(stage, need, total, &cover);
             for &v in excluded {
                 tree.set(rank[v], entry(v), 1);
             }
@@ -310,7 +319,7 @@ pub fn for_each_forced_eviction(
         Walk::Leave(v) => {
             crossing.remove(&key(v));
         }
-        Walk::Need { need, excluded } => {
+        Walk::Need { need, excluded, .. } => {
             let mut cands = crossing
                 .iter()
                 .map(|&(_, v)| v)

@@ -33,7 +33,7 @@
 
 use super::checkmate::{memory_rows, sorted_edges, tri, StageCols};
 use super::{Col, Model};
-use crate::device::{Device, Engines, Throughput};
+use crate::device::{Device, Engines};
 use crate::graph::{analysis, Graph, NodeId};
 use crate::schedule::Schedule;
 use crate::units::{Bytes, Seconds};
@@ -586,22 +586,40 @@ impl TieredFormulation {
 /// stage. At stage t the values that cross it (computed before t, read
 /// after t, not inputs of t) must give up `need_t` bytes of fast memory
 /// (see [`analysis::eviction_bound`]). Each byte given up is either
-/// recomputed later (at least its own cost, taken cheapest per byte first)
-/// or copied to the slow tier first: the engine toward the slow tier must
-/// carry it, and on a synchronous device the compute stream does. So the
-/// step lasts at least min over the split x + y = need_t of
-/// max(compute + recompute(y), x / bandwidth), or their sum on a
-/// synchronous device. Latencies are left out, so it holds for any number
-/// of copies.
+/// recomputed after t (at least its own cost, taken cheapest per byte
+/// first) or copied to the slow tier before t and brought back (or read
+/// directly) after it.
+///
+/// Why the copies are timed against the two sides of t, not the whole
+/// step: a value counts as absent at t only once it is deallocated before
+/// t's computation, and a deallocation waits for its copy out, so every
+/// copy out of the `x` offloaded bytes ends before t starts: t starts no
+/// sooner than `x` over the bandwidth toward the slow tier, nor before the
+/// nodes ahead of it ran. A copy in that brings one back is issued after
+/// t (else the value would be resident at t), so it ends no sooner than
+/// t's end plus `x` over the bandwidth toward fast memory, unless its
+/// reader reads the slow copy directly, which the compute stream pays for.
+/// On a synchronous device the copies run on the compute stream itself.
+/// Latencies are left out, so it holds for any number of copies. At the
+/// turn from forward to backward this is what makes heavy offloading
+/// costly: the forward pass is too short to carry it all out.
 pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Seconds {
     let all_fast = dev.all_fast_step(g).get();
-    let per_byte_out = dev.copy_time(Bytes(1_000_000_000), true).get() / 1e9;
-    let rate = |cost: f64| match dev.throughput {
-        Throughput::PerSecond(r) => cost / r,
-        Throughput::CostIsSeconds => cost,
-    };
+    let per_byte = |bw: crate::units::Bandwidth| 1.0 / bw.get();
+    let (out_b, in_b) = (per_byte(dev.slow.to_slow), per_byte(dev.slow.to_fast));
+    let direct_b = dev.slow.direct_read.map(per_byte);
+    let time = |v: NodeId| dev.compute_time(g.cost(v)).get();
+    // Compute time of the nodes before each stage, each once.
+    let mut ahead = Vec::with_capacity(g.len());
+    let mut sum = 0.0;
+    for v in g.ids() {
+        ahead.push(sum);
+        sum += time(v);
+    }
     let mut worst = all_fast;
-    analysis::for_each_forced_cover(g, budget, |need, _, cover| {
+    analysis::for_each_forced_cover(g, budget, |t, need, crossing, cover| {
+        let (before, own) = (ahead[t.idx()], time(t));
+        let after = (all_fast - before - own).max(0.0);
         // The recompute share's cheapest cost for `y` bytes: the crossing
         // values cheapest per byte first, infinite past what crosses.
         let rec = |y: f64| -> f64 {
@@ -610,20 +628,37 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
             } else if no_recompute {
                 f64::INFINITY
             } else {
-                rate(cover(y))
+                dev.compute_time(cover(y)).get()
             }
         };
         let at = |x: f64| -> f64 {
-            let (c, l) = (all_fast + rec(need - x), x * per_byte_out);
+            let back = after + rec(need - x);
             if dev.slow.engines == Engines::Synchronous {
-                c + l
-            } else {
-                c.max(l)
+                let fetch = direct_b.map_or(in_b, |d| d.min(in_b));
+                return before + x * out_b + own + back + x * fetch;
             }
+            // The later part: the compute stream (first computations,
+            // recomputations, direct reads of `d` bytes) against the
+            // engine toward fast memory (the other `x - d`). Balanced where
+            // the two meet.
+            let later = match direct_b {
+                Some(d) if x * in_b > back => {
+                    let dbytes = (x * in_b - back) / (d + in_b);
+                    back + dbytes * d
+                }
+                _ => back.max(x * in_b),
+            };
+            before.max(x * out_b) + own + later
         };
-        // The objective is convex in x (a max or sum of convex pieces):
-        // ternary search over [0, need].
-        let (mut lo, mut hi) = (0.0f64, need);
+        // Convex in x (maxima and sums of convex pieces, and a partial
+        // minimum of a jointly convex one): ternary search over the x that
+        // leave the recompute share finite.
+        let lo0 = if no_recompute {
+            need
+        } else {
+            (need - crossing).max(0.0)
+        };
+        let (mut lo, mut hi) = (lo0, need);
         for _ in 0..100 {
             let (a, b) = (lo + (hi - lo) / 3.0, hi - (hi - lo) / 3.0);
             if at(a) <= at(b) {
@@ -632,7 +667,7 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
                 lo = a;
             }
         }
-        let best = at(lo).min(at(hi)).min(at(0.0)).min(at(need));
+        let best = at(lo).min(at(hi)).min(at(lo0)).min(at(need));
         worst = worst.max(best);
     });
     Seconds(worst)
