@@ -140,12 +140,16 @@ fn plans_are_those_of_the_bitset_schedule() {
             true,
             0x04dd6a4d366d1b86,
         ),
+        // mc-dla's fates in one backward pass (2026-11-27): a value is no
+        // longer held for a recomputation of its reader that moved earlier
+        // in a later round. Four values are freed sooner; the same step,
+        // peak 9.55 -> 7.90 GB (was 0xa208355f9f179b11).
         (
             model("mobilenet"),
             "50%",
             "mc-dla",
             true,
-            0xa208355f9f179b11,
+            0x222aa6adee78039e,
         ),
         (
             model("resnet50"),
