@@ -277,7 +277,7 @@ impl Computes {
     }
 
     /// The last stage up to `t` that computes `i` or keeps it.
-    fn last_held(&self, sch: &Schedule, i: usize, t: usize) -> Option<usize> {
+    pub(crate) fn last_held(&self, sch: &Schedule, i: usize, t: usize) -> Option<usize> {
         let st = &self.0[i];
         let computed = st
             .partition_point(|&x| (x as usize) <= t)
@@ -289,6 +289,17 @@ impl Computes {
             .checked_sub(1)
             .map(|p| (iv[p].1 as usize).min(t));
         computed.max(kept)
+    }
+
+    /// Every stage that computes a user of `v` (so reads it), by user.
+    pub(crate) fn reading<'a>(
+        &'a self,
+        g: &'a Graph,
+        v: usize,
+    ) -> impl Iterator<Item = usize> + 'a {
+        g.users(NodeId::from(v))
+            .iter()
+            .flat_map(|u| self.0[u.idx()].iter().map(|&t| t as usize))
     }
 
     /// The first stage from `t` on that reads `v`.

@@ -188,12 +188,13 @@ pub(crate) fn with_leads(
         .iter()
         .map(|p| budget.as_f64() - p.as_f64())
         .collect();
+    let computes = super::local_search::Computes::of(sch);
     for t in 0..n {
         for &i in sch.p_row(t) {
             let i = i as usize;
             let m = g.memory(NodeId::from(i)).as_f64();
             let need = copy_secs(g, dev, i, false) * rule.fetch;
-            let max = led.max_fetch_lead(t, i);
+            let max = fetch_lead_room(&led, &computes, t, i).min(MAX_FETCH_LEAD);
             let (mut l, mut have) = (0, compute[t]);
             while l < max && have < need && slack[t - l - 1] >= m {
                 l += 1;
@@ -206,6 +207,40 @@ pub(crate) fn with_leads(
         }
     }
     led.has_leads().then_some(led)
+}
+
+/// The furthest a fetch is led, in stages. Why a cap: a lead is walked
+/// stage by stage against the memory it takes, and offload-all's plan of a
+/// 200,007-node chain fetches values absent for 100,000 stages, which made
+/// the walks quadratic (minutes past the search's limit). No zoo model has
+/// a thousand stages between a forward and a backward read.
+const MAX_FETCH_LEAD: usize = 4096;
+
+/// [`Schedule::max_fetch_lead`] from the value's intervals instead of a
+/// walk over the stages it is absent: back to the start of the slow copy's
+/// hold, and no further than the last stage before `t` that keeps or
+/// computes the value (`computes` is `sch`'s).
+fn fetch_lead_room(
+    sch: &Schedule,
+    computes: &super::local_search::Computes,
+    t: usize,
+    i: usize,
+) -> usize {
+    if t == 0 || !sch.p(t, i) {
+        return 0;
+    }
+    let held = sch.hold_intervals(i);
+    let k = held.partition_point(|&(a, _)| (a as usize) < t);
+    let Some(&(a, b)) = k.checked_sub(1).map(|k| &held[k]) else {
+        return 0;
+    };
+    if (b as usize) < t - 1 {
+        return 0;
+    }
+    let from = computes
+        .last_held(sch, i, t - 1)
+        .map_or(a as usize, |h| (a as usize).max(h + 1));
+    t - from
 }
 
 /// How much of its own time a copy's lead should hide behind compute.
@@ -434,6 +469,14 @@ pub(crate) fn finish(
     }
 }
 
+/// The most (value, stage) pairs of live values the AutoTM models may
+/// list. Why: their memory rows list every value live in their stage, so
+/// the model grows with the square of a long graph: on a 20,009-node chain
+/// the build reached 3.2 GB before it was abandoned at its limit, and on a
+/// 200,007-node one (10^10 pairs) it could never finish. ResNet-50's
+/// training graph has about 10^5.
+const AUTOTM_MAX_LIVE: usize = 20_000_000;
+
 /// The AutoTM strategies' common run: build the model, start from the
 /// least-memory placement when it fits, solve, and hand the schedule to
 /// the simulator. `exact` says whether the model's objective is the
@@ -454,6 +497,17 @@ pub(crate) fn solve_autotm(
     exact: bool,
     name: &'static str,
 ) -> Result<Solution, StrategyError> {
+    let live: usize = crate::graph::analysis::last_use(g)
+        .iter()
+        .enumerate()
+        .filter(|&(v, _)| g.memory(NodeId::from(v)).get() > 0)
+        .map(|(v, l)| l.idx().saturating_sub(v))
+        .sum();
+    if live > AUTOTM_MAX_LIVE {
+        return Ok(Solution::no_fit(format!(
+            "{name}: its model would list {live} live values over the stages (more than {AUTOTM_MAX_LIVE}); not built"
+        )));
+    }
     let start = std::time::Instant::now();
     let stop: crate::solver::StopFlag = Default::default();
     let warm_plan: std::sync::Arc<std::sync::Mutex<Option<Schedule>>> = Default::default();

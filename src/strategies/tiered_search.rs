@@ -219,9 +219,21 @@ impl Ctx<'_> {
         s.clear_leads();
         let mut sch = solve_r_tiered(g, s, self.direct);
         let mut fix: Vec<usize> = touched.to_vec();
+        // Each value's copy stages, gathered once: fixing one value edits
+        // only its own, and walking every stage per value was quadratic
+        // when a seed moves most values (offload-all's plan of a
+        // 200,007-node chain: minutes past the search's limit).
+        let (mut outs, mut fetches) = (
+            std::collections::HashMap::<usize, Vec<usize>>::new(),
+            std::collections::HashMap::<usize, Vec<usize>>::new(),
+        );
         for t in 0..sch.stages() {
+            for &v in sch.o_row(t) {
+                outs.entry(v as usize).or_default().push(t);
+            }
             for &v in sch.p_row(t) {
                 let v = v as usize;
+                fetches.entry(v).or_default().push(t);
                 if sch.r(t, v) || sch.s(t, v) || !sch.s(t + 1, v) {
                     fix.push(v);
                 }
@@ -229,8 +241,16 @@ impl Ctx<'_> {
         }
         fix.sort_unstable();
         fix.dedup();
-        for v in fix {
-            if !fix_slow(g, &mut sch, v, self.direct) {
+        let computes = local_search::Computes::of(&sch);
+        for (k, v) in fix.into_iter().enumerate() {
+            if k % 256 == 255 && self.out_of_time() {
+                return None;
+            }
+            let copies = Copies {
+                outs: outs.remove(&v).unwrap_or_default(),
+                fetches: fetches.remove(&v).unwrap_or_default(),
+            };
+            if !fix_slow(g, &mut sch, v, self.direct, copies, &computes) {
                 return None;
             }
         }
@@ -968,6 +988,13 @@ fn resident(fate: Fate, t: usize) -> bool {
     }
 }
 
+/// A value's copy stages, ascending: where the schedule copies it out and
+/// back in.
+struct Copies {
+    outs: Vec<usize>,
+    fetches: Vec<usize>,
+}
+
 /// Makes `v`'s slow copies serve exactly its fetches (and its direct reads,
 /// on a device that allows them): fetches of a value already present, or
 /// whose next stage does not keep it, are removed; each remaining use takes
@@ -975,30 +1002,49 @@ fn resident(fate: Fate, t: usize) -> bool {
 /// it that holds the value, if there is none); slow copies are held from
 /// their copy out to their last use and dropped after it, and a copy out
 /// nothing uses is removed. False if a fetch has no stage to copy out in.
-fn fix_slow(g: &Graph, sch: &mut Schedule, v: usize, direct: bool) -> bool {
+/// `copies` are `v`'s copy stages in `sch`, `computes` where `sch`
+/// computes each node: the work is in `v`'s events, not the stages.
+fn fix_slow(
+    g: &Graph,
+    sch: &mut Schedule,
+    v: usize,
+    direct: bool,
+    copies: Copies,
+    computes: &local_search::Computes,
+) -> bool {
     let n = sch.stages();
     let present = |sch: &Schedule, t: usize| sch.s(t, v) || sch.r(t, v);
-    for t in 0..n {
-        if sch.p(t, v) && (present(sch, t) || !sch.s(t + 1, v)) {
+    let mut fetched = Vec::with_capacity(copies.fetches.len());
+    for t in copies.fetches {
+        if present(sch, t) || !sch.s(t + 1, v) {
             sch.set_p(t, v, false);
+        } else if t > v {
+            fetched.push(t);
         }
-        if sch.o(t, v) && !present(sch, t) {
+    }
+    let mut outs: Vec<(usize, Option<usize>)> = Vec::with_capacity(copies.outs.len());
+    for t in copies.outs {
+        if present(sch, t) {
+            outs.push((t, None));
+        } else {
             sch.set_o(t, v, false);
         }
     }
-    let uses: Vec<usize> = (v + 1..n)
-        .filter(|&t| {
-            sch.p(t, v)
-                || (direct && sch.h(t, v) && !present(sch, t) && local_search::reads(g, sch, t, v))
-        })
-        .collect();
-    let mut outs: Vec<(usize, Option<usize>)> =
-        (0..n).filter(|&t| sch.o(t, v)).map(|t| (t, None)).collect();
+    let mut uses = fetched;
+    if direct {
+        for t in computes.reading(g, v) {
+            if t > v && sch.h(t, v) && !present(sch, t) {
+                uses.push(t);
+            }
+        }
+        uses.sort_unstable();
+        uses.dedup();
+    }
     for u in uses {
-        let k = match outs.iter().rposition(|&(o, _)| o < u) {
+        let k = match outs.partition_point(|&(o, _)| o < u).checked_sub(1) {
             Some(k) => k,
             None => {
-                let Some(o) = (v..u).rev().find(|&t| present(sch, t)) else {
+                let Some(o) = computes.last_held(sch, v, u - 1).filter(|&o| o >= v) else {
                     return false;
                 };
                 outs.insert(0, (o, None));
