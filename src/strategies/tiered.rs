@@ -368,16 +368,21 @@ pub(crate) fn descend_leads(
         None => (sch.clone(), start_step),
     };
     // Every copy: (stage, node, is a fetch, its longest lead).
+    let computes = &super::local_search::Computes::of(sch);
     let copies: Vec<(usize, usize, bool, usize)> = (0..sch.stages())
         .flat_map(|t| {
             let outs = sch
                 .o_row(t)
                 .iter()
                 .map(move |&i| (t, i as usize, false, sch.max_out_lead(t, i as usize)));
-            let ins = sch
-                .p_row(t)
-                .iter()
-                .map(move |&i| (t, i as usize, true, sch.max_fetch_lead(t, i as usize)));
+            let ins = sch.p_row(t).iter().map(move |&i| {
+                (
+                    t,
+                    i as usize,
+                    true,
+                    fetch_lead_room(sch, computes, t, i as usize),
+                )
+            });
             outs.chain(ins).collect::<Vec<_>>()
         })
         .filter(|c| c.3 > 0)
@@ -676,6 +681,53 @@ mod tests {
     use super::*;
     use crate::strategies::Strategy;
     use std::path::Path;
+
+    /// The fetch leads read from intervals are the ones the stage walk
+    /// (`Schedule::max_fetch_lead`, the rule's definition) finds, on the
+    /// policies' plans of two models and on devices with and without
+    /// direct reads, after the offload search has reshaped them.
+    #[test]
+    fn fetch_lead_room_is_the_walked_lead() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for file in ["gh200.yaml", "a100-40gb-pcie4.yaml"] {
+            let dev = Device::load(&root.join("devices").join(file)).unwrap();
+            let opts = SolveOptions {
+                device: Some(std::sync::Arc::new(dev.clone())),
+                ..SolveOptions::default()
+            };
+            for model in ["resnet50", "gpt2"] {
+                let g = Graph::load(&root.join(format!("models/{model}.yaml"))).unwrap();
+                let budget = crate::graph::analysis::checkpoint_all_peak(&g).scale_ceil(50, 100);
+                let sol = super::super::offload_all::OffloadAll
+                    .solve(&g, Bytes(u64::MAX / 2), &opts)
+                    .unwrap();
+                let end = std::time::Instant::now() + std::time::Duration::from_secs(3);
+                let searched = super::super::tiered_search::improve(
+                    &g,
+                    budget,
+                    &dev,
+                    sol.schedule.clone().unwrap(),
+                    end,
+                );
+                for sch in sol.schedule.into_iter().chain(searched.map(|s| s.0)) {
+                    let computes = super::super::local_search::Computes::of(&sch);
+                    for t in 0..sch.stages() {
+                        for &i in sch.p_row(t) {
+                            let i = i as usize;
+                            assert_eq!(
+                                fetch_lead_room(&sch, &computes, t, i),
+                                sch.max_fetch_lead(t, i),
+                                "{model} on {file}: fetch of {i} in stage {t}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 100, "only {checked} fetches checked");
+    }
 
     /// The per-stage peaks the heuristics price their moves with agree with
     /// the simulator's peak, on plans with copies and recomputations.
