@@ -5,7 +5,10 @@
 //! where the incumbent's own MILP accounting does (the simulator judges
 //! every candidate), and solves for `SUB_SECS`, warm-started; windows slide
 //! by half their width (`LO` sets the first). An optional last argument
-//! runs remat-exact for that many seconds from the result.
+//! runs remat-exact for that many seconds from the result. With
+//! `VALUES=1` the window is one of consecutive *values* instead: their R
+//! and S are free in every stage and every other value's are fixed, so a
+//! value may be kept over a long interval that no window of stages spans.
 //!
 //! `cargo run --release --example window_milp -- GRAPH PERMILLE START_SECS TOTAL_SECS WINDOW SUB_SECS [EXACT_SECS]`
 use remat::graph::analysis::checkpoint_all_peak;
@@ -58,21 +61,25 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let by_values = std::env::var("VALUES").is_ok_and(|v| v == "1");
     let mut rounds_without = 0usize;
     while Instant::now() < deadline && rounds_without < 2 * n / w.max(1) + 2 {
         let hi = (lo + w).min(n);
         let (x0, _) = f.vector_for(&g, &sch);
         let mut m = f.model.clone();
-        for t in (0..n).filter(|&t| t < lo || t >= hi) {
+        let outside = |x: usize| x < lo || x >= hi;
+        for t in 0..n {
             for i in 0..=t {
-                let c = f.r(t, i);
-                m.col_lower[c] = x0[c];
-                m.col_upper[c] = x0[c];
-            }
-            for i in 0..t {
-                let c = f.s(t, i);
-                m.col_lower[c] = x0[c];
-                m.col_upper[c] = x0[c];
+                if outside(if by_values { i } else { t }) {
+                    let c = f.r(t, i);
+                    m.col_lower[c] = x0[c];
+                    m.col_upper[c] = x0[c];
+                    if i < t {
+                        let c = f.s(t, i);
+                        m.col_lower[c] = x0[c];
+                        m.col_upper[c] = x0[c];
+                    }
+                }
             }
         }
         for c in f.u_cols() {
