@@ -105,13 +105,18 @@ fn every_plan_maps_into_the_cover_program_on_synthetic_graphs() {
     assert!(checked >= graphs.len() * 4 * 3, "only {checked} plans");
 }
 
+/// random-layered-n100 from `../shared/benchmarks/`, if it is there.
+fn public_n100() -> Option<Graph> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/benchmarks/random-layered-n100.yaml");
+    Graph::load(&path).ok()
+}
+
 /// The public random DAG at 90% and 80%, where the moments program is exact. (The
 /// MILP strategies are left out for time; their plan here is remat-fast's.)
 #[test]
 fn every_plan_maps_into_the_cover_program_on_random_layered_n100() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks/random-layered-n100.yaml");
-    let Ok(g) = Graph::load(&path) else {
+    let Some(g) = public_n100() else {
         return;
     };
     let skip = [
@@ -279,9 +284,7 @@ fn schedule_of_plan_text(g: &Graph, text: &str) -> remat::schedule::Schedule {
 /// than its cost, and every graph bound stays below it.
 #[test]
 fn a_foreign_plan_maps_into_the_cover_program_on_n100_at_60_percent() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks/random-layered-n100.yaml");
-    let Ok(g) = Graph::load(&path) else {
+    let Some(g) = public_n100() else {
         return;
     };
     let budget = Bytes(27_792);

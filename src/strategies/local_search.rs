@@ -564,7 +564,7 @@ pub fn kick_costliest_stages(
     let mut best = plan;
     let mut tried = vec![false; n];
     let recomputed = |s: &Schedule, t: usize| -> (f64, Vec<usize>) {
-        let vs: Vec<usize> = (0..t).filter(|&i| s.r(t, i)).collect();
+        let vs: Vec<usize> = s.recomputed(t).collect();
         (vs.iter().map(|&i| g.cost(NodeId::from(i))).sum(), vs)
     };
     while Instant::now() < deadline {
@@ -1627,6 +1627,23 @@ mod tests {
     use super::*;
     use crate::zoo::synthetic::{self, RandomDag};
 
+    /// A 60-node random training DAG with long skips: at 80% and 65% of
+    /// its peak, stages re-run dropped ancestries.
+    fn tight_dag(seed: u64) -> Graph {
+        synthetic::random_layered(&RandomDag {
+            nodes: 60,
+            seed,
+            skip_prob: 0.5,
+            skip_span: 6,
+            forward: true,
+            ..RandomDag::default()
+        })
+    }
+
+    fn percent_of_peak(g: &Graph, pct: u64) -> Bytes {
+        Bytes(crate::graph::analysis::checkpoint_all_peak(g).get() * pct / 100)
+    }
+
     /// Kicks at the costliest stage never answer a dearer plan or one that
     /// does not fit, and on random DAGs at tight budgets (where a stage
     /// re-runs a dropped ancestry) they find cheaper plans than the
@@ -1635,17 +1652,9 @@ mod tests {
     fn kicks_at_the_costliest_stage_fit_and_find_cheaper_plans() {
         let (mut tried, mut cheaper) = (0, 0);
         for seed in 0..8 {
-            let g = synthetic::random_layered(&RandomDag {
-                nodes: 60,
-                seed,
-                skip_prob: 0.5,
-                skip_span: 6,
-                forward: true,
-                ..RandomDag::default()
-            });
-            let peak = crate::graph::analysis::checkpoint_all_peak(&g);
+            let g = tight_dag(seed);
             for pct in [80, 65] {
-                let budget = Bytes(peak.get() * pct / 100);
+                let budget = percent_of_peak(&g, pct);
                 let far = Instant::now() + Duration::from_secs(600);
                 let Some(start) = search(&g, budget, Ranking::Forecast, far) else {
                     continue;
@@ -1724,17 +1733,9 @@ mod tests {
     fn an_early_drop_recomputes_where_it_says_and_pays_for_it() {
         let mut checked = 0;
         for seed in 0..6 {
-            let g = synthetic::random_layered(&RandomDag {
-                nodes: 60,
-                seed,
-                skip_prob: 0.5,
-                skip_span: 6,
-                forward: true,
-                ..RandomDag::default()
-            });
-            let peak = crate::graph::analysis::checkpoint_all_peak(&g);
+            let g = tight_dag(seed);
             for pct in [80, 65] {
-                let budget = Bytes(peak.get() * pct / 100);
+                let budget = percent_of_peak(&g, pct);
                 let cap = budget.as_f64();
                 let Some(cur) = eval(&g, &Schedule::checkpoint_all(&g), budget) else {
                     continue;
