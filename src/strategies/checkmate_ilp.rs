@@ -4,7 +4,7 @@
 //! seed, and always says which plan seeded it and how far from optimal the
 //! answer may be.
 
-use super::local_search::{search_from, Ranking};
+use super::local_search::{self, search_from, Ranking};
 use super::portfolio::{acceptable, best_heuristic_with, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
@@ -500,8 +500,54 @@ pub(crate) fn solve_milp(
         });
     }
     if let Some(why) = too_large {
+        // No MILP: the time it would have had goes to kicks and loosening
+        // rounds from the seed, short of what the pipeline's plan
+        // generation and simulation of the answer take after it.
+        let (seed, refined) = match seed {
+            Some(s) => {
+                let sim_start = Instant::now();
+                let _ = evaluate(g, &s.schedule);
+                let keep = sim_start.elapsed() + Duration::from_millis(200);
+                let end = (start + opts.time_limit).checked_sub(keep).unwrap_or(start);
+                let refine_start = Instant::now();
+                let sch = local_search::refine(g, s.schedule.clone(), budget, floor, end);
+                let better = evaluate(g, &sch)
+                    .filter(|sim| sim.cost < s.cost && acceptable(sim, budget, opts.cost_bound))
+                    .map(|sim| Seed {
+                        name: format!("{}, then kicked and loosened", s.name),
+                        schedule: sch,
+                        cost: sim.cost,
+                    });
+                let secs = refine_start.elapsed().as_secs_f64();
+                match better {
+                    Some(b) => {
+                        trace.push(Progress {
+                            secs: start.elapsed().as_secs_f64(),
+                            cost: Some(b.cost),
+                            bound: Some(floor),
+                        });
+                        if let Some(w) = watch {
+                            w.plan(b.cost, &b.schedule, &b.name);
+                        }
+                        let note = format!(
+                            "; kicks and loosening from the seed: {} in {secs:.2} s",
+                            b.cost
+                        );
+                        (Some(b), note)
+                    }
+                    None if secs >= 0.01 => (
+                        Some(s),
+                        format!(
+                            "; kicks and loosening from the seed: nothing cheaper in {secs:.2} s"
+                        ),
+                    ),
+                    None => (Some(s), String::new()),
+                }
+            }
+            None => (None, String::new()),
+        };
         let note = format!(
-            "{seed_note}; {why}, so the {} is the bound; time: {timing}",
+            "{seed_note}; {why}, so the {} is the bound{refined}; time: {timing}",
             bound.note
         );
         return Ok(answer_without_milp(seed, floor, trace, note));
