@@ -510,11 +510,18 @@ pub(crate) fn solve_milp(
                 let keep = sim_start.elapsed() + Duration::from_millis(200);
                 let end = (start + opts.time_limit).checked_sub(keep).unwrap_or(start);
                 let refine_start = Instant::now();
-                let sch = local_search::refine(g, s.schedule.clone(), budget, floor, end);
+                let name = format!("{}, then kicked and loosened", s.name);
+                let mut heard = |sch: &Schedule| {
+                    if let Some(w) = watch {
+                        w.plan(sch.cost(g), sch, &name);
+                    }
+                };
+                let sch =
+                    local_search::refine(g, s.schedule.clone(), budget, floor, end, &mut heard);
                 let better = evaluate(g, &sch)
                     .filter(|sim| sim.cost < s.cost && acceptable(sim, budget, opts.cost_bound))
                     .map(|sim| Seed {
-                        name: format!("{}, then kicked and loosened", s.name),
+                        name: name.clone(),
                         schedule: sch,
                         cost: sim.cost,
                     });
@@ -526,9 +533,6 @@ pub(crate) fn solve_milp(
                             cost: Some(b.cost),
                             bound: Some(floor),
                         });
-                        if let Some(w) = watch {
-                            w.plan(b.cost, &b.schedule, &b.name);
-                        }
                         let note = format!(
                             "; kicks and loosening from the seed: {} in {secs:.2} s",
                             b.cost

@@ -610,17 +610,32 @@ pub fn kick_costliest_stages(
 /// where the searches stall. remat-exact on a graph too large for its
 /// MILP returned remat-fast's plan after 88 s of a 300 s limit on
 /// random-layered-n1000 at 60% (gap 40%), where kicks alone, given the
-/// time, cut the cost by a tenth (docs/scale.md).
-pub fn refine(g: &Graph, plan: Schedule, budget: Bytes, bound: f64, deadline: Instant) -> Schedule {
+/// time, cut the cost by a tenth (docs/scale.md). `better` hears of each
+/// cheaper plan as it is found, so that an interrupt can answer with it.
+pub fn refine(
+    g: &Graph,
+    plan: Schedule,
+    budget: Bytes,
+    bound: f64,
+    deadline: Instant,
+    better: &mut dyn FnMut(&Schedule),
+) -> Schedule {
     let mut best = plan;
     loop {
         let before = best.cost(g);
         if before <= bound * (1.0 + LOOSEN_MIN_GAP) || Instant::now() >= deadline {
             return best;
         }
-        best = kick_costliest_stages(g, best, budget, deadline);
-        best = loosen_and_descend(g, best, budget, deadline);
-        if best.cost(g) >= before * (1.0 - 1e-12) {
+        let mut cost = before;
+        for step in [kick_costliest_stages, loosen_and_descend] {
+            best = step(g, best, budget, deadline);
+            let c = best.cost(g);
+            if c < cost {
+                cost = c;
+                better(&best);
+            }
+        }
+        if cost >= before * (1.0 - 1e-12) {
             return best;
         }
     }
@@ -1722,10 +1737,12 @@ mod tests {
             let far = Instant::now() + Duration::from_secs(600);
             let start = search(&g, budget, Ranking::Forecast, far).unwrap();
             let before = start.cost(&g);
-            let same = refine(&g, start.clone(), budget, before, far);
+            let same = refine(&g, start.clone(), budget, before, far, &mut |_| {});
             assert_eq!(same.cost(&g), before, "seed {seed} at {pct}%");
             let kicked = kick_costliest_stages(&g, start.clone(), budget, far).cost(&g);
-            let refined = refine(&g, start, budget, 0.0, far);
+            let mut heard = f64::INFINITY;
+            let refined = refine(&g, start, budget, 0.0, far, &mut |s| heard = s.cost(&g));
+            assert_eq!(heard, refined.cost(&g), "the last plan heard is the answer");
             let sim = simulate(&g, &generate_plan(&g, &refined).unwrap()).unwrap();
             assert!(
                 sim.peak <= budget,
