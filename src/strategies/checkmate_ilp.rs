@@ -500,53 +500,10 @@ pub(crate) fn solve_milp(
         });
     }
     if let Some(why) = too_large {
-        // No MILP: the time it would have had goes to kicks and loosening
-        // rounds from the seed, short of what the pipeline's plan
-        // generation and simulation of the answer take after it.
         let (seed, refined) = match seed {
             Some(s) => {
-                let sim_start = Instant::now();
-                let _ = evaluate(g, &s.schedule);
-                let keep = sim_start.elapsed() + Duration::from_millis(200);
-                let end = (start + opts.time_limit).checked_sub(keep).unwrap_or(start);
-                let refine_start = Instant::now();
-                let name = format!("{}, then kicked and loosened", s.name);
-                let mut heard = |sch: &Schedule| {
-                    if let Some(w) = watch {
-                        w.plan(sch.cost(g), sch, &name);
-                    }
-                };
-                let sch =
-                    local_search::refine(g, s.schedule.clone(), budget, floor, end, &mut heard);
-                let better = evaluate(g, &sch)
-                    .filter(|sim| sim.cost < s.cost && acceptable(sim, budget, opts.cost_bound))
-                    .map(|sim| Seed {
-                        name: name.clone(),
-                        schedule: sch,
-                        cost: sim.cost,
-                    });
-                let secs = refine_start.elapsed().as_secs_f64();
-                match better {
-                    Some(b) => {
-                        trace.push(Progress {
-                            secs: start.elapsed().as_secs_f64(),
-                            cost: Some(b.cost),
-                            bound: Some(floor),
-                        });
-                        let note = format!(
-                            "; kicks and loosening from the seed: {} in {secs:.2} s",
-                            b.cost
-                        );
-                        (Some(b), note)
-                    }
-                    None if secs >= 0.01 => (
-                        Some(s),
-                        format!(
-                            "; kicks and loosening from the seed: nothing cheaper in {secs:.2} s"
-                        ),
-                    ),
-                    None => (Some(s), String::new()),
-                }
+                let (s, note) = refine_seed(g, budget, opts, floor, start, s, &mut trace);
+                (Some(s), note)
             }
             None => (None, String::new()),
         };
@@ -995,6 +952,60 @@ fn decide(
 
 /// The answer when the MILP gives none (too large a model, or abandoned at
 /// the time limit): the best plan in hand with the bound, or no solution.
+/// No MILP: the time it would have had goes to kicks and loosening rounds
+/// from the seed ([`local_search::refine`]), short of what the pipeline's
+/// plan generation and simulation of the answer take after it. Answers the
+/// cheaper of the two and what the detail line says of it.
+fn refine_seed(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    floor: f64,
+    start: Instant,
+    seed: Seed,
+    trace: &mut Vec<Progress>,
+) -> (Seed, String) {
+    let sim_start = Instant::now();
+    let _ = evaluate(g, &seed.schedule);
+    let keep = sim_start.elapsed() + Duration::from_millis(200);
+    let end = (start + opts.time_limit).checked_sub(keep).unwrap_or(start);
+    let refine_start = Instant::now();
+    let name = format!("{}, then kicked and loosened", seed.name);
+    let mut heard = |sch: &Schedule| {
+        if let Some(w) = opts.watch.as_deref() {
+            w.plan(sch.cost(g), sch, &name);
+        }
+    };
+    let sch = local_search::refine(g, seed.schedule.clone(), budget, floor, end, &mut heard);
+    let secs = refine_start.elapsed().as_secs_f64();
+    let better = evaluate(g, &sch)
+        .filter(|sim| sim.cost < seed.cost && acceptable(sim, budget, opts.cost_bound));
+    match better {
+        Some(sim) => {
+            trace.push(Progress {
+                secs: start.elapsed().as_secs_f64(),
+                cost: Some(sim.cost),
+                bound: Some(floor),
+            });
+            let note = format!(
+                "; kicks and loosening from the seed: {} in {secs:.2} s",
+                sim.cost
+            );
+            let refined = Seed {
+                name,
+                schedule: sch,
+                cost: sim.cost,
+            };
+            (refined, note)
+        }
+        None if secs >= 0.01 => (
+            seed,
+            format!("; kicks and loosening from the seed: nothing cheaper in {secs:.2} s"),
+        ),
+        None => (seed, String::new()),
+    }
+}
+
 fn answer_without_milp(
     plan: Option<Seed>,
     floor: f64,
