@@ -75,51 +75,71 @@ fn plans(
 /// The bound holds for the plans of every seed policy, of remat-fast's
 /// offload moves and of remat-tiered, on devices with a PCIe link, direct
 /// reads (GH200) and a slow persistent tier: a bound above any of them
-/// would be a false certificate.
-#[test]
-fn the_step_cover_is_below_every_plan() {
+/// would be a false certificate. Answers the plans checked on `dev` and
+/// how many of its bounds rose above every node once.
+fn below_every_plan(dev: &Device) -> (usize, usize) {
     let mut checked = 0;
     let mut above_all_fast = 0;
-    for dev in [
-        device("a100-40gb-pcie4.yaml"),
-        device("gh200.yaml"),
-        device("optane-pmm.yaml"),
-    ] {
-        for name in ["unet", "fcn8"] {
-            let g = model(name);
-            let all_fast = dev.all_fast_step(&g).get();
-            for pct in [70u128, 45] {
-                let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
-                let lb = cover(&g, pct, &dev, false, 5);
-                let lb_off = cover(&g, pct, &dev, true, 5);
-                assert!(lb >= all_fast * (1.0 - 1e-12), "{name} at {pct}%: {lb}");
+    for name in ["unet", "fcn8"] {
+        let g = model(name);
+        let all_fast = dev.all_fast_step(&g).get();
+        for pct in [70u128, 45] {
+            let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+            let lb = cover(&g, pct, dev, false, 5);
+            let lb_off = cover(&g, pct, dev, true, 5);
+            assert!(lb >= all_fast * (1.0 - 1e-12), "{name} at {pct}%: {lb}");
+            assert!(
+                lb_off >= all_fast * (1.0 - 1e-12),
+                "{name} at {pct}%: {lb_off}"
+            );
+            above_all_fast += usize::from(lb > all_fast * 1.001);
+            for (p, out) in plans(&g, budget, dev, 2, &["remat-fast", "remat-tiered"]) {
+                let s = step(&out);
                 assert!(
-                    lb_off >= all_fast * (1.0 - 1e-12),
-                    "{name} at {pct}%: {lb_off}"
+                    lb <= s * (1.0 + 1e-6),
+                    "{p} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
+                    dev.name
                 );
-                above_all_fast += usize::from(lb > all_fast * 1.001);
-                for (p, out) in plans(&g, budget, &dev, 2, &["remat-fast", "remat-tiered"]) {
-                    let s = step(&out);
-                    assert!(
-                        lb <= s * (1.0 + 1e-6),
-                        "{p} on {name} at {pct}% on {}: plan {s} below the bound {lb}",
-                        dev.name
-                    );
-                    if out.sim.as_ref().unwrap().computations == g.len() {
-                        assert!(lb_off <= s * (1.0 + 1e-6), "{p} (no recompute)");
-                    }
-                    checked += 1;
+                if out.sim.as_ref().unwrap().computations == g.len() {
+                    assert!(lb_off <= s * (1.0 + 1e-6), "{p} (no recompute)");
                 }
+                checked += 1;
             }
         }
     }
-    assert!(checked >= 30, "only {checked} plans checked");
+    eprintln!(
+        "{}: {checked} plans checked, {above_all_fast} bounds above all-fast",
+        dev.name
+    );
+    (checked, above_all_fast)
+}
+
+// One test per device, so that they run side by side. The thresholds add
+// up to the single test's (30 plans, 6 bounds above all-fast); measured
+// when split: 6 plans and 3 bounds over PCIe, 22 and 3 on the GH200, 19
+// and 4 on persistent memory.
+
+#[test]
+fn the_step_cover_is_below_every_plan_over_pcie() {
+    let (checked, above) = below_every_plan(&device("a100-40gb-pcie4.yaml"));
+    assert!(checked >= 4, "only {checked} plans checked");
     // A bound that never rises above every node once would pass the
     // check above without being worth anything.
-    assert!(
-        above_all_fast >= 6,
-        "only {above_all_fast} bounds above all-fast"
-    );
+    assert!(above >= 2, "only {above} bounds above all-fast");
+}
+
+#[test]
+fn the_step_cover_is_below_every_plan_with_direct_reads() {
+    let (checked, above) = below_every_plan(&device("gh200.yaml"));
+    assert!(checked >= 14, "only {checked} plans checked");
+    assert!(above >= 2, "only {above} bounds above all-fast");
+}
+
+#[test]
+fn the_step_cover_is_below_every_plan_on_persistent_memory() {
+    let (checked, above) = below_every_plan(&device("optane-pmm.yaml"));
+    assert!(checked >= 12, "only {checked} plans checked");
+    assert!(above >= 2, "only {above} bounds above all-fast");
 }
 
 /// FCN8 at 50% on the GH200, without recomputation: the joint MILP proves

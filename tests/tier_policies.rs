@@ -74,12 +74,10 @@ fn solve_checked(g: &Graph, name: &str, budget: Bytes, o: &SolveOptions) -> Opti
     Some(out)
 }
 
-#[test]
-fn every_policy_fits_what_it_claims_on_every_model() {
-    let devices = [
-        load_device("a100-40gb-pcie4.yaml"),
-        load_device("optane-pmm.yaml"),
-    ];
+/// Every seed policy, on every model in `models/` at 70% and 40% of its
+/// peak on `dev`, fits what it claims (`solve_checked`); answers how many
+/// plans fitted.
+fn policies_fit_on_every_model(dev: &Device) -> usize {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let mut models: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -88,31 +86,47 @@ fn every_policy_fits_what_it_claims_on_every_model() {
         .collect();
     models.sort();
     let mut fitted = 0;
+    let o = opts(dev, 5);
     for path in models {
         let g = Graph::load(&path).unwrap();
         let peak = checkpoint_all_peak(&g);
-        for dev in &devices {
-            let o = opts(dev, 5);
-            for pct in [70u128, 40] {
-                let budget = peak.scale_ceil(pct, 100);
-                if budget < remat::graph::analysis::min_feasible_budget(&g) {
+        for pct in [70u128, 40] {
+            let budget = peak.scale_ceil(pct, 100);
+            if budget < remat::graph::analysis::min_feasible_budget(&g) {
+                continue;
+            }
+            for name in POLICIES {
+                if strategies::by_name(name).is_none() {
                     continue;
                 }
-                for name in POLICIES {
-                    if strategies::by_name(name).is_none() {
-                        continue;
-                    }
-                    if solve_checked(&g, name, budget, &o).is_some() {
-                        fitted += 1;
-                    }
+                if solve_checked(&g, name, budget, &o).is_some() {
+                    fitted += 1;
                 }
             }
         }
     }
-    // Not a vacuous pass: most (policy, model, device, budget) cells fit.
-    eprintln!("{fitted} plans fitted");
-    assert!(fitted >= 20, "only {fitted} plans fitted");
+    eprintln!("{}: {fitted} plans fitted", dev.name);
+    fitted
 }
+
+// One test per device, so that they run side by side. Not a vacuous
+// pass: most (policy, model, budget) cells fit.
+#[test]
+fn every_policy_fits_what_it_claims_on_every_model_over_pcie() {
+    let fitted = policies_fit_on_every_model(&load_device("a100-40gb-pcie4.yaml"));
+    assert!(fitted >= FITTED_PCIE, "only {fitted} plans fitted");
+}
+
+#[test]
+fn every_policy_fits_what_it_claims_on_every_model_on_persistent_memory() {
+    let fitted = policies_fit_on_every_model(&load_device("optane-pmm.yaml"));
+    assert!(fitted >= FITTED_OPTANE, "only {fitted} plans fitted");
+}
+
+// Half the single test's 20 each; measured when split: 32 over PCIe and
+// 35 on persistent memory.
+const FITTED_PCIE: usize = 10;
+const FITTED_OPTANE: usize = 10;
 
 #[test]
 fn tiered_policies_need_a_device() {
