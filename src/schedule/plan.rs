@@ -137,9 +137,8 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         v.sort_unstable();
         v
     };
-    let mut fetch_in_flight: std::collections::HashMap<usize, Register> = Default::default();
-    let mut out_in_flight: std::collections::HashMap<usize, (Register, Register)> =
-        Default::default();
+    let mut fetch_in_flight: rustc_hash::FxHashMap<usize, Register> = Default::default();
+    let mut out_in_flight: rustc_hash::FxHashMap<usize, (Register, Register)> = Default::default();
     for t in 0..n {
         let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
         let order: Vec<usize> = sch.r_row(t).iter().map(|&i| i as usize).collect();
