@@ -82,7 +82,13 @@ pub struct Plan {
 pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
     sch.validate(g)?;
     let n = g.len();
-    let mut out = Vec::new();
+    // About three statements per computation (allocate, compute, free):
+    // sized once, the vector is not copied as it grows, and plan
+    // generation is the local search's inner loop.
+    let computations: usize = (0..n).map(|t| sch.r_row(t).len()).sum();
+    let mut out = Vec::with_capacity(3 * computations + 2 * n);
+    // One computation's arguments, reused: the statement gets its own copy.
+    let mut args: Vec<Register> = Vec::new();
     let mut next_reg: Register = 0;
     // Register currently holding each node's value, if any.
     let mut cur: Vec<Option<Register>> = vec![None; n];
@@ -326,15 +332,12 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             };
             // An argument without a fast copy is a direct read of the slow
             // copy (validated: H).
-            let args: Vec<Register> = g
-                .deps(node)
-                .iter()
-                .map(|d| {
-                    cur[d.idx()]
-                        .or_else(|| slow[d.idx()])
-                        .expect("validated: R, S or H")
-                })
-                .collect();
+            args.clear();
+            args.extend(g.deps(node).iter().map(|d| {
+                cur[d.idx()]
+                    .or_else(|| slow[d.idx()])
+                    .expect("validated: R, S or H")
+            }));
             // A recomputation of a value still held supersedes the old copy;
             // the old one has been read for the last time if `reads` says so.
             let reg = next_reg;
