@@ -10,6 +10,7 @@
 pub mod feasible;
 pub mod groups;
 pub mod plan;
+pub mod profile;
 pub mod simulator;
 pub mod solve_r;
 

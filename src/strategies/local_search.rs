@@ -35,7 +35,8 @@ use super::dtr;
 use super::{Progress, Solution, SolveOptions, Strategy, StrategyError};
 use crate::graph::{Graph, NodeId};
 use crate::schedule::feasible::{self, Feasibility};
-use crate::schedule::{generate_plan, simulate, solve_r, Schedule, SimReport, Statement};
+use crate::schedule::profile::Profile;
+use crate::schedule::{generate_plan, simulate, solve_r, Schedule, Statement};
 use crate::units::Bytes;
 use std::time::{Duration, Instant};
 
@@ -125,7 +126,9 @@ impl Move {
 
 struct Eval {
     sch: Schedule,
-    sim: SimReport,
+    /// The plan's compute cost and peak (fixed memory included).
+    cost: f64,
+    peak: Bytes,
     /// Σ over stages of the bytes by which the stage's peak exceeds the
     /// budget: unlike the peak alone, it falls with every useful drop.
     excess: f64,
@@ -139,23 +142,28 @@ struct Eval {
     stage_peak: Vec<f64>,
 }
 
-fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
-    let sch = solve_r(g, s.clone());
-    let plan = generate_plan(g, &sch).ok()?;
+/// Each stage's peak in activation bytes (from the previous frontier's
+/// computation to its own), the plan's peak and its cost. Where the
+/// schedule's memory can be walked stage by stage ([`Profile`]) the plan
+/// is not built: that walk gives the same figures (held to the plan in
+/// `schedule::profile`) in a fraction of the time. Otherwise the plan is
+/// generated and simulated, and its statements replayed.
+fn stage_peaks(g: &Graph, sch: &Schedule) -> Option<(Vec<u64>, Bytes, f64)> {
+    if Profile::applies(g, sch) {
+        let p = Profile::of(g, sch);
+        let windows = (0..g.len()).map(|t| p.window(t)).collect();
+        return Some((windows, g.fixed_memory + Bytes(p.peak()), p.total_cost()));
+    }
+    let plan = generate_plan(g, sch).ok()?;
     let sim = simulate(g, &plan).ok()?;
-    // Replay: stage t ends with the compute of node t. Memory here is
-    // activations only; the budget is compared net of fixed memory.
-    let cap = budget.saturating_sub(g.fixed_memory).as_f64();
+    // Replay: stage t ends with the compute of node t.
     let mut stage = 0;
-    let mut bytes = 0.0;
-    let mut stage_peak = 0.0f64;
-    let mut excess = 0.0;
+    let mut bytes = 0u64;
+    let mut stage_peak = 0u64;
     // The node each live register holds, by register: a search of a list
     // of live registers per deallocation was quadratic on 10^5 nodes.
     let mut live: Vec<Option<usize>> = Vec::new();
-    let mut over: Vec<(f64, usize)> = Vec::new();
-    let mut stage_excess = vec![0.0; g.len()];
-    let mut peaks = vec![0.0; g.len()];
+    let mut peaks = vec![0u64; g.len()];
     for st in &plan.statements {
         match st {
             Statement::Allocate {
@@ -168,21 +176,16 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
                     live.resize(r + 1, None);
                 }
                 live[r] = Some(node.idx());
-                bytes += b.as_f64();
+                bytes += b.get();
                 stage_peak = stage_peak.max(bytes);
             }
             Statement::Deallocate { register } => {
                 if let Some(node) = live.get_mut(*register as usize).and_then(Option::take) {
-                    bytes -= g.memory(NodeId::from(node)).as_f64();
+                    bytes -= g.memory(NodeId::from(node)).get();
                 }
             }
             Statement::Compute { node, .. } if node.idx() == stage => {
                 peaks[stage] = stage_peak;
-                if stage_peak > cap {
-                    excess += stage_peak - cap;
-                    stage_excess[stage] = stage_peak - cap;
-                    over.push((stage_peak - cap, stage));
-                }
                 stage_peak = bytes;
                 stage += 1;
             }
@@ -190,14 +193,35 @@ fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
             _ => {}
         }
     }
+    Some((peaks, sim.peak, sim.cost))
+}
+
+fn eval(g: &Graph, s: &Schedule, budget: Bytes) -> Option<Eval> {
+    let sch = solve_r(g, s.clone());
+    let (peaks, peak, cost) = stage_peaks(g, &sch)?;
+    // Memory here is activations only; the budget is compared net of
+    // fixed memory.
+    let cap = budget.saturating_sub(g.fixed_memory).as_f64();
+    let mut excess = 0.0;
+    let mut over: Vec<(f64, usize)> = Vec::new();
+    let mut stage_excess = vec![0.0; g.len()];
+    for (t, &p) in peaks.iter().enumerate() {
+        let p = p as f64;
+        if p > cap {
+            excess += p - cap;
+            stage_excess[t] = p - cap;
+            over.push((p - cap, t));
+        }
+    }
     over.sort_by(|a, b| b.0.total_cmp(&a.0));
     Some(Eval {
         sch,
-        sim,
+        cost,
+        peak,
         excess,
         over: over.into_iter().map(|(_, t)| t).collect(),
         stage_excess,
-        stage_peak: peaks,
+        stage_peak: peaks.into_iter().map(|p| p as f64).collect(),
     })
 }
 
@@ -465,7 +489,7 @@ pub fn search_descending_from(
 ) -> Option<Schedule> {
     let peak = crate::graph::analysis::checkpoint_all_peak(g);
     let mut s = start;
-    let mut at = eval(g, &s, budget)?.sim.peak;
+    let mut at = eval(g, &s, budget)?.peak;
     if at <= budget {
         return search_from(g, s, budget, ranking, deadline);
     }
@@ -986,7 +1010,7 @@ fn search_inner(
     let mut escapes = 0;
     let mut iter = 0;
     // Phase 1: fit.
-    while cur.sim.peak > budget {
+    while cur.peak > budget {
         iter += 1;
         if Instant::now() > deadline {
             return None;
@@ -1154,7 +1178,7 @@ fn search_inner(
                 }
                 continue;
             }
-            let score = (e.sim.cost - cur.sim.cost) / freed;
+            let score = (e.cost - cur.cost) / freed;
             if best.as_ref().is_none_or(|(b, ..)| score < *b) {
                 best = Some((score, kind, d, e));
             }
@@ -1216,7 +1240,7 @@ fn search_inner(
             let mut trial = s.clone();
             apply(g, &mut trial, &cur.sch, d, true);
             if let Some(e) = eval(g, &trial, budget) {
-                if e.sim.peak <= budget && e.sim.cost < cur.sim.cost {
+                if e.peak <= budget && e.cost < cur.cost {
                     s = trial;
                     cur = e;
                     improved = true;
