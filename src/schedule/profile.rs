@@ -16,8 +16,10 @@
 //! schedules. Nothing reported comes from here: the pipeline still
 //! simulates every plan a strategy answers with.
 
-use super::Schedule;
+use super::{KeepEvents, Schedule};
 use crate::graph::{Graph, NodeId};
+use fixedbitset::FixedBitSet;
+use rustc_hash::FxHashMap;
 
 /// Per stage: the bytes held when it starts, its highest allocation, the
 /// bytes right after its frontier is allocated, and its compute cost.
@@ -38,11 +40,24 @@ pub struct StageMemory {
 }
 
 /// Scratch for [`Walker::stage`]: each value's last read in the stage
-/// being walked, stamped so that it is never cleared.
+/// being walked, stamped so that it is never cleared; and for a stage's
+/// computations when [`Profile::price`] closes them again.
 pub struct Walker {
     stamp: Vec<u32>,
     last: Vec<u32>,
     now: u32,
+    in_row: FixedBitSet,
+    row: Vec<u32>,
+    stack: Vec<usize>,
+}
+
+/// A change of S: value `v` kept (`keep`) or not over stages `from..=to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    pub v: usize,
+    pub from: usize,
+    pub to: usize,
+    pub keep: bool,
 }
 
 /// A last read that has already freed its value.
@@ -54,6 +69,9 @@ impl Walker {
             stamp: vec![0; n],
             last: vec![0; n],
             now: 0,
+            in_row: FixedBitSet::with_capacity(n),
+            row: Vec::new(),
+            stack: Vec::new(),
         }
     }
 
@@ -132,8 +150,10 @@ impl Profile {
     }
 
     /// Every stage of `sch`, which must be complete (R closed under S, as
-    /// [`super::solve_r`] makes it) and satisfy [`Profile::applies`].
-    pub fn of(g: &Graph, sch: &Schedule) -> Profile {
+    /// [`super::solve_r`] makes it) and satisfy [`Profile::applies`];
+    /// `None` when it keeps a value from before it is made (the one rule
+    /// [`super::solve_r`] leaves to its caller).
+    pub fn of(g: &Graph, sch: &Schedule) -> Option<Profile> {
         let n = sch.stages();
         let mut sweep = sch.kept_sweep();
         let mem = |v: u32| g.memory(NodeId::from(v as usize)).get();
@@ -145,11 +165,14 @@ impl Profile {
             cost: vec![0.0; n],
         };
         if n == 0 {
-            return p;
+            return Some(p);
         }
         sweep.enter(0);
         let mut kept: u64 = sweep.events().starts(0).iter().map(|&i| mem(i)).sum();
         for t in 0..n {
+            if sweep.events().starts(t).iter().any(|&i| i as usize >= t) {
+                return None;
+            }
             if t > 0 {
                 let ev = sweep.events();
                 let gone: u64 = ev.ends(t - 1).iter().map(|&i| mem(i)).sum();
@@ -171,7 +194,7 @@ impl Profile {
             p.frontier[t] = m.frontier;
             p.cost[t] = m.cost;
         }
-        p
+        Some(p)
     }
 
     /// Stage `t`'s peak as the local search counts it: from the frontier
@@ -188,6 +211,207 @@ impl Profile {
 
     pub fn total_cost(&self) -> f64 {
         self.cost.iter().sum()
+    }
+
+    /// What `changes` (applied in order) do to the plan of `sch`, which
+    /// this profiles, re-walking only the stages they touch: the change of
+    /// its cost, and of Σ over stages of the bytes by which the stage's
+    /// [`Profile::window`] exceeds `cap`. `ev` is `sch`'s keep events and
+    /// `at[k]` the stages that compute node `k`, ascending. `None` when a
+    /// value has changes both ways (the caller then evaluates the schedule
+    /// whole).
+    ///
+    /// Why it is exact: R[t] (the least one, [`super::solve_r`]) and the
+    /// stage's memory depend only on S[t] and S[t+1]. A stage inside a
+    /// changed run of a value that neither computes nor reads it keeps the
+    /// same R and holds that value from its start to its end, so all its
+    /// figures move by the value's bytes; every other stage the changes
+    /// reach is closed and walked again.
+    #[allow(clippy::too_many_arguments)]
+    pub fn price(
+        &self,
+        g: &Graph,
+        sch: &Schedule,
+        ev: &KeepEvents,
+        at: &[Vec<u32>],
+        changes: &[Change],
+        cap: u64,
+        w: &mut Walker,
+    ) -> Option<(f64, i64)> {
+        let n = sch.stages();
+        // Per changed value, the runs where S differs from `sch` after all
+        // changes: (value, first, last, kept now).
+        let mut runs: Vec<(usize, usize, usize, bool)> = Vec::new();
+        let mut values: Vec<usize> = changes.iter().map(|c| c.v).collect();
+        values.sort_unstable();
+        values.dedup();
+        for &v in &values {
+            let mine = || changes.iter().filter(move |c| c.v == v);
+            let keep = mine().next()?.keep;
+            if mine().any(|c| c.keep != keep) {
+                return None;
+            }
+            let mut spans: Vec<(usize, usize)> = mine().map(|c| (c.from, c.to)).collect();
+            spans.sort_unstable();
+            let mut merged: Vec<(usize, usize)> = Vec::new();
+            for (a, b) in spans {
+                match merged.last_mut() {
+                    Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+                    _ => merged.push((a, b)),
+                }
+            }
+            for (a, b) in merged {
+                // Where S[., v] is not already `keep` within a..=b.
+                let mut t = a;
+                for &(x, y) in sch.keep_intervals(v) {
+                    let (x, y) = (x as usize, y as usize);
+                    if y < t {
+                        continue;
+                    }
+                    if x > b {
+                        break;
+                    }
+                    if keep && x > t {
+                        runs.push((v, t, x - 1, true));
+                    }
+                    if !keep {
+                        runs.push((v, t.max(x), y.min(b), false));
+                    }
+                    t = y + 1;
+                    if t > b {
+                        break;
+                    }
+                }
+                if keep && t <= b {
+                    runs.push((v, t, b, true));
+                }
+            }
+        }
+        if runs.is_empty() {
+            return Some((0.0, 0));
+        }
+        // Kept from before it is made: no plan (see `Profile::of`).
+        if runs.iter().any(|&(v, a, _, keep)| keep && a <= v) {
+            return None;
+        }
+        let s_new = |t: usize, i: usize| -> bool {
+            if t >= n {
+                return false;
+            }
+            for &(v, a, b, keep) in &runs {
+                if v == i && a <= t && t <= b {
+                    return keep;
+                }
+            }
+            sch.s(t, i)
+        };
+        let mem = |v: usize| g.memory(NodeId::from(v)).get() as i64;
+        // Per stage reached: the change of its kept bytes, and whether it
+        // must be walked again.
+        let mut touched: FxHashMap<usize, (i64, bool)> = FxHashMap::default();
+        for &(v, a, b, keep) in &runs {
+            let sign = if keep { 1 } else { -1 };
+            for t in a..=b {
+                touched.entry(t).or_insert((0, false)).0 += sign * mem(v);
+            }
+            if a > 0 {
+                touched.entry(a - 1).or_insert((0, false)).1 = true;
+            }
+            touched.entry(b).or_insert((0, false)).1 = true;
+            // Stages of the run that compute v or a user of it.
+            let users = g.users(NodeId::from(v)).iter().map(|u| u.idx());
+            for k in users.chain(std::iter::once(v)) {
+                let st = &at[k];
+                let lo = st.partition_point(|&x| (x as usize) < a);
+                for &x in st[lo..].iter().take_while(|&&x| x as usize <= b) {
+                    touched.entry(x as usize).or_insert((0, false)).1 = true;
+                }
+            }
+        }
+        let mut new: FxHashMap<usize, (u64, u64, f64)> = FxHashMap::default();
+        let mut d_cost = 0.0;
+        for (&t, &(dk, walk)) in &touched {
+            let kept = (self.kept[t] as i64 + dk) as u64;
+            if !walk {
+                let shift = |x: u64| (x as i64 + dk) as u64;
+                new.insert(t, (shift(self.inner[t]), shift(self.frontier[t]), self.cost[t]));
+                continue;
+            }
+            let changed = |i: usize| runs.iter().any(|r| r.0 == i);
+            // S[t+1] \ S[t], then R[t]: the frontier, what stage t+1 is
+            // handed that t was not, and what they need that S[t] lacks.
+            w.row.clear();
+            w.row.push(t as u32);
+            if t + 1 < n {
+                let starts = ev.starts(t + 1).iter().map(|&i| i as usize);
+                w.row.extend(starts.filter(|&i| !changed(i)).map(|i| i as u32));
+            }
+            for &(v, ..) in &runs {
+                if s_new(t + 1, v) && !s_new(t, v) && !w.row.contains(&(v as u32)) {
+                    w.row.push(v as u32);
+                }
+            }
+            // The frontier is handed on from the stage that makes it, so
+            // it is often among the starts too.
+            w.row.sort_unstable();
+            w.row.dedup();
+            for &k in &w.row {
+                w.in_row.insert(k as usize);
+                w.stack.push(k as usize);
+            }
+            while let Some(k) = w.stack.pop() {
+                for &u in g.deps(NodeId::from(k)) {
+                    let u = u.idx();
+                    if !w.in_row.contains(u) && !s_new(t, u) {
+                        w.in_row.insert(u);
+                        w.row.push(u as u32);
+                        w.stack.push(u);
+                    }
+                }
+            }
+            let mut row = std::mem::take(&mut w.row);
+            row.sort_unstable();
+            for &k in &row {
+                w.in_row.set(k as usize, false);
+            }
+            let mut ends: Vec<usize> = ev
+                .ends(t)
+                .iter()
+                .map(|&i| i as usize)
+                .filter(|&i| !changed(i))
+                .collect();
+            for &(v, ..) in &runs {
+                if s_new(t, v) && !s_new(t + 1, v) && !ends.contains(&v) {
+                    ends.push(v);
+                }
+            }
+            let m = w.stage(g, t, &row, kept, ends.into_iter(), |i| s_new(t + 1, i));
+            w.row = row;
+            d_cost += m.cost - self.cost[t];
+            new.insert(t, (m.inner, m.frontier, m.cost));
+        }
+        // The windows that can change: those of the stages reached and of
+        // the stages after them (which start at their frontier).
+        let inner = |t: usize| new.get(&t).map_or(self.inner[t], |x| x.0);
+        let frontier = |t: usize| new.get(&t).map_or(self.frontier[t], |x| x.1);
+        let over = |x: u64| x.saturating_sub(cap) as i64;
+        let mut d_excess = 0i64;
+        let mut windows: Vec<usize> = new.keys().flat_map(|&t| [t, t + 1]).collect();
+        windows.sort_unstable();
+        windows.dedup();
+        for t in windows.into_iter().filter(|&t| t < n) {
+            let before = if t == 0 { 0 } else { frontier(t - 1) };
+            d_excess += over(before.max(inner(t))) - over(self.window(t));
+        }
+        Some((d_cost, d_excess))
+    }
+
+    /// Σ over stages of the bytes by which [`Profile::window`] exceeds
+    /// `cap`.
+    pub fn excess(&self, cap: u64) -> u64 {
+        (0..self.inner.len())
+            .map(|t| self.window(t).saturating_sub(cap))
+            .sum()
     }
 }
 
@@ -269,15 +493,52 @@ mod tests {
             prop_assume!(Profile::applies(&g, &Schedule::frontiers(&g)));
             for k in 0..4 {
                 let sch = random_schedule(&g, seed * 7 + k);
-                let p = Profile::of(&g, &sch);
+                let p = Profile::of(&g, &sch).unwrap();
                 let (windows, peak, cost) = windows_from_plan(&g, &sch);
                 let ours: Vec<u64> = (0..g.len()).map(|t| p.window(t)).collect();
                 prop_assert_eq!(ours, windows);
                 prop_assert_eq!(p.peak(), peak);
                 prop_assert_eq!(p.total_cost(), cost);
             }
+            // Changes priced stage by stage, against the schedule rebuilt.
+            use rand::{RngExt, SeedableRng};
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let n = g.len();
+            let sch = random_schedule(&g, seed);
+            let p = Profile::of(&g, &sch).unwrap();
+            let ev = sch.keep_events();
+            let mut at = vec![Vec::new(); n];
+            for t in 0..n {
+                for &k in sch.r_row(t) {
+                    at[k as usize].push(t as u32);
+                }
+            }
+            let mut w = Walker::new(n);
+            for _ in 0..8 {
+                let cap = rng.random_range(0..=p.peak() + 1);
+                let mut changes = Vec::new();
+                for _ in 0..rng.random_range(1..4usize) {
+                    let v = rng.random_range(0..n);
+                    let from = rng.random_range(v + 1..=n);
+                    if from >= n {
+                        continue;
+                    }
+                    let to = rng.random_range(from..n);
+                    changes.push(Change { v, from, to, keep: rng.random_bool(0.5) });
+                }
+                let Some((d_cost, d_excess)) = p.price(&g, &sch, &ev, &at, &changes, cap, &mut w) else {
+                    continue;
+                };
+                let mut s2 = sch.clone();
+                for c in &changes {
+                    s2.set_s_range(c.v, c.from..=c.to, c.keep);
+                }
+                let q = Profile::of(&g, &solve_r(&g, s2)).unwrap();
+                prop_assert_eq!(d_cost, q.total_cost() - p.total_cost());
+                prop_assert_eq!(d_excess, q.excess(cap) as i64 - p.excess(cap) as i64);
+            }
             // Checkpoint-all's peak is the published definition's.
-            let all = Profile::of(&g, &solve_r(&g, Schedule::checkpoint_all(&g)));
+            let all = Profile::of(&g, &solve_r(&g, Schedule::checkpoint_all(&g))).unwrap();
             prop_assert_eq!(all.peak() + g.fixed_memory.get(), checkpoint_all_peak(&g).get());
         }
     }
