@@ -19,7 +19,6 @@
 use super::{KeepEvents, Schedule};
 use crate::graph::{Graph, NodeId};
 use fixedbitset::FixedBitSet;
-use rustc_hash::FxHashMap;
 
 /// Per stage: the bytes held when it starts, its highest allocation, the
 /// bytes right after its frontier is allocated, and its compute cost.
@@ -29,6 +28,49 @@ pub struct Profile {
     pub inner: Vec<u64>,
     pub frontier: Vec<u64>,
     pub cost: Vec<f64>,
+    /// The windows ([`Profile::window`]), for finding the stages over a
+    /// level without visiting the others.
+    tree: MaxTree,
+}
+
+/// A maximum tree over a row of values: the positions in a range at or
+/// above a level in O((hits + 1) log n).
+#[derive(Debug, Clone, PartialEq, Default)]
+struct MaxTree {
+    size: usize,
+    node: Vec<u64>,
+}
+
+impl MaxTree {
+    fn new(vals: &[u64]) -> MaxTree {
+        let size = vals.len().next_power_of_two().max(1);
+        let mut node = vec![0; 2 * size];
+        node[size..size + vals.len()].copy_from_slice(vals);
+        for i in (1..size).rev() {
+            node[i] = node[2 * i].max(node[2 * i + 1]);
+        }
+        MaxTree { size, node }
+    }
+
+    /// Calls `f` with each position in `a..b` whose value is at least
+    /// `level`, ascending.
+    fn at_least(&self, a: usize, b: usize, level: u64, f: &mut dyn FnMut(usize)) {
+        self.visit(1, 0, self.size, a, b, level, f);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn visit(&self, i: usize, lo: usize, hi: usize, a: usize, b: usize, level: u64, f: &mut dyn FnMut(usize)) {
+        if hi <= a || b <= lo || self.node[i] < level {
+            return;
+        }
+        if hi - lo == 1 {
+            f(lo);
+            return;
+        }
+        let mid = (lo + hi) / 2;
+        self.visit(2 * i, lo, mid, a, b, level, f);
+        self.visit(2 * i + 1, mid, hi, a, b, level, f);
+    }
 }
 
 /// One stage's figures (see [`Profile`]).
@@ -163,6 +205,7 @@ impl Profile {
             inner: vec![0; n],
             frontier: vec![0; n],
             cost: vec![0.0; n],
+            tree: MaxTree::default(),
         };
         if n == 0 {
             return Some(p);
@@ -194,6 +237,8 @@ impl Profile {
             p.frontier[t] = m.frontier;
             p.cost[t] = m.cost;
         }
+        let windows: Vec<u64> = (0..n).map(|t| p.window(t)).collect();
+        p.tree = MaxTree::new(&windows);
         Some(p)
     }
 
@@ -306,38 +351,58 @@ impl Profile {
             sch.s(t, i)
         };
         let mem = |v: usize| g.memory(NodeId::from(v)).get() as i64;
-        // Per stage reached: the change of its kept bytes, and whether it
-        // must be walked again.
-        let mut touched: FxHashMap<usize, (i64, bool)> = FxHashMap::default();
+        // The change of the bytes handed to each stage, piecewise constant:
+        // (first stage, change from there on), ascending.
+        let mut steps: Vec<(usize, i64)> = Vec::with_capacity(2 * runs.len());
         for &(v, a, b, keep) in &runs {
-            let sign = if keep { 1 } else { -1 };
-            for t in a..=b {
-                touched.entry(t).or_insert((0, false)).0 += sign * mem(v);
+            let m = if keep { mem(v) } else { -mem(v) };
+            steps.push((a, m));
+            steps.push((b + 1, -m));
+        }
+        steps.sort_unstable();
+        let mut segs: Vec<(usize, i64)> = Vec::with_capacity(steps.len());
+        for (t, m) in steps {
+            let level = segs.last().map_or(0, |s| s.1) + m;
+            match segs.last_mut() {
+                Some(last) if last.0 == t => last.1 = level,
+                _ => segs.push((t, level)),
             }
+        }
+        let dk = |t: usize| {
+            let i = segs.partition_point(|s| s.0 <= t);
+            if i == 0 {
+                0
+            } else {
+                segs[i - 1].1
+            }
+        };
+        // The stages walked again: those whose S[t+1] or S[t] alone changes
+        // (a run's ends), and those of a run that compute or read its value.
+        let mut walked: Vec<usize> = Vec::new();
+        for &(v, a, b, _) in &runs {
             if a > 0 {
-                touched.entry(a - 1).or_insert((0, false)).1 = true;
+                walked.push(a - 1);
             }
-            touched.entry(b).or_insert((0, false)).1 = true;
-            // Stages of the run that compute v or a user of it.
+            walked.push(b);
             let users = g.users(NodeId::from(v)).iter().map(|u| u.idx());
             for k in users.chain(std::iter::once(v)) {
                 let st = &at[k];
                 let lo = st.partition_point(|&x| (x as usize) < a);
-                for &x in st[lo..].iter().take_while(|&&x| x as usize <= b) {
-                    touched.entry(x as usize).or_insert((0, false)).1 = true;
-                }
+                walked.extend(
+                    st[lo..]
+                        .iter()
+                        .map(|&x| x as usize)
+                        .take_while(|&x| x <= b),
+                );
             }
         }
-        let mut new: FxHashMap<usize, (u64, u64, f64)> = FxHashMap::default();
+        walked.sort_unstable();
+        walked.dedup();
+        let changed = |i: usize| runs.iter().any(|r| r.0 == i);
+        let mut new: Vec<StageMemory> = Vec::with_capacity(walked.len());
         let mut d_cost = 0.0;
-        for (&t, &(dk, walk)) in &touched {
-            let kept = (self.kept[t] as i64 + dk) as u64;
-            if !walk {
-                let shift = |x: u64| (x as i64 + dk) as u64;
-                new.insert(t, (shift(self.inner[t]), shift(self.frontier[t]), self.cost[t]));
-                continue;
-            }
-            let changed = |i: usize| runs.iter().any(|r| r.0 == i);
+        for &t in &walked {
+            let kept = (self.kept[t] as i64 + dk(t)) as u64;
             // S[t+1] \ S[t], then R[t]: the frontier, what stage t+1 is
             // handed that t was not, and what they need that S[t] lacks.
             w.row.clear();
@@ -347,7 +412,7 @@ impl Profile {
                 w.row.extend(starts.filter(|&i| !changed(i)).map(|i| i as u32));
             }
             for &(v, ..) in &runs {
-                if s_new(t + 1, v) && !s_new(t, v) && !w.row.contains(&(v as u32)) {
+                if s_new(t + 1, v) && !s_new(t, v) {
                     w.row.push(v as u32);
                 }
             }
@@ -388,20 +453,54 @@ impl Profile {
             let m = w.stage(g, t, &row, kept, ends.into_iter(), |i| s_new(t + 1, i));
             w.row = row;
             d_cost += m.cost - self.cost[t];
-            new.insert(t, (m.inner, m.frontier, m.cost));
+            new.push(m);
         }
-        // The windows that can change: those of the stages reached and of
-        // the stages after them (which start at their frontier).
-        let inner = |t: usize| new.get(&t).map_or(self.inner[t], |x| x.0);
-        let frontier = |t: usize| new.get(&t).map_or(self.frontier[t], |x| x.1);
+        // The windows: a stage between two that are not walked, with the
+        // same change before it, moves by that change; the others (walked,
+        // after a walked one, or where the change steps) are computed.
+        let shifted = |x: u64, t: usize| (x as i64 + dk(t)) as u64;
+        let inner = |t: usize| match walked.binary_search(&t) {
+            Ok(i) => new[i].inner,
+            Err(_) => shifted(self.inner[t], t),
+        };
+        let frontier = |t: usize| match walked.binary_search(&t) {
+            Ok(i) => new[i].frontier,
+            Err(_) => shifted(self.frontier[t], t),
+        };
         let over = |x: u64| x.saturating_sub(cap) as i64;
+        let mut special: Vec<usize> = walked
+            .iter()
+            .flat_map(|&t| [t, t + 1])
+            .chain(segs.iter().map(|s| s.0))
+            .filter(|&t| t < n)
+            .collect();
+        special.sort_unstable();
+        special.dedup();
         let mut d_excess = 0i64;
-        let mut windows: Vec<usize> = new.keys().flat_map(|&t| [t, t + 1]).collect();
-        windows.sort_unstable();
-        windows.dedup();
-        for t in windows.into_iter().filter(|&t| t < n) {
+        for &t in &special {
             let before = if t == 0 { 0 } else { frontier(t - 1) };
             d_excess += over(before.max(inner(t))) - over(self.window(t));
+        }
+        // The stages in between, segment by segment: only those over `cap`
+        // before or after the change contribute.
+        for (i, &(s0, level)) in segs.iter().enumerate() {
+            if level == 0 {
+                continue;
+            }
+            let s1 = segs.get(i + 1).map_or(n, |s| s.0).min(n);
+            // A stage contributes when over `cap` before or after.
+            let floor = (cap as i64 + 1 - level.max(0)).max(0) as u64;
+            let mut x = s0;
+            let lo = special.partition_point(|&t| t < s0);
+            for &sp in special[lo..].iter().take_while(|&&t| t < s1).chain([&s1]) {
+                if x < sp {
+                    self.tree.at_least(x, sp, floor, &mut |t| {
+                        let w0 = self.window(t);
+                        d_excess += over((w0 as i64 + level) as u64) - over(w0);
+                    });
+                }
+                x = sp + 1;
+            }
         }
         Some((d_cost, d_excess))
     }
