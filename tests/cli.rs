@@ -1785,3 +1785,41 @@ fn lp_bound_stopped_before_a_bound_is_a_no_solution_row() {
     assert!(row.starts_with("linear8,lp-bound,"), "{csv}");
     assert!(row.contains(",no-solution,"), "{csv}");
 }
+
+/// Brackets in a note written as a block scalar (`|`) or a plain scalar
+/// are text, not flow collections: such a graph used to be refused as
+/// "nested more than 64 levels deep". Real deep nesting still is, at once.
+#[test]
+fn brackets_in_text_are_not_nesting() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = "[".repeat(100);
+    for (name, note) in [
+        ("block.yaml", format!("|\n    {b}\n    {b}")),
+        ("folded.yaml", format!(">-\n    {b}")),
+        ("plain.yaml", format!("a{b}")),
+        ("spaced.yaml", format!("see {b}")),
+    ] {
+        let p = write(
+            dir.path(),
+            name,
+            &format!(
+                "name: t\ngraph: forward\nmeta:\n  note: {note}\nnodes:\n  - {{name: loss, cost: 1, memory: 1}}\n"
+            ),
+        );
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+    let deep = format!("{b}1");
+    inspect_refuses(&[
+        (
+            "deep.yaml",
+            &format!("name: t\ngraph: forward\nnodes: {deep}\n"),
+            "nested more than 64 levels deep",
+        ),
+        (
+            "after-block.yaml",
+            &format!("name: t\nmeta:\n  note: |\n    {b}\ngraph: forward\nnodes: {deep}\n"),
+            "nested more than 64 levels deep",
+        ),
+    ]);
+}
