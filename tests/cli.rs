@@ -1823,3 +1823,62 @@ fn brackets_in_text_are_not_nesting() {
         ),
     ]);
 }
+
+/// Device and budget files get the graph files' nesting check before the
+/// YAML parser: deeply nested brackets took about a minute to refuse.
+#[test]
+fn deeply_nested_device_and_budget_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let deep = "[".repeat(5000);
+    let dev = write(
+        dir.path(),
+        "deep-device.yaml",
+        &format!("name: x\ndescription: {deep}\n"),
+    );
+    let bud = write(
+        dir.path(),
+        "deep-budgets.yaml",
+        &format!("budgets: {deep}\n"),
+    );
+    let csv = dir.path().join("s.csv");
+    let start = std::time::Instant::now();
+    let o = remat(&["solve", ms, "-b", "90%", "--device", dev.to_str().unwrap()]);
+    one_line_error(
+        &o,
+        "deep-device.yaml: not a device file: nested more than 64 levels deep",
+    );
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "--budgets",
+        bud.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    one_line_error(&o, "deep-budgets.yaml");
+    assert!(
+        stderr(&o).contains("nested more than 64 levels deep"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
+    assert!(!csv.exists());
+    // The shipped device and budget files still load.
+    for d in std::fs::read_dir(common_root().join("devices")).unwrap() {
+        let p = d.unwrap().path();
+        assert!(remat::device::Device::load(&p).is_ok(), "{}", p.display());
+    }
+    for b in std::fs::read_dir(common_root().join("budgets")).unwrap() {
+        let p = b.unwrap().path();
+        let l = remat::workflows::budgets::BudgetList::load(&p);
+        assert!(l.is_ok(), "{}: {:?}", p.display(), l.err());
+    }
+}
+
+fn common_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
