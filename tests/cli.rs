@@ -1882,3 +1882,79 @@ fn deeply_nested_device_and_budget_files_are_refused_at_once() {
 fn common_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// An output path ending in `/` names a directory even where there is
+/// none (yet), or where a file is: every command refuses it before any
+/// work, exit 2, naming the path, as it refuses an existing directory.
+/// They used to do the work and then fail with exit code 1 (sweep and
+/// max-batch saying "Is a directory (os error 21)" twice).
+#[test]
+fn output_paths_ending_in_a_slash_are_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    write(dir.path(), "afile", "");
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        cs,
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ps = plan.to_str().unwrap();
+    for out in ["nodir/", "afile/", "new.csv/", "nodir/.", "x/.."] {
+        let path = dir.path().join(out);
+        let p = format!(
+            "{}{}",
+            path.display(),
+            if out.ends_with('/') { "/" } else { "" }
+        );
+        let p = p.as_str();
+        let cases: Vec<Vec<&str>> = vec![
+            vec![
+                "solve",
+                ms,
+                "-b",
+                "100%",
+                "-s",
+                "checkpoint-all",
+                "--plan",
+                p,
+            ],
+            vec!["graph", ms, "-o", p],
+            vec!["baselines", ms, "-o", p],
+            vec!["report", cs, "-o", p],
+            vec!["plot", cs, "-o", p],
+            vec!["plot-plan", ms, ps, "-o", p],
+            vec!["hints", ps, "-o", p],
+            vec!["sweep", ms, "-b", "100%", "-s", "checkpoint-all", "-o", p],
+            vec![
+                "max-batch",
+                ms,
+                "-s",
+                "checkpoint-all",
+                "--memory",
+                "1KB",
+                "-o",
+                p,
+            ],
+        ];
+        for args in cases {
+            let o = remat(&args);
+            one_line_error(&o, "names a directory, not a file");
+            assert!(stderr(&o).contains(p), "{args:?}: {}", stderr(&o));
+            assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+        }
+    }
+    assert!(!dir.path().join("nodir").exists() && !dir.path().join("new.csv").exists());
+}

@@ -15,10 +15,13 @@ use std::sync::Mutex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("{path}: {source}")]
+    /// The cause is part of the message, not a `source`: anyhow's `{:#}`
+    /// prints a source after the message, which said it twice ("Is a
+    /// directory (os error 21): Is a directory (os error 21)").
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line of the log does not parse.
     #[error("{path}: {msg}")]
@@ -36,9 +39,9 @@ pub enum LogError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
+    move |error| LogError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -170,7 +173,7 @@ pub fn rewrite(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(),
     }
     crate::cli::write_atomic(path, out.as_bytes()).map_err(|e| LogError::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::other(format!("{e:#}")),
+        error: std::io::Error::other(format!("{e:#}")),
     })
 }
 
@@ -266,6 +269,19 @@ mod tests {
     use super::*;
 
     const H: &[&str] = &["a", "b"];
+
+    #[test]
+    fn an_io_error_is_said_once() {
+        let dir = std::env::temp_dir().join(format!("remat-log-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let Err(e) = ResultLog::open(&dir, H) else {
+            panic!("a directory opened as a log");
+        };
+        let msg = format!("{:#}", anyhow::Error::new(e));
+        assert!(msg.starts_with(&dir.display().to_string()), "{msg}");
+        assert_eq!(msg.matches("os error").count(), 1, "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn torn_tail_is_cut_and_rows_come_back() {
