@@ -1958,3 +1958,44 @@ fn output_paths_ending_in_a_slash_are_refused_first() {
     }
     assert!(!dir.path().join("nodir").exists() && !dir.path().join("new.csv").exists());
 }
+
+/// `-q` silences every note: the budget above the checkpoint-all peak and
+/// the budget above the device's fast memory used to be printed anyway.
+#[test]
+fn quiet_silences_budget_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let gh200 = common_root().join("devices/gh200.yaml");
+    let dev = gh200.to_str().unwrap();
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["solve", ms, "-b", "150%"],
+            "more than the checkpoint-all peak",
+        ),
+        (
+            &[
+                "solve",
+                ms,
+                "-b",
+                "200GB",
+                "-s",
+                "remat-fast",
+                "--device",
+                dev,
+            ],
+            "more than gh200's fast memory",
+        ),
+    ];
+    for (args, note) in cases {
+        let o = remat(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains(note), "{}", stderr(&o));
+        let mut quiet = args.to_vec();
+        quiet.push("-q");
+        let o = remat(&quiet);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{args:?}");
+        assert!(stdout(&o).contains("peak memory"), "{}", stdout(&o));
+    }
+}
