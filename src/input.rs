@@ -13,18 +13,28 @@ pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
 /// Device and budget files: a few lines each.
 pub const MAX_SMALL_BYTES: u64 = 16 << 20;
 
-/// The file's text, if it is UTF-8 and at most `limit` bytes.
-pub fn read_text(path: &Path, limit: u64) -> io::Result<String> {
+/// Sweep and max-batch CSVs (read by `report`, `plot`, and by `sweep` and
+/// `max-batch` when they resume). A row is about 200 bytes: over a
+/// million rows, far more than any sweep makes.
+pub const MAX_CSV_BYTES: u64 = 256 << 20;
+
+/// At most `limit` bytes from `reader`; more is an error of kind
+/// [`io::ErrorKind::FileTooLarge`], which callers tell from a failed read.
+pub fn read_capped(reader: impl Read, limit: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_end(&mut bytes)?;
+    reader.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
+            io::ErrorKind::FileTooLarge,
             format!("larger than {limit} bytes, the most an input file of this kind may hold"),
         ));
     }
+    Ok(bytes)
+}
+
+/// The file's text, if it is UTF-8 and at most `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> io::Result<String> {
+    let bytes = read_capped(std::fs::File::open(path)?, limit)?;
     String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,

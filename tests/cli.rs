@@ -1757,6 +1757,40 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
         dir.path().join("s.csv").to_str().unwrap(),
     ]);
     one_line_error(&o, "/dev/zero");
+    // CSVs too: report and plot read them, sweep and max-batch resume
+    // from them (all four used to read until the OOM killer came).
+    let csv_cap = "/dev/zero: cannot read: larger than 268435456 bytes";
+    one_line_error(&remat(&["report", "/dev/zero"]), csv_cap);
+    let svg = dir.path().join("p.svg");
+    one_line_error(
+        &remat(&["plot", "/dev/zero", "-o", svg.to_str().unwrap()]),
+        csv_cap,
+    );
+    let ms = m.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "-b",
+        "100%",
+        "-o",
+        "/dev/zero",
+        "-q",
+    ]);
+    one_line_error(&o, csv_cap);
+    let o = remat(&[
+        "max-batch",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "--memory",
+        "1KB",
+        "-o",
+        "/dev/zero",
+        "-q",
+    ]);
+    one_line_error(&o, csv_cap);
 }
 
 /// lp-bound stopped by its time limit before any bound is a no-solution

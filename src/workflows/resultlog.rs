@@ -45,6 +45,22 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
     }
 }
 
+/// The whole file, up to [`crate::input::MAX_CSV_BYTES`]. Past the cap is
+/// bad input (a `Format` error, exit code 2), not a failed read: `report
+/// /dev/zero` used to read until the OOM killer ended it.
+fn read_all(path: &Path, file: impl Read) -> Result<Vec<u8>, LogError> {
+    crate::input::read_capped(file, crate::input::MAX_CSV_BYTES).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            LogError::Format {
+                path: path.to_path_buf(),
+                msg: format!("cannot read: {e}"),
+            }
+        } else {
+            io_err(path)(e)
+        }
+    })
+}
+
 /// An open log; appends are serialized, so worker threads share one.
 pub struct ResultLog {
     path: PathBuf,
@@ -65,8 +81,7 @@ impl ResultLog {
             .truncate(false)
             .open(path)
             .map_err(io_err(path))?;
-        let mut text = Vec::new();
-        file.read_to_end(&mut text).map_err(io_err(path))?;
+        let mut text = read_all(path, &mut file)?;
         // Keep only whole lines: a run killed mid-write leaves a tail
         // without its newline.
         let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
@@ -131,8 +146,8 @@ pub fn record_line<'a>(fields: impl Iterator<Item = &'a str>) -> String {
 
 /// Reads a whole log file (header checked) into rows.
 pub fn read_rows(path: &Path, header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
-    let text = std::fs::read(path).map_err(io_err(path))?;
-    parse_rows(path, &text, header)
+    let file = File::open(path).map_err(io_err(path))?;
+    parse_rows(path, &read_all(path, file)?, header)
 }
 
 fn parse_rows(path: &Path, text: &[u8], header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
