@@ -181,6 +181,44 @@ fn text_plan_form() {
         "{text}"
     );
     assert!(text.contains("deallocate %0\n"));
+    // The header is checked as the JSON form's fields are: a cost that is
+    // not a finite number, or a key given twice, is refused, naming the
+    // file and the line; other `#` lines are comments.
+    let ms = m.to_str().unwrap();
+    let cost_line = text
+        .lines()
+        .position(|l| l.starts_with("# cost: "))
+        .unwrap()
+        + 1;
+    let cost = text.lines().nth(cost_line - 1).unwrap();
+    for bad in ["NaN", "inf", "-inf", "infinity"] {
+        let p = write(
+            dir.path(),
+            "bad-cost.txt",
+            &text.replace(cost, &format!("# cost: {bad}")),
+        );
+        one_line_error(
+            &remat(&["simulate", ms, p.to_str().unwrap()]),
+            &format!("bad-cost.txt: line {cost_line}: cost must be a finite number, got '{bad}'"),
+        );
+    }
+    let lines = text.lines().count();
+    let twice = write(dir.path(), "twice.txt", &format!("{text}# budget: 1\n"));
+    let o = remat(&["simulate", ms, twice.to_str().unwrap()]);
+    one_line_error(
+        &o,
+        &format!(
+            "twice.txt: line {}: '# budget:' is given twice (first on line ",
+            lines + 1
+        ),
+    );
+    let commented = write(
+        dir.path(),
+        "commented.txt",
+        &format!("{text}# note: by hand\n# colour: red\n"),
+    );
+    let o = remat(&["simulate", ms, commented.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]

@@ -56,6 +56,11 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                 )
             })
     };
+    // The line each header key was first given on: a key given twice is
+    // refused, as the JSON form refuses a duplicate field (which of the
+    // two was meant cannot be told; a second `# budget:` after the
+    // statements used to win silently).
+    let mut seen: Vec<(&str, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let l = raw.trim();
@@ -63,10 +68,29 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             continue;
         }
         if let Some(c) = l.strip_prefix('#') {
+            // Other `#` lines are comments, free text.
             if let Some((k, v)) = c.split_once(':') {
                 let v = v.trim();
                 let num = |what: &str| format!("line {line}: {what} must be a number, got '{v}'");
-                match k.trim() {
+                let key = k.trim();
+                let known = [
+                    "model",
+                    "graph_fingerprint",
+                    "strategy",
+                    "budget",
+                    "fixed_memory",
+                    "cost",
+                    "peak_memory",
+                ];
+                if let Some(key) = known.into_iter().find(|&n| n == key) {
+                    if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                        return Err(format!(
+                            "line {line}: '# {key}:' is given twice (first on line {first})"
+                        ));
+                    }
+                    seen.push((key, line));
+                }
+                match key {
                     "model" => pf.model = v.to_string(),
                     "graph_fingerprint" => pf.graph_fingerprint = Some(v.to_string()),
                     "strategy" => pf.strategy = v.to_string(),
@@ -74,7 +98,17 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                     "fixed_memory" => {
                         pf.fixed_memory = v.parse().map_err(|_| num("fixed_memory"))?
                     }
-                    "cost" => pf.cost = v.parse().map_err(|_| num("cost"))?,
+                    // NaN and infinities parse as floats, and JSON cannot
+                    // hold them: the JSON form never has them.
+                    "cost" => {
+                        pf.cost =
+                            v.parse()
+                                .ok()
+                                .filter(|c: &f64| c.is_finite())
+                                .ok_or_else(|| {
+                                    format!("line {line}: cost must be a finite number, got '{v}'")
+                                })?
+                    }
                     "peak_memory" => pf.peak_memory = v.parse().map_err(|_| num("peak_memory"))?,
                     _ => {}
                 }
