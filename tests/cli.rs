@@ -675,12 +675,12 @@ fn output_paths_are_checked_first() {
     assert!(o.status.success(), "{}", stderr(&o));
     // hints may not write over the plan it reads.
     let okp = ok.to_str().unwrap();
-    one_line_error(&remat(&["hints", okp, "-o", okp]), "is also an input");
+    one_line_error(&remat(&["hints", ms, okp, "-o", okp]), "is also an input");
     // ... nor describe a plan that reads a register after freeing it: the
     // valid plan gets hints; with its first free moved to the front, the
     // plan reads that register afterwards and is refused.
     let h = dir.path().join("h.json");
-    let o = remat(&["hints", okp, "-o", h.to_str().unwrap()]);
+    let o = remat(&["hints", ms, okp, "-o", h.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&ok).unwrap()).unwrap();
@@ -696,8 +696,14 @@ fn output_paths_are_checked_first() {
     st.insert(first_read, free);
     let bad = write(dir.path(), "freed.json", &plan.to_string());
     one_line_error(
-        &remat(&["hints", bad.to_str().unwrap(), "-o", h.to_str().unwrap()]),
-        "is not live",
+        &remat(&[
+            "hints",
+            ms,
+            bad.to_str().unwrap(),
+            "-o",
+            h.to_str().unwrap(),
+        ]),
+        "which was already deallocated",
     );
 }
 
@@ -1528,11 +1534,14 @@ fn budget_and_memory_messages_say_what_is_wrong() {
     assert!(o.stdout.is_empty(), "{}", stdout(&o));
 }
 
-/// `hints` reads plan JSON alone: a text plan gets a message saying so,
-/// and a compute into another node's buffer is refused (its hints would
-/// name the wrong value).
+/// `hints` checks the plan against its graph as `simulate` does, and so
+/// reads the text form too (its allocation sizes come from the graph); a
+/// compute into another node's buffer is refused (its hints would name
+/// the wrong value), and so is every plan `simulate` refuses: hints used
+/// to be written for plans that read a value before computing it, compute
+/// it twice, never compute a node, name no graph, or overflow their budget.
 #[test]
-fn hints_refuse_text_plans_and_mislabelled_computes() {
+fn hints_refuse_what_simulate_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let m = linear8(dir.path());
     let ms = m.to_str().unwrap();
@@ -1541,31 +1550,85 @@ fn hints_refuse_text_plans_and_mislabelled_computes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = dir.path().join("h.json");
     let os = out.to_str().unwrap();
-    one_line_error(
-        &remat(&["hints", txt.to_str().unwrap(), "-o", os]),
-        "hints reads the JSON form",
-    );
+    let o = remat(&["hints", ms, txt.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let json = dir.path().join("p.json");
     let o = solve_plan(&m, "100%", &json);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&json).unwrap();
-    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let st = v["statements"].as_array_mut().unwrap();
-    let c = st
-        .iter_mut()
-        .find(|s| s["op"] == "compute" && s["node"] == "f1")
-        .unwrap();
-    c["node"] = "f2".into();
-    let bad = write(dir.path(), "bad.json", &v.to_string());
-    one_line_error(
-        &remat(&["hints", bad.to_str().unwrap(), "-o", os]),
-        "holds 'f1' but is computed as 'f2'",
-    );
+    let from_text = std::fs::read(&out).unwrap();
+    let o = remat(&["hints", ms, json.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), from_text);
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = plan.clone();
+        f(&mut v);
+        v
+    };
+    let first_compute = |v: &serde_json::Value| {
+        v["statements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|s| s["op"] == "compute")
+            .unwrap()
+    };
+    let cases: Vec<(&str, serde_json::Value)> = vec![
+        (
+            "compute 'f2' expects 'f1'",
+            edit(&|v| {
+                let st = v["statements"].as_array_mut().unwrap();
+                let c = st
+                    .iter_mut()
+                    .find(|s| s["op"] == "compute" && s["node"] == "f1")
+                    .unwrap();
+                c["node"] = "f2".into();
+            }),
+        ),
+        (
+            "before it was computed",
+            edit(&|v| {
+                let k = first_compute(v);
+                v["statements"].as_array_mut().unwrap().remove(k);
+            }),
+        ),
+        (
+            "a second time",
+            edit(&|v| {
+                let k = first_compute(v);
+                let st = v["statements"].as_array_mut().unwrap();
+                let c = st[k].clone();
+                st.insert(k, c);
+            }),
+        ),
+        (
+            "the plan never computes",
+            edit(&|v| v["statements"] = serde_json::json!([])),
+        ),
+        (
+            "is not a graph fingerprint",
+            edit(&|v| v["graph_fingerprint"] = "zz".into()),
+        ),
+        (
+            "exceeds the budget the plan records 2",
+            edit(&|v| v["budget"] = 2.into()),
+        ),
+    ];
+    for (needle, v) in cases {
+        let bad = write(dir.path(), "bad.json", &v.to_string());
+        let _ = std::fs::remove_file(&out);
+        let sim = remat(&["simulate", ms, bad.to_str().unwrap()]);
+        one_line_error(&sim, needle);
+        let o = remat(&["hints", ms, bad.to_str().unwrap(), "-o", os]);
+        one_line_error(&o, needle);
+        assert_eq!(stderr(&o), stderr(&sim));
+        assert!(!out.exists(), "{needle}");
+    }
     // A byte-order mark is ignored, as for every other file.
     let bom = write(dir.path(), "bom.json", &format!("\u{feff}{text}"));
-    let o = remat(&["hints", bom.to_str().unwrap(), "-o", os]);
+    let o = remat(&["hints", ms, bom.to_str().unwrap(), "-o", os]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let _ = ms;
 }
 
 /// Node names are free text: a name holding " <- " or " = copy_out "
@@ -2008,7 +2071,7 @@ fn output_paths_ending_in_a_slash_are_refused_first() {
             vec!["report", cs, "-o", p],
             vec!["plot", cs, "-o", p],
             vec!["plot-plan", ms, ps, "-o", p],
-            vec!["hints", ps, "-o", p],
+            vec!["hints", ms, ps, "-o", p],
             vec!["sweep", ms, "-b", "100%", "-s", "checkpoint-all", "-o", p],
             vec![
                 "max-batch",

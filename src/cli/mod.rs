@@ -14,7 +14,7 @@ use crate::units::{BudgetSpec, Bytes};
 use std::fmt;
 use std::path::Path;
 
-pub use plan_file::{load_plan, plan_text};
+pub use plan_file::{check_plan, load_plan, plan_text};
 
 /// Bad user input (a file, a flag value) or a provably infeasible
 /// request: exit code 2, one line, no trace.

@@ -236,3 +236,38 @@ pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFi
         .map_err(|e| input_err(format!("{name}: {e}")))?;
     Ok((file, plan))
 }
+
+/// Replays a loaded plan and checks its peak against `budget`, else the
+/// budget the plan records: what `simulate` checks, shared with `hints`
+/// so that a plan one refuses the other does too (hints used to be
+/// written for plans that read a value before computing it, or that
+/// overflow their budget). Returns the report and the limit it fits.
+pub fn check_plan(
+    g: &Graph,
+    plan: &Path,
+    file: &PlanFile,
+    p: &Plan,
+    device: Option<&crate::device::Device>,
+    budget: Option<crate::units::Bytes>,
+) -> anyhow::Result<(crate::schedule::SimReport, Option<crate::units::Bytes>)> {
+    let rep = crate::schedule::simulate_on(g, p, device)
+        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+    // A plan is made for a budget: the one asked for, else its own.
+    let (limit, whose) = match budget {
+        Some(b) => (Some(b), "the budget"),
+        None => (
+            file.budget.map(crate::units::Bytes),
+            "the budget the plan records",
+        ),
+    };
+    if let Some(b) = limit.filter(|&b| rep.peak > b) {
+        return Err(input_err(format!(
+            "{}: peak {} exceeds {whose} {} ({})",
+            plan.display(),
+            rep.peak,
+            b,
+            b.human()
+        )));
+    }
+    Ok((rep, limit))
+}
