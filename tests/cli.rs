@@ -2134,3 +2134,31 @@ fn quiet_silences_budget_notes() {
         assert!(stdout(&o).contains("peak memory"), "{}", stdout(&o));
     }
 }
+
+/// A plan whose recorded fixed memory is not its graph's gets a note, as
+/// a plan whose cost or peak differs does (silenced by -q); it used to
+/// pass without a word.
+#[test]
+fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let json = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &json);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["simulate", ms, json.to_str().unwrap()]);
+    assert!(o.status.success() && !stdout(&o).contains("fixed memory"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v["fixed_memory"] = 7.into();
+    let p = write(dir.path(), "fixed.json", &v.to_string());
+    let o = remat(&["simulate", ms, p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("the file records fixed memory 7 bytes; the graph's is 0 bytes"),
+        "{}",
+        stdout(&o)
+    );
+    let o = remat(&["simulate", "-q", ms, p.to_str().unwrap()]);
+    assert!(o.status.success() && !stdout(&o).contains("fixed memory"));
+}

@@ -73,6 +73,16 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             file.peak_memory
         );
     }
+    // The simulator counts the graph's fixed memory, whatever the plan
+    // file records; a plan made when the graph held another (a changed
+    // optimizer state, say) used to pass without a word.
+    if file.fixed_memory != g.fixed_memory.get() && !ctx.quiet {
+        println!(
+            "note             the file records fixed memory {} bytes; the graph's is {} bytes, which the figures above count",
+            file.fixed_memory,
+            g.fixed_memory.get()
+        );
+    }
     if let Some(b) = limit {
         println!("budget           {} ({} bytes): fits", b.human(), b);
     }
