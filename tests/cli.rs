@@ -181,6 +181,44 @@ fn text_plan_form() {
         "{text}"
     );
     assert!(text.contains("deallocate %0\n"));
+    // The header is checked as the JSON form's fields are: a cost that is
+    // not a finite number, or a key given twice, is refused, naming the
+    // file and the line; other `#` lines are comments.
+    let ms = m.to_str().unwrap();
+    let cost_line = text
+        .lines()
+        .position(|l| l.starts_with("# cost: "))
+        .unwrap()
+        + 1;
+    let cost = text.lines().nth(cost_line - 1).unwrap();
+    for bad in ["NaN", "inf", "-inf", "infinity"] {
+        let p = write(
+            dir.path(),
+            "bad-cost.txt",
+            &text.replace(cost, &format!("# cost: {bad}")),
+        );
+        one_line_error(
+            &remat(&["simulate", ms, p.to_str().unwrap()]),
+            &format!("bad-cost.txt: line {cost_line}: cost must be a finite number, got '{bad}'"),
+        );
+    }
+    let lines = text.lines().count();
+    let twice = write(dir.path(), "twice.txt", &format!("{text}# budget: 1\n"));
+    let o = remat(&["simulate", ms, twice.to_str().unwrap()]);
+    one_line_error(
+        &o,
+        &format!(
+            "twice.txt: line {}: '# budget:' is given twice (first on line ",
+            lines + 1
+        ),
+    );
+    let commented = write(
+        dir.path(),
+        "commented.txt",
+        &format!("{text}# note: by hand\n# colour: red\n"),
+    );
+    let o = remat(&["simulate", ms, commented.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
@@ -637,12 +675,12 @@ fn output_paths_are_checked_first() {
     assert!(o.status.success(), "{}", stderr(&o));
     // hints may not write over the plan it reads.
     let okp = ok.to_str().unwrap();
-    one_line_error(&remat(&["hints", okp, "-o", okp]), "is also an input");
+    one_line_error(&remat(&["hints", ms, okp, "-o", okp]), "is also an input");
     // ... nor describe a plan that reads a register after freeing it: the
     // valid plan gets hints; with its first free moved to the front, the
     // plan reads that register afterwards and is refused.
     let h = dir.path().join("h.json");
-    let o = remat(&["hints", okp, "-o", h.to_str().unwrap()]);
+    let o = remat(&["hints", ms, okp, "-o", h.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&ok).unwrap()).unwrap();
@@ -658,8 +696,14 @@ fn output_paths_are_checked_first() {
     st.insert(first_read, free);
     let bad = write(dir.path(), "freed.json", &plan.to_string());
     one_line_error(
-        &remat(&["hints", bad.to_str().unwrap(), "-o", h.to_str().unwrap()]),
-        "is not live",
+        &remat(&[
+            "hints",
+            ms,
+            bad.to_str().unwrap(),
+            "-o",
+            h.to_str().unwrap(),
+        ]),
+        "which was already deallocated",
     );
 }
 
@@ -1490,11 +1534,14 @@ fn budget_and_memory_messages_say_what_is_wrong() {
     assert!(o.stdout.is_empty(), "{}", stdout(&o));
 }
 
-/// `hints` reads plan JSON alone: a text plan gets a message saying so,
-/// and a compute into another node's buffer is refused (its hints would
-/// name the wrong value).
+/// `hints` checks the plan against its graph as `simulate` does, and so
+/// reads the text form too (its allocation sizes come from the graph); a
+/// compute into another node's buffer is refused (its hints would name
+/// the wrong value), and so is every plan `simulate` refuses: hints used
+/// to be written for plans that read a value before computing it, compute
+/// it twice, never compute a node, name no graph, or overflow their budget.
 #[test]
-fn hints_refuse_text_plans_and_mislabelled_computes() {
+fn hints_refuse_what_simulate_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let m = linear8(dir.path());
     let ms = m.to_str().unwrap();
@@ -1503,31 +1550,85 @@ fn hints_refuse_text_plans_and_mislabelled_computes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = dir.path().join("h.json");
     let os = out.to_str().unwrap();
-    one_line_error(
-        &remat(&["hints", txt.to_str().unwrap(), "-o", os]),
-        "hints reads the JSON form",
-    );
+    let o = remat(&["hints", ms, txt.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let json = dir.path().join("p.json");
     let o = solve_plan(&m, "100%", &json);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&json).unwrap();
-    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let st = v["statements"].as_array_mut().unwrap();
-    let c = st
-        .iter_mut()
-        .find(|s| s["op"] == "compute" && s["node"] == "f1")
-        .unwrap();
-    c["node"] = "f2".into();
-    let bad = write(dir.path(), "bad.json", &v.to_string());
-    one_line_error(
-        &remat(&["hints", bad.to_str().unwrap(), "-o", os]),
-        "holds 'f1' but is computed as 'f2'",
-    );
+    let from_text = std::fs::read(&out).unwrap();
+    let o = remat(&["hints", ms, json.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), from_text);
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = plan.clone();
+        f(&mut v);
+        v
+    };
+    let first_compute = |v: &serde_json::Value| {
+        v["statements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|s| s["op"] == "compute")
+            .unwrap()
+    };
+    let cases: Vec<(&str, serde_json::Value)> = vec![
+        (
+            "compute 'f2' expects 'f1'",
+            edit(&|v| {
+                let st = v["statements"].as_array_mut().unwrap();
+                let c = st
+                    .iter_mut()
+                    .find(|s| s["op"] == "compute" && s["node"] == "f1")
+                    .unwrap();
+                c["node"] = "f2".into();
+            }),
+        ),
+        (
+            "before it was computed",
+            edit(&|v| {
+                let k = first_compute(v);
+                v["statements"].as_array_mut().unwrap().remove(k);
+            }),
+        ),
+        (
+            "a second time",
+            edit(&|v| {
+                let k = first_compute(v);
+                let st = v["statements"].as_array_mut().unwrap();
+                let c = st[k].clone();
+                st.insert(k, c);
+            }),
+        ),
+        (
+            "the plan never computes",
+            edit(&|v| v["statements"] = serde_json::json!([])),
+        ),
+        (
+            "is not a graph fingerprint",
+            edit(&|v| v["graph_fingerprint"] = "zz".into()),
+        ),
+        (
+            "exceeds the budget the plan records 2",
+            edit(&|v| v["budget"] = 2.into()),
+        ),
+    ];
+    for (needle, v) in cases {
+        let bad = write(dir.path(), "bad.json", &v.to_string());
+        let _ = std::fs::remove_file(&out);
+        let sim = remat(&["simulate", ms, bad.to_str().unwrap()]);
+        one_line_error(&sim, needle);
+        let o = remat(&["hints", ms, bad.to_str().unwrap(), "-o", os]);
+        one_line_error(&o, needle);
+        assert_eq!(stderr(&o), stderr(&sim));
+        assert!(!out.exists(), "{needle}");
+    }
     // A byte-order mark is ignored, as for every other file.
     let bom = write(dir.path(), "bom.json", &format!("\u{feff}{text}"));
-    let o = remat(&["hints", bom.to_str().unwrap(), "-o", os]);
+    let o = remat(&["hints", ms, bom.to_str().unwrap(), "-o", os]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let _ = ms;
 }
 
 /// Node names are free text: a name holding " <- " or " = copy_out "
@@ -1757,6 +1858,40 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
         dir.path().join("s.csv").to_str().unwrap(),
     ]);
     one_line_error(&o, "/dev/zero");
+    // CSVs too: report and plot read them, sweep and max-batch resume
+    // from them (all four used to read until the OOM killer came).
+    let csv_cap = "/dev/zero: cannot read: larger than 268435456 bytes";
+    one_line_error(&remat(&["report", "/dev/zero"]), csv_cap);
+    let svg = dir.path().join("p.svg");
+    one_line_error(
+        &remat(&["plot", "/dev/zero", "-o", svg.to_str().unwrap()]),
+        csv_cap,
+    );
+    let ms = m.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "-b",
+        "100%",
+        "-o",
+        "/dev/zero",
+        "-q",
+    ]);
+    one_line_error(&o, csv_cap);
+    let o = remat(&[
+        "max-batch",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "--memory",
+        "1KB",
+        "-o",
+        "/dev/zero",
+        "-q",
+    ]);
+    one_line_error(&o, csv_cap);
 }
 
 /// lp-bound stopped by its time limit before any bound is a no-solution
@@ -1784,4 +1919,246 @@ fn lp_bound_stopped_before_a_bound_is_a_no_solution_row() {
     let row = csv.lines().nth(1).unwrap();
     assert!(row.starts_with("linear8,lp-bound,"), "{csv}");
     assert!(row.contains(",no-solution,"), "{csv}");
+}
+
+/// Brackets in a note written as a block scalar (`|`) or a plain scalar
+/// are text, not flow collections: such a graph used to be refused as
+/// "nested more than 64 levels deep". Real deep nesting still is, at once.
+#[test]
+fn brackets_in_text_are_not_nesting() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = "[".repeat(100);
+    for (name, note) in [
+        ("block.yaml", format!("|\n    {b}\n    {b}")),
+        ("folded.yaml", format!(">-\n    {b}")),
+        ("plain.yaml", format!("a{b}")),
+        ("spaced.yaml", format!("see {b}")),
+    ] {
+        let p = write(
+            dir.path(),
+            name,
+            &format!(
+                "name: t\ngraph: forward\nmeta:\n  note: {note}\nnodes:\n  - {{name: loss, cost: 1, memory: 1}}\n"
+            ),
+        );
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+    let deep = format!("{b}1");
+    inspect_refuses(&[
+        (
+            "deep.yaml",
+            &format!("name: t\ngraph: forward\nnodes: {deep}\n"),
+            "nested more than 64 levels deep",
+        ),
+        (
+            "after-block.yaml",
+            &format!("name: t\nmeta:\n  note: |\n    {b}\ngraph: forward\nnodes: {deep}\n"),
+            "nested more than 64 levels deep",
+        ),
+    ]);
+}
+
+/// Device and budget files get the graph files' nesting check before the
+/// YAML parser: deeply nested brackets took about a minute to refuse.
+#[test]
+fn deeply_nested_device_and_budget_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let deep = "[".repeat(5000);
+    let dev = write(
+        dir.path(),
+        "deep-device.yaml",
+        &format!("name: x\ndescription: {deep}\n"),
+    );
+    let bud = write(
+        dir.path(),
+        "deep-budgets.yaml",
+        &format!("budgets: {deep}\n"),
+    );
+    let csv = dir.path().join("s.csv");
+    let start = std::time::Instant::now();
+    let o = remat(&["solve", ms, "-b", "90%", "--device", dev.to_str().unwrap()]);
+    one_line_error(
+        &o,
+        "deep-device.yaml: not a device file: nested more than 64 levels deep",
+    );
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-s",
+        "checkpoint-all",
+        "--budgets",
+        bud.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    one_line_error(&o, "deep-budgets.yaml");
+    assert!(
+        stderr(&o).contains("nested more than 64 levels deep"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
+    assert!(!csv.exists());
+    // The shipped device and budget files still load.
+    for d in std::fs::read_dir(common_root().join("devices")).unwrap() {
+        let p = d.unwrap().path();
+        assert!(remat::device::Device::load(&p).is_ok(), "{}", p.display());
+    }
+    for b in std::fs::read_dir(common_root().join("budgets")).unwrap() {
+        let p = b.unwrap().path();
+        let l = remat::workflows::budgets::BudgetList::load(&p);
+        assert!(l.is_ok(), "{}: {:?}", p.display(), l.err());
+    }
+}
+
+fn common_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// An output path ending in `/` names a directory even where there is
+/// none (yet), or where a file is: every command refuses it before any
+/// work, exit 2, naming the path, as it refuses an existing directory.
+/// They used to do the work and then fail with exit code 1 (sweep and
+/// max-batch saying "Is a directory (os error 21)" twice).
+#[test]
+fn output_paths_ending_in_a_slash_are_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    write(dir.path(), "afile", "");
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        cs,
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &plan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ps = plan.to_str().unwrap();
+    for out in ["nodir/", "afile/", "new.csv/", "nodir/.", "x/.."] {
+        let path = dir.path().join(out);
+        let p = format!(
+            "{}{}",
+            path.display(),
+            if out.ends_with('/') { "/" } else { "" }
+        );
+        let p = p.as_str();
+        let cases: Vec<Vec<&str>> = vec![
+            vec![
+                "solve",
+                ms,
+                "-b",
+                "100%",
+                "-s",
+                "checkpoint-all",
+                "--plan",
+                p,
+            ],
+            vec!["graph", ms, "-o", p],
+            vec!["baselines", ms, "-o", p],
+            vec!["report", cs, "-o", p],
+            vec!["plot", cs, "-o", p],
+            vec!["plot-plan", ms, ps, "-o", p],
+            vec!["hints", ms, ps, "-o", p],
+            vec!["sweep", ms, "-b", "100%", "-s", "checkpoint-all", "-o", p],
+            vec![
+                "max-batch",
+                ms,
+                "-s",
+                "checkpoint-all",
+                "--memory",
+                "1KB",
+                "-o",
+                p,
+            ],
+        ];
+        for args in cases {
+            let o = remat(&args);
+            one_line_error(&o, "names a directory, not a file");
+            assert!(stderr(&o).contains(p), "{args:?}: {}", stderr(&o));
+            assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+        }
+    }
+    assert!(!dir.path().join("nodir").exists() && !dir.path().join("new.csv").exists());
+}
+
+/// `-q` silences every note: the budget above the checkpoint-all peak and
+/// the budget above the device's fast memory used to be printed anyway.
+#[test]
+fn quiet_silences_budget_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let gh200 = common_root().join("devices/gh200.yaml");
+    let dev = gh200.to_str().unwrap();
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["solve", ms, "-b", "150%"],
+            "more than the checkpoint-all peak",
+        ),
+        (
+            &[
+                "solve",
+                ms,
+                "-b",
+                "200GB",
+                "-s",
+                "remat-fast",
+                "--device",
+                dev,
+            ],
+            "more than gh200's fast memory",
+        ),
+    ];
+    for (args, note) in cases {
+        let o = remat(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains(note), "{}", stderr(&o));
+        let mut quiet = args.to_vec();
+        quiet.push("-q");
+        let o = remat(&quiet);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{args:?}");
+        assert!(stdout(&o).contains("peak memory"), "{}", stdout(&o));
+    }
+}
+
+/// A plan whose recorded fixed memory is not its graph's gets a note, as
+/// a plan whose cost or peak differs does (silenced by -q); it used to
+/// pass without a word.
+#[test]
+fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let json = dir.path().join("p.json");
+    let o = solve_plan(&m, "100%", &json);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["simulate", ms, json.to_str().unwrap()]);
+    assert!(o.status.success() && !stdout(&o).contains("fixed memory"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v["fixed_memory"] = 7.into();
+    let p = write(dir.path(), "fixed.json", &v.to_string());
+    let o = remat(&["simulate", ms, p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("the file records fixed memory 7 bytes; the graph's is 0 bytes"),
+        "{}",
+        stdout(&o)
+    );
+    let o = remat(&["simulate", "-q", ms, p.to_str().unwrap()]);
+    assert!(o.status.success() && !stdout(&o).contains("fixed memory"));
 }

@@ -841,9 +841,17 @@ fn the_command_line_times_plans_and_writes_hints() {
         "{out}"
     );
     assert!(out.contains("slow-tier peak   4 B (4 bytes)"), "{out}");
-    // Hints from the plan file alone.
-    let o = remat_cli(&["hints", &p("tiered.json"), "-o", &p("hints.json")]);
-    assert!(o.status.success());
+    // Hints, once the plan is checked against its graph and device.
+    let o = remat_cli(&[
+        "hints",
+        &p("five.yaml"),
+        &p("tiered.json"),
+        "--device",
+        &p("dev.yaml"),
+        "-o",
+        &p("hints.json"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let h: remat::hints::Hints =
         serde_json::from_slice(&std::fs::read(p("hints.json")).unwrap()).unwrap();
     assert_eq!(h.steps.len(), 6);

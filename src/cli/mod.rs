@@ -14,7 +14,7 @@ use crate::units::{BudgetSpec, Bytes};
 use std::fmt;
 use std::path::Path;
 
-pub use plan_file::{load_plan, plan_text};
+pub use plan_file::{check_plan, load_plan, plan_text};
 
 /// Bad user input (a file, a flag value) or a provably infeasible
 /// request: exit code 2, one line, no trace.
@@ -80,6 +80,15 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
             path.display()
         )));
     }
+    // `out/` (or `out/.`) names a directory even while none is there:
+    // such a path passed every check below, and the write failed only
+    // after the work, with exit code 1.
+    if names_a_directory(path) {
+        return Err(input_err(format!(
+            "{}: names a directory, not a file (it ends in '/', '.' or '..'); give a file name to write to",
+            path.display()
+        )));
+    }
     // Missing directories are created when the file is written; a file
     // where a directory should be is not.
     if let Some(file) = path
@@ -106,6 +115,17 @@ pub fn check_output(path: &Path, inputs: &[&Path]) -> anyhow::Result<()> {
         }
     }
     check_writable(path)
+}
+
+/// Whether the path as written can only name a directory: it ends in a
+/// separator, or its last component is `.` or `..`.
+fn names_a_directory(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let last = bytes
+        .rsplit(|&b| b == b'/' || (cfg!(windows) && b == b'\\'))
+        .next()
+        .unwrap_or_default();
+    !bytes.is_empty() && matches!(last, b"" | b"." | b"..")
 }
 
 /// A directory a command writes files into (`sweep --plans DIR`, `zoo

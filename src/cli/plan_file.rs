@@ -56,6 +56,11 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                 )
             })
     };
+    // The line each header key was first given on: a key given twice is
+    // refused, as the JSON form refuses a duplicate field (which of the
+    // two was meant cannot be told; a second `# budget:` after the
+    // statements used to win silently).
+    let mut seen: Vec<(&str, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let l = raw.trim();
@@ -63,10 +68,29 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             continue;
         }
         if let Some(c) = l.strip_prefix('#') {
+            // Other `#` lines are comments, free text.
             if let Some((k, v)) = c.split_once(':') {
                 let v = v.trim();
                 let num = |what: &str| format!("line {line}: {what} must be a number, got '{v}'");
-                match k.trim() {
+                let key = k.trim();
+                let known = [
+                    "model",
+                    "graph_fingerprint",
+                    "strategy",
+                    "budget",
+                    "fixed_memory",
+                    "cost",
+                    "peak_memory",
+                ];
+                if let Some(key) = known.into_iter().find(|&n| n == key) {
+                    if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                        return Err(format!(
+                            "line {line}: '# {key}:' is given twice (first on line {first})"
+                        ));
+                    }
+                    seen.push((key, line));
+                }
+                match key {
                     "model" => pf.model = v.to_string(),
                     "graph_fingerprint" => pf.graph_fingerprint = Some(v.to_string()),
                     "strategy" => pf.strategy = v.to_string(),
@@ -74,7 +98,17 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                     "fixed_memory" => {
                         pf.fixed_memory = v.parse().map_err(|_| num("fixed_memory"))?
                     }
-                    "cost" => pf.cost = v.parse().map_err(|_| num("cost"))?,
+                    // NaN and infinities parse as floats, and JSON cannot
+                    // hold them: the JSON form never has them.
+                    "cost" => {
+                        pf.cost =
+                            v.parse()
+                                .ok()
+                                .filter(|c: &f64| c.is_finite())
+                                .ok_or_else(|| {
+                                    format!("line {line}: cost must be a finite number, got '{v}'")
+                                })?
+                    }
                     "peak_memory" => pf.peak_memory = v.parse().map_err(|_| num("peak_memory"))?,
                     _ => {}
                 }
@@ -201,4 +235,39 @@ pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFi
     let plan = Plan::from_file_statements(g, &file.statements)
         .map_err(|e| input_err(format!("{name}: {e}")))?;
     Ok((file, plan))
+}
+
+/// Replays a loaded plan and checks its peak against `budget`, else the
+/// budget the plan records: what `simulate` checks, shared with `hints`
+/// so that a plan one refuses the other does too (hints used to be
+/// written for plans that read a value before computing it, or that
+/// overflow their budget). Returns the report and the limit it fits.
+pub fn check_plan(
+    g: &Graph,
+    plan: &Path,
+    file: &PlanFile,
+    p: &Plan,
+    device: Option<&crate::device::Device>,
+    budget: Option<crate::units::Bytes>,
+) -> anyhow::Result<(crate::schedule::SimReport, Option<crate::units::Bytes>)> {
+    let rep = crate::schedule::simulate_on(g, p, device)
+        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+    // A plan is made for a budget: the one asked for, else its own.
+    let (limit, whose) = match budget {
+        Some(b) => (Some(b), "the budget"),
+        None => (
+            file.budget.map(crate::units::Bytes),
+            "the budget the plan records",
+        ),
+    };
+    if let Some(b) = limit.filter(|&b| rep.peak > b) {
+        return Err(input_err(format!(
+            "{}: peak {} exceeds {whose} {} ({})",
+            plan.display(),
+            rep.peak,
+            b,
+            b.human()
+        )));
+    }
+    Ok((rep, limit))
 }

@@ -68,11 +68,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         .map(Arc::new);
     let budget = Budget::given_or_device(&g, budget.as_deref(), device.as_deref())?;
     // Notes wait until the input has passed every check, so that a bad
-    // input still gets its one line of error.
+    // input still gets its one line of error; `-q` silences them all.
     let mut notes: Vec<String> = budget.warning(&g).into_iter().collect();
-    if !ctx.quiet {
-        notes.extend(device.as_deref().and_then(|d| d.cost_unit_note(&g)));
-    }
+    notes.extend(device.as_deref().and_then(|d| d.cost_unit_note(&g)));
     // An explicit budget may exceed the device it is timed on; the plan
     // then fits the budget and not the card.
     if let Some(d) = device.as_deref().filter(|d| budget.bytes > d.fast_capacity) {
@@ -121,7 +119,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
-    for n in notes {
+    for n in notes.iter().filter(|_| !ctx.quiet) {
         eprintln!("note: {n}");
     }
     let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");

@@ -256,6 +256,9 @@ impl Device {
     /// Parses a device file's text; the error is one line without the
     /// file name, which [`Device::load`] adds.
     pub fn parse(text: &str) -> Result<Device, String> {
+        // Before the parser, which takes a minute on a few thousand
+        // nested brackets.
+        crate::input::check_nesting(text).map_err(|e| format!("not a device file: {e}"))?;
         let raw: RawDevice = serde_yaml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
         raw.check()
     }

@@ -153,7 +153,7 @@ impl GraphFile {
     /// Parses YAML or JSON text (JSON is detected by a leading `{`).
     pub fn parse(text: &str) -> Result<GraphFile, FormatError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        check_nesting(text)?;
+        crate::input::check_nesting(text).map_err(FormatError::Syntax)?;
         let value: serde_yaml::Value = if text.trim_start().starts_with('{') {
             serde_json::from_str::<StrictJson>(text)
                 .map_err(|e| FormatError::Syntax(e.to_string()))?
@@ -497,43 +497,6 @@ impl<'de> serde::de::Visitor<'de> for StrictJsonVisitor {
 
 /// The largest byte count a float holds exactly.
 const MAX_EXACT_BYTES: u64 = 1 << 53;
-
-/// Far deeper than any graph file (which nests four levels), and shallow
-/// enough that the YAML parser's recursion stays instant: it takes minutes
-/// on a file of 200,000 nested brackets.
-const MAX_NESTING: usize = 64;
-
-/// Refuses deeply nested flow collections before the YAML parser sees
-/// them. Brackets inside quoted strings and comments do not count.
-fn check_nesting(text: &str) -> Result<(), FormatError> {
-    let (mut depth, mut quote, mut comment) = (0usize, None::<char>, false);
-    let mut prev = ' ';
-    for c in text.chars() {
-        match (quote, c) {
-            _ if comment => comment = c != '\n',
-            (Some(q), _) if c == q && prev != '\\' => quote = None,
-            (Some(_), _) => {}
-            // A quote opens a scalar only at the start of a token: `it's`
-            // in a plain scalar is an apostrophe.
-            (None, '"' | '\'') if matches!(prev, ' ' | '\t' | '\n' | '[' | '{' | ',' | ':') => {
-                quote = Some(c)
-            }
-            (None, '#') if prev.is_whitespace() => comment = true,
-            (None, '[' | '{') => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Err(FormatError::Syntax(format!(
-                        "nested more than {MAX_NESTING} levels deep"
-                    )));
-                }
-            }
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        prev = c;
-    }
-    Ok(())
-}
 
 /// Prints integers without a fractional part and other floats in shortest
 /// round-trip form.

@@ -77,6 +77,9 @@ impl BudgetList {
             source_name: source_name.to_string(),
             msg,
         };
+        // Before the parser, which takes a minute on a few thousand
+        // nested brackets.
+        crate::input::check_nesting(text).map_err(|e| err(format!("not a budget file: {e}")))?;
         let value: serde_yaml::Value = serde_yaml::from_str(text)
             .map_err(|e| err(format!("not YAML: {}", e.to_string().replace('\n', " "))))?;
         let serde_yaml::Value::Mapping(mut map) = value else {

@@ -197,11 +197,13 @@ impl MaxBatch {
 pub enum MaxBatchError {
     #[error(transparent)]
     Log(#[from] LogError),
-    #[error("{strategy} at batch {batch}: {source}")]
+    /// The cause is part of the message, not a `source`, which anyhow's
+    /// `{:#}` would print a second time.
+    #[error("{strategy} at batch {batch}: {error}")]
     Solve {
         strategy: String,
         batch: u32,
-        source: SolveError,
+        error: SolveError,
     },
 }
 
@@ -308,10 +310,10 @@ pub fn search(
                 not_applicable.set(true);
                 Ok(None)
             }
-            Err(source) => Err(MaxBatchError::Solve {
+            Err(error) => Err(MaxBatchError::Solve {
                 strategy: strat.name().to_string(),
                 batch: b,
-                source,
+                error,
             }),
             Ok(f) => Ok(f),
         }

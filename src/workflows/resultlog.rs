@@ -15,10 +15,13 @@ use std::sync::Mutex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("{path}: {source}")]
+    /// The cause is part of the message, not a `source`: anyhow's `{:#}`
+    /// prints a source after the message, which said it twice ("Is a
+    /// directory (os error 21): Is a directory (os error 21)").
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line of the log does not parse.
     #[error("{path}: {msg}")]
@@ -36,10 +39,26 @@ pub enum LogError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
+    move |error| LogError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
+}
+
+/// The whole file, up to [`crate::input::MAX_CSV_BYTES`]. Past the cap is
+/// bad input (a `Format` error, exit code 2), not a failed read: `report
+/// /dev/zero` used to read until the OOM killer ended it.
+fn read_all(path: &Path, file: impl Read) -> Result<Vec<u8>, LogError> {
+    crate::input::read_capped(file, crate::input::MAX_CSV_BYTES).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            LogError::Format {
+                path: path.to_path_buf(),
+                msg: format!("cannot read: {e}"),
+            }
+        } else {
+            io_err(path)(e)
+        }
+    })
 }
 
 /// An open log; appends are serialized, so worker threads share one.
@@ -62,8 +81,7 @@ impl ResultLog {
             .truncate(false)
             .open(path)
             .map_err(io_err(path))?;
-        let mut text = Vec::new();
-        file.read_to_end(&mut text).map_err(io_err(path))?;
+        let mut text = read_all(path, &mut file)?;
         // Keep only whole lines: a run killed mid-write leaves a tail
         // without its newline.
         let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
@@ -128,8 +146,8 @@ pub fn record_line<'a>(fields: impl Iterator<Item = &'a str>) -> String {
 
 /// Reads a whole log file (header checked) into rows.
 pub fn read_rows(path: &Path, header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
-    let text = std::fs::read(path).map_err(io_err(path))?;
-    parse_rows(path, &text, header)
+    let file = File::open(path).map_err(io_err(path))?;
+    parse_rows(path, &read_all(path, file)?, header)
 }
 
 fn parse_rows(path: &Path, text: &[u8], header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
@@ -170,7 +188,7 @@ pub fn rewrite(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(),
     }
     crate::cli::write_atomic(path, out.as_bytes()).map_err(|e| LogError::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::other(format!("{e:#}")),
+        error: std::io::Error::other(format!("{e:#}")),
     })
 }
 
@@ -266,6 +284,19 @@ mod tests {
     use super::*;
 
     const H: &[&str] = &["a", "b"];
+
+    #[test]
+    fn an_io_error_is_said_once() {
+        let dir = std::env::temp_dir().join(format!("remat-log-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let Err(e) = ResultLog::open(&dir, H) else {
+            panic!("a directory opened as a log");
+        };
+        let msg = format!("{:#}", anyhow::Error::new(e));
+        assert!(msg.starts_with(&dir.display().to_string()), "{msg}");
+        assert_eq!(msg.matches("os error").count(), 1, "{msg}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn torn_tail_is_cut_and_rows_come_back() {
