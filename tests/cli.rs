@@ -1560,6 +1560,19 @@ fn hints_refuse_what_simulate_refuses() {
     let o = remat(&["hints", ms, json.to_str().unwrap(), "-o", os]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&out).unwrap(), from_text);
+    // The older form, a JSON plan without its graph, writes the same hints;
+    // a text plan needs the graph, and so does --device.
+    let o = remat(&["hints", json.to_str().unwrap(), "-o", os]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), from_text);
+    for args in [
+        vec!["hints", txt.to_str().unwrap(), "-o", os],
+        vec!["hints", json.to_str().unwrap(), "-o", os, "--device", ms],
+    ] {
+        let o = remat(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
     let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
     let edit = |f: &dyn Fn(&mut serde_json::Value)| {
         let mut v = plan.clone();

@@ -59,7 +59,16 @@ impl MaxTree {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn visit(&self, i: usize, lo: usize, hi: usize, a: usize, b: usize, level: u64, f: &mut dyn FnMut(usize)) {
+    fn visit(
+        &self,
+        i: usize,
+        lo: usize,
+        hi: usize,
+        a: usize,
+        b: usize,
+        level: u64,
+        f: &mut dyn FnMut(usize),
+    ) {
         if hi <= a || b <= lo || self.node[i] < level {
             return;
         }
@@ -388,12 +397,7 @@ impl Profile {
             for k in users.chain(std::iter::once(v)) {
                 let st = &at[k];
                 let lo = st.partition_point(|&x| (x as usize) < a);
-                walked.extend(
-                    st[lo..]
-                        .iter()
-                        .map(|&x| x as usize)
-                        .take_while(|&x| x <= b),
-                );
+                walked.extend(st[lo..].iter().map(|&x| x as usize).take_while(|&x| x <= b));
             }
         }
         walked.sort_unstable();
@@ -409,7 +413,8 @@ impl Profile {
             w.row.push(t as u32);
             if t + 1 < n {
                 let starts = ev.starts(t + 1).iter().map(|&i| i as usize);
-                w.row.extend(starts.filter(|&i| !changed(i)).map(|i| i as u32));
+                w.row
+                    .extend(starts.filter(|&i| !changed(i)).map(|i| i as u32));
             }
             for &(v, ..) in &runs {
                 if s_new(t + 1, v) && !s_new(t, v) {

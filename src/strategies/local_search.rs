@@ -304,14 +304,25 @@ fn trial(
 /// Makes the chosen move on `s` and answers its evaluation: the trial's
 /// own where it was evaluated whole, else a new one, which must agree
 /// with the price (checked in debug builds).
-fn make(g: &Graph, s: &mut Schedule, cur: &Eval, d: Drop, keep: bool, t: Trial, budget: Bytes) -> Option<Eval> {
+fn make(
+    g: &Graph,
+    s: &mut Schedule,
+    cur: &Eval,
+    d: Drop,
+    keep: bool,
+    t: Trial,
+    budget: Bytes,
+) -> Option<Eval> {
     apply(g, s, &cur.sch, d, keep);
     match t {
         Trial::Full(e) => Some(*e),
         Trial::Priced { cost, excess } => {
             let e = eval(g, s, budget)?;
             debug_assert_eq!(e.excess, excess, "priced excess of {d:?}");
-            debug_assert!((e.cost - cost).abs() <= 1e-9 * e.cost.abs().max(1.0), "priced cost of {d:?}");
+            debug_assert!(
+                (e.cost - cost).abs() <= 1e-9 * e.cost.abs().max(1.0),
+                "priced cost of {d:?}"
+            );
             Some(e)
         }
     }
@@ -1990,7 +2001,8 @@ mod tests {
                         compared += a.is_some() as usize;
                         for d in a.iter().flat_map(|d| with_twin(&g, d)) {
                             let walked = forecast(&g, sch, &e.stage_excess, d);
-                            let indexed = forecast_indexed(&g, sch, &comp, &over, &e.stage_excess, d);
+                            let indexed =
+                                forecast_indexed(&g, sch, &comp, &over, &e.stage_excess, d);
                             assert_eq!(walked, indexed, "seed {seed}, {d:?}");
                             forecasts += usize::from(walked.1 != 0.0 && d.via_inputs);
                         }
