@@ -83,6 +83,5 @@ fn plan_alone(plan: &std::path::Path) -> Result<remat::schedule::PlanFile> {
             "{name}: not a plan JSON file; without the graph, hints reads the JSON form (remat hints MODEL PLAN reads both)"
         )));
     }
-    Ok(serde_json::from_str(text)
-        .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?)
+    serde_json::from_str(text).map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))
 }

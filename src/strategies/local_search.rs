@@ -148,7 +148,7 @@ struct Eval {
 /// move needs to be priced from it ([`Profile::price`]); or from its plan,
 /// for schedules the walk does not describe.
 enum Memory {
-    Walked(Profile, KeepEvents),
+    Walked(Box<(Profile, KeepEvents)>),
     Planned,
 }
 
@@ -163,7 +163,12 @@ fn stage_peaks(g: &Graph, sch: &Schedule) -> Option<(Vec<u64>, Bytes, f64, Memor
         let p = Profile::of(g, sch)?;
         let windows = (0..g.len()).map(|t| p.window(t)).collect();
         let (peak, cost) = (g.fixed_memory + Bytes(p.peak()), p.total_cost());
-        return Some((windows, peak, cost, Memory::Walked(p, sch.keep_events())));
+        return Some((
+            windows,
+            peak,
+            cost,
+            Memory::Walked(Box::new((p, sch.keep_events()))),
+        ));
     }
     let plan = generate_plan(g, sch).ok()?;
     let sim = simulate(g, &plan).ok()?;
@@ -286,7 +291,8 @@ fn trial(
     budget: Bytes,
     w: &mut Walker,
 ) -> Option<Trial> {
-    if let Memory::Walked(p, ev) = &cur.memory {
+    if let Memory::Walked(walked) = &cur.memory {
+        let (p, ev) = &**walked;
         let cap = budget.saturating_sub(g.fixed_memory).get();
         let ch = changes(g, s, &cur.sch, d, keep);
         if let Some((dc, dx)) = p.price(g, &cur.sch, ev, &comp.0, &ch, cap, w) {
@@ -834,8 +840,12 @@ pub fn refine(
         }
         if cost >= before * (1.0 - 1e-12) {
             // Neither improves any more: random perturbations, for as
-            // long as they find cheaper plans.
-            return perturb(g, best, budget, deadline, better);
+            // long as they find cheaper plans, where the plan is far from
+            // its bound.
+            if cost > bound * (1.0 + PERTURB_MIN_GAP) {
+                return perturb(g, best, budget, deadline, better);
+            }
+            return best;
         }
     }
 }
@@ -867,6 +877,19 @@ pub fn perturb(
     deadline: Instant,
     better: &mut dyn FnMut(&Schedule),
 ) -> Schedule {
+    perturb_until_stalled(g, plan, budget, deadline, PERTURB_STALL, better)
+}
+
+/// [`perturb`], stopping after `stall_limit` perturbations in a row
+/// without a cheaper plan.
+fn perturb_until_stalled(
+    g: &Graph,
+    plan: Schedule,
+    budget: Bytes,
+    deadline: Instant,
+    stall_limit: usize,
+    better: &mut dyn FnMut(&Schedule),
+) -> Schedule {
     use rand::{RngExt, SeedableRng};
     let n = g.len();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(PERTURB_SEED ^ n as u64);
@@ -874,7 +897,7 @@ pub fn perturb(
     let mut best = plan;
     let (mut cur, mut cur_cost) = (best.clone(), best_cost);
     let mut stall = 0;
-    while stall < PERTURB_STALL && Instant::now() < deadline && n > 1 {
+    while stall < stall_limit && Instant::now() < deadline && n > 1 {
         stall += 1;
         if stall % PERTURB_RESTART == 0 {
             (cur, cur_cost) = (best.clone(), best_cost);
@@ -960,11 +983,16 @@ pub fn perturb(
 /// 58,977); within 5% one time in 5, and back to the best after 300, three
 /// of four found 58,977–60,598 (within 10% one time in 3: two of four).
 const PERTURB_STALL: usize = 2_000;
+/// [`perturb`] runs only on plans further than this from their bound: on
+/// random-layered n250 and n500 at 80% (gaps 0.9% and 1.3%) it found
+/// nothing and took the whole limit (5.7 → 59.8 s and 19 → 59.8 s); at
+/// n100 and n1000 at 60% (gaps of 20–40%) it is where the plans improve.
+const PERTURB_MIN_GAP: f64 = 0.03;
 const PERTURB_RESTART: usize = 300;
 const PERTURB_SLACK: f64 = 0.05;
 const PERTURB_TAKE_WORSE: f64 = 0.2;
 const PERTURB_REPAIR: Duration = Duration::from_secs(2);
-const PERTURB_SEED: u64 = 0x5eed_1a5;
+const PERTURB_SEED: u64 = 0x05ee_d1a5;
 
 /// The share of the time left that one kick's repair may take, and the
 /// least it gets.
@@ -1821,11 +1849,12 @@ impl Strategy for RematFast {
             }
         }
         // Then random perturbations, while they find cheaper plans (each
-        // one reported as found, so that an interrupt answers with it).
+        // one reported as found, so that an interrupt answers with it),
+        // where the plan is far from its bound.
         let close = inc
             .best
             .as_ref()
-            .is_some_and(|b| b.0 <= bound.value * (1.0 + LOOSEN_MIN_GAP));
+            .is_some_and(|b| b.0 <= bound.value * (1.0 + PERTURB_MIN_GAP));
         if !done(&inc) && !close {
             if let Some((_, sch, how)) = inc.best.clone() {
                 let how = format!("{how}, then perturbed and repaired");
@@ -2084,7 +2113,10 @@ mod tests {
             assert_eq!(same.cost(&g), before, "seed {seed} at {pct}%");
             let kicked = kick_costliest_stages(&g, start.clone(), budget, far).cost(&g);
             let mut heard = f64::INFINITY;
-            let refined = refine(&g, start, budget, 0.0, far, &mut |s| heard = s.cost(&g));
+            // Its random walk runs to the deadline here; the loosening
+            // gains within the first seconds.
+            let soon = Instant::now() + Duration::from_secs(6);
+            let refined = refine(&g, start, budget, 0.0, soon, &mut |s| heard = s.cost(&g));
             assert_eq!(heard, refined.cost(&g), "the last plan heard is the answer");
             let sim = simulate(&g, &generate_plan(&g, &refined).unwrap()).unwrap();
             assert!(
@@ -2099,6 +2131,44 @@ mod tests {
                 sim.cost
             );
         }
+    }
+
+    /// The random walk's plans fit, are never dearer than where it
+    /// starts, and the last one it reports is its answer; from plans the
+    /// kicks and loosening cannot improve, it finds cheaper ones on some
+    /// of these tight instances (measured with 40 perturbations without
+    /// gain: one of four, 1,058 → 1,057; with 150, all four, by up to 1.3%,
+    /// in a minute).
+    #[test]
+    fn perturbing_fits_and_finds_what_the_kicks_miss() {
+        let mut cheaper = 0;
+        for (seed, pct) in [(1, 62), (2, 65), (4, 62), (5, 60)] {
+            let g = tight_dag(seed);
+            let budget = percent_of_peak(&g, pct);
+            let far = Instant::now() + Duration::from_secs(600);
+            let Some(start) = search(&g, budget, Ranking::Forecast, far) else {
+                continue;
+            };
+            let start = kick_costliest_stages(&g, start, budget, far);
+            let start = loosen_and_descend(&g, start, budget, far);
+            let before = start.cost(&g);
+            let mut heard = before;
+            // A stall limit, not a deadline, ends the walk: the same plans
+            // however fast the machine.
+            let walked =
+                perturb_until_stalled(&g, start, budget, far, 40, &mut |s| heard = s.cost(&g));
+            assert_eq!(heard, walked.cost(&g), "the last plan heard is the answer");
+            let sim = simulate(&g, &generate_plan(&g, &walked).unwrap()).unwrap();
+            assert!(
+                sim.peak <= budget,
+                "seed {seed} at {pct}%: peak {}",
+                sim.peak
+            );
+            assert_eq!(sim.cost, walked.cost(&g));
+            assert!(sim.cost <= before, "seed {seed} at {pct}%");
+            cheaper += usize::from(sim.cost < before);
+        }
+        assert!(cheaper >= 1, "{cheaper}");
     }
 
     /// The indexed drop interval is the stage walk's, for every kept value
