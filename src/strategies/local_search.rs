@@ -341,35 +341,7 @@ fn make(
 /// deeper cascades and shifts of the peak inside a stage, so it only ranks
 /// the moves; the best few are then evaluated exactly.
 pub(crate) fn forecast(g: &Graph, sch: &Schedule, stage_excess: &[f64], d: Drop) -> (f64, f64) {
-    let id = NodeId::from(d.node);
-    let m = g.memory(id).as_f64();
-    // An early drop ([`early`]) ends before the read, where the value is
-    // kept again: it is recomputed at the end of the interval all the same.
-    let recomputed_at_end =
-        reads(g, sch, d.to, d.node) || (d.to + 1 < sch.stages() && sch.s(d.to + 1, d.node));
-    let end = if recomputed_at_end { d.to } else { d.to + 1 };
-    let mut freed: f64 = (d.from.max(d.node + 1)..end)
-        .map(|t| m.min(stage_excess[t]))
-        .sum();
-    let mut cost = if recomputed_at_end { g.cost(id) } else { 0.0 };
-    for dep in g.deps(id) {
-        let di = dep.idx();
-        let held = |t: usize| sch.s(t, di) || sch.r(t, di);
-        if !recomputed_at_end || held(d.to) {
-            continue;
-        }
-        if d.via_inputs {
-            let dm = g.memory(*dep).as_f64();
-            let mut t = d.to;
-            while t > di && !held(t) {
-                freed -= dm.min(stage_excess[t]);
-                t -= 1;
-            }
-        } else {
-            cost += g.cost(*dep);
-        }
-    }
-    (cost, freed)
+    forecast_in(g, sch, stage_excess, d, None)
 }
 
 /// [`forecast`] without walking the drop's interval: the stages over
@@ -386,20 +358,47 @@ fn forecast_indexed(
     stage_excess: &[f64],
     d: Drop,
 ) -> (f64, f64) {
+    forecast_in(g, sch, stage_excess, d, Some((comp, over)))
+}
+
+/// The forecast itself: with `index`, the stages over budget and where
+/// inputs are held are looked up; without, the stages are walked.
+fn forecast_in(
+    g: &Graph,
+    sch: &Schedule,
+    stage_excess: &[f64],
+    d: Drop,
+    index: Option<(&Computes, &[usize])>,
+) -> (f64, f64) {
     let id = NodeId::from(d.node);
     let m = g.memory(id).as_f64();
+    // An early drop ([`early`]) ends before the read, where the value is
+    // kept again: it is recomputed at the end of the interval all the same.
     let recomputed_at_end =
         reads(g, sch, d.to, d.node) || (d.to + 1 < sch.stages() && sch.s(d.to + 1, d.node));
     let end = if recomputed_at_end { d.to } else { d.to + 1 };
-    let within = |a: usize, b: usize| {
-        let lo = over.partition_point(|&t| t < a);
-        let hi = over.partition_point(|&t| t < b);
-        &over[lo..hi.max(lo)]
+    // `total` plus f over the stages of a..b that can hold excess, in
+    // order (or minus, in reverse order): those over budget, or every one.
+    let sum = |mut total: f64, a: usize, b: usize, rev: bool, f: &dyn Fn(usize) -> f64| -> f64 {
+        match index {
+            Some((_, over)) => {
+                let lo = over.partition_point(|&t| t < a);
+                let hi = over.partition_point(|&t| t < b).max(lo);
+                let run = &over[lo..hi];
+                if rev {
+                    run.iter().rev().for_each(|&t| total -= f(t));
+                } else {
+                    run.iter().for_each(|&t| total += f(t));
+                }
+            }
+            None if rev => (a..b.max(a)).rev().for_each(|t| total -= f(t)),
+            None => (a..b.max(a)).for_each(|t| total += f(t)),
+        }
+        total
     };
-    let mut freed: f64 = within(d.from.max(d.node + 1), end)
-        .iter()
-        .map(|&t| m.min(stage_excess[t]))
-        .sum();
+    let mut freed = sum(0.0, d.from.max(d.node + 1), end, false, &|t| {
+        m.min(stage_excess[t])
+    });
     let mut cost = if recomputed_at_end { g.cost(id) } else { 0.0 };
     for dep in g.deps(id) {
         let di = dep.idx();
@@ -409,12 +408,13 @@ fn forecast_indexed(
         }
         if d.via_inputs {
             let dm = g.memory(*dep).as_f64();
-            // The walk goes down from d.to to the last stage holding the
-            // input (or the one after its own).
-            let lo = comp.last_held(sch, di, d.to).unwrap_or(di).max(di);
-            for &t in within(lo + 1, d.to + 1).iter().rev() {
-                freed -= dm.min(stage_excess[t]);
-            }
+            // Kept from the last stage holding the input (or the one after
+            // its own) through d.to.
+            let lo = match index {
+                Some((comp, _)) => comp.last_held(sch, di, d.to).unwrap_or(di).max(di),
+                None => (di + 1..d.to).rev().find(|&t| held(t)).unwrap_or(di),
+            };
+            freed = sum(freed, lo + 1, d.to + 1, true, &|t| dm.min(stage_excess[t]));
         } else {
             cost += g.cost(*dep);
         }
