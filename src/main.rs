@@ -88,7 +88,7 @@ fn main() -> ExitCode {
             // Bad input is one line, whatever the file names in it hold
             // (a path with a newline split it in two).
             let msg = if code == 2 {
-                remat::cli::escape_controls(&msg)
+                remat::cli::shorten_line(&remat::cli::escape_controls(&msg))
             } else {
                 msg
             };

@@ -1230,6 +1230,88 @@ fn report_and_plot_refuse_non_finite_numbers() {
     }
 }
 
+/// Rows no sweep writes (an unknown status, a negative figure, a plan row
+/// without its cost) were summarised and drawn as if real; each is now one
+/// line naming the file, the line and the column, exit 2.
+#[test]
+fn report_and_plot_refuse_rows_no_sweep_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let header =
+        "model,strategy,budget_bytes,status,cost,overhead,peak_bytes,lp_bound,gap,solve_seconds\n";
+    let good = "m,checkpoint-all,10,optimal,9,1.000000,6,9,0.000000,0.000";
+    let fig = dir.path().join("fig.svg");
+    for (bad, column, says) in [
+        (
+            "m,remat-fast,8,done,9,1.0,6,9,0.0,0.0",
+            "status",
+            "'done' is not a status",
+        ),
+        (
+            "m,remat-fast,8,optimal,-9,1.0,6,9,0.0,0.0",
+            "cost",
+            "-9 is negative",
+        ),
+        (
+            "m,remat-fast,8,feasible,9,1.0,6,9,0.0,-1",
+            "solve_seconds",
+            "-1 is negative",
+        ),
+        (
+            "m,remat-fast,8,optimal,,,,9,,0.0",
+            "cost",
+            "needs its plan's cost",
+        ),
+    ] {
+        let csv = write(dir.path(), "s.csv", &format!("{header}{good}\n{bad}\n"));
+        let cs = csv.to_str().unwrap();
+        for o in [
+            remat(&["report", cs]),
+            remat(&["plot", cs, "-o", fig.to_str().unwrap()]),
+        ] {
+            one_line_error(&o, &format!("{cs}: line 3: column {column}: "));
+            assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        }
+        assert!(!fig.exists());
+    }
+    // Rows a sweep does write still read: no plan, and not applicable.
+    let csv = write(
+        dir.path(),
+        "s.csv",
+        &format!("{header}{good}\nm,remat-fast,4,no-fit,,,,9,,0.0\nm,chen-sqrtn,4,not-applicable,,,,,,0.0\n"),
+    );
+    let o = remat(&["report", csv.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Error lines are bounded whatever the input holds: a long cycle is
+/// summarised, and a megabyte-long name is cut (they made lines of
+/// 3.8 MB and 1 MB).
+#[test]
+fn error_lines_stay_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    let mut cyc = String::from("name: t\ngraph: training\nnodes:\n");
+    for i in 0..n {
+        cyc.push_str(&format!(
+            " - {{name: n{i}, cost: 1, memory: 1, deps: [n{}]}}\n",
+            (i + n - 1) % n
+        ));
+    }
+    let long = "x".repeat(100_000);
+    let dep = format!(
+        "name: t\ngraph: training\nnodes:\n - {{name: a, cost: 1, memory: 1, deps: [{long}]}}\n"
+    );
+    for (file, text, want) in [
+        ("cyc.yaml", cyc, "cycle of 300 nodes through 'n"),
+        ("dep.yaml", dep, "more characters)"),
+    ] {
+        let p = write(dir.path(), file, &text);
+        let o = remat(&["inspect", p.to_str().unwrap()]);
+        one_line_error(&o, want);
+        assert!(stderr(&o).len() < 2_200, "{} bytes", stderr(&o).len());
+    }
+}
+
 /// Graph files that got through, or got a message naming neither the key
 /// nor the node (found by an audit of the command line).
 #[test]
@@ -2148,9 +2230,9 @@ fn quiet_silences_budget_notes() {
     }
 }
 
-/// A plan whose recorded fixed memory is not its graph's gets a note, as
-/// a plan whose cost or peak differs does (silenced by -q); it used to
-/// pass without a word.
+/// A plan whose recorded fixed memory is not its graph's gets a line in
+/// the report, as a plan whose cost or peak differs does; it used to pass
+/// without a word.
 #[test]
 fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
     let dir = tempfile::tempdir().unwrap();
@@ -2172,6 +2254,9 @@ fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
         "{}",
         stdout(&o)
     );
+    // Part of the report on standard output, like the claims line: -q
+    // silences notes on standard error only.
     let o = remat(&["simulate", "-q", ms, p.to_str().unwrap()]);
-    assert!(o.status.success() && !stdout(&o).contains("fixed memory"));
+    assert!(o.status.success() && stdout(&o).contains("fixed memory 7 bytes"));
+    assert_eq!(stderr(&o), "");
 }

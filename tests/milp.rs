@@ -562,6 +562,39 @@ fn moments_lp_tightens_the_n250_bound_at_80_percent() {
     );
 }
 
+/// random-layered-n500 at 60%: the inputs program is large enough that
+/// its LP relaxation goes first (a solve's bound abandoned its MIP and
+/// reported the segment program's 267,707), and that LP alone is far
+/// tighter than the segment program.
+#[test]
+fn the_inputs_lp_goes_first_on_large_programs() {
+    let Some((g, budget)) = shared_at("random-layered-n500.yaml", "60%") else {
+        return;
+    };
+    let programs = remat::solver::cover::cover_programs(&g, budget);
+    let at = |d| programs.iter().position(|&p| p == d);
+    let lp_at = at((Detail::SegmentInputs, true)).expect("the inputs LP first");
+    let mip_at = at((Detail::SegmentInputs, false)).expect("then the inputs MIP");
+    let segments_at = at((Detail::Segments, false)).expect("the segment MIP");
+    assert!(lp_at < segments_at && segments_at < mip_at, "{programs:?}");
+    let p = Params {
+        time_limit: Duration::from_secs(600),
+        ..Params::default()
+    };
+    let lp =
+        remat::solver::cover::cover_bound_relaxed(&g, budget, Detail::SegmentInputs, &p).unwrap();
+    assert!(lp.bound > 276_000.0, "inputs LP {}", lp.bound);
+    // Small programs go straight to the MIP.
+    let Some((g, budget)) = shared_at("random-layered-n250.yaml", "80%") else {
+        return;
+    };
+    let programs = remat::solver::cover::cover_programs(&g, budget);
+    assert!(
+        !programs.contains(&(Detail::SegmentInputs, true)),
+        "{programs:?}"
+    );
+}
+
 #[test]
 fn remat_exact_and_fast_on_linear8() {
     let g = synthetic::linear(8);

@@ -54,6 +54,22 @@ pub fn escape_controls(s: &str) -> String {
         .collect()
 }
 
+/// Longest error line printed, in characters: past it the line is cut
+/// and says how much was left out. An input's own text (a name a megabyte
+/// long) would otherwise fill the terminal.
+pub const MAX_ERROR_CHARS: usize = 2_000;
+
+/// `msg` cut to [`MAX_ERROR_CHARS`] characters, saying how many were left
+/// out.
+pub fn shorten_line(msg: &str) -> String {
+    let total = msg.chars().count();
+    if total <= MAX_ERROR_CHARS {
+        return msg.to_string();
+    }
+    let kept: String = msg.chars().take(MAX_ERROR_CHARS).collect();
+    format!("{kept}… ({} more characters)", total - MAX_ERROR_CHARS)
+}
+
 /// Exit code for an error: 2 for bad input, 130 for an interrupt, 1 for
 /// anything else (no plan within the limit, or an internal failure).
 pub fn exit_code(e: &anyhow::Error) -> u8 {

@@ -75,8 +75,10 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     // The simulator counts the graph's fixed memory, whatever the plan
     // file records; a plan made when the graph held another (a changed
-    // optimizer state, say) used to pass without a word.
-    if file.fixed_memory != g.fixed_memory.get() && !ctx.quiet {
+    // optimizer state, say) used to pass without a word. Like the claims
+    // line above it is part of the report on standard output, which -q
+    // (no notes on standard error) leaves whole.
+    if file.fixed_memory != g.fixed_memory.get() {
         println!(
             "note             the file records fixed memory {} bytes; the graph's is {} bytes, which the figures above count",
             file.fixed_memory,

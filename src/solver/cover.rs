@@ -899,6 +899,19 @@ pub const SEGMENT_NONZEROS_MAX: usize = 400_000;
 /// Most link rows a [`Detail::SegmentInputs`] program may add.
 pub const INPUT_LINKS_MAX: usize = 1_000_000;
 
+/// Above this many link rows the [`Detail::SegmentInputs`] program's LP
+/// relaxation is solved first, before the segment program's MIP, which
+/// may take a solve's whole bound share on such graphs (10.6 s of 13 s in
+/// remat-fast on n1000 at 60%), and before its own MIP, which HiGHS's
+/// setup may overrun until it is abandoned. Measured on
+/// random-layered-n1000 at 60% (680,510 links): the LP gives 525,984 in
+/// 2.8 s and the MIP 526,086 after 60 s, but a solve's bound (20 s at
+/// most) abandoned the MIP and stayed at the segment program's 514,037;
+/// n500 at 60% (155,575 links) likewise stayed at 267,707, where the LP
+/// gives 276,869 in 0.65 s. Below it the MIP finishes (n500 at 80%:
+/// 60,238 links).
+pub const INPUT_LINKS_LP_FIRST: usize = 100_000;
+
 /// Largest [`Detail::Moments`] program worth building (columns kept, see
 /// `Room::keeps`). Measured: 608 columns solve in 0.4 s (random-layered
 /// n100 at 80%), 3,636 in 13 s (n250 at 90%); 7,775 (n250 at 80%) ran
@@ -974,12 +987,14 @@ pub fn eviction(g: &Graph, budget: Bytes) -> GraphBound {
 pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
     let size = sizes(g, budget);
     let segments = size.segment_nonzeros <= SEGMENT_NONZEROS_MAX;
+    let inputs = segments && size.input_links <= INPUT_LINKS_MAX;
     [
-        ((Detail::Segments, false), segments),
         (
-            (Detail::SegmentInputs, false),
-            segments && size.input_links <= INPUT_LINKS_MAX,
+            (Detail::SegmentInputs, true),
+            inputs && size.input_links > INPUT_LINKS_LP_FIRST,
         ),
+        ((Detail::Segments, false), segments),
+        ((Detail::SegmentInputs, false), inputs),
         (
             (Detail::Moments, size.moment_columns > MOMENT_COLUMNS_MAX),
             size.moment_columns <= MOMENT_LP_COLUMNS_MAX
@@ -1060,7 +1075,10 @@ pub fn raise_bound(
                     *p = best.clone();
                 }
             }
-            Ok(_) => {}
+            // A MIP below its own LP relaxation's bound (stopped early)
+            // still has a solution nearer the optimum than a coarser
+            // program's, for the search to start from.
+            Ok(c) => best.plan = c.plan.or(best.plan),
             Err(e) => best.note = format!("{}; the cover program failed: {e}", best.note),
         }
     }

@@ -168,8 +168,51 @@ impl Row {
         ]
     }
 
-    /// Parses CSV fields; the error names the column.
+    /// Parses CSV fields; the error names the column. A row no sweep could
+    /// have written (an unknown status, a negative figure, a plan without
+    /// its cost) is refused rather than summarised: a report or plot built
+    /// on it would look like a real result.
     pub fn from_fields(f: &[String]) -> Result<Row, String> {
+        let row = Row::parse_fields(f)?;
+        let status = Status::parse(&row.status);
+        if status.is_none() && row.status != NOT_APPLICABLE {
+            return Err(format!(
+                "column status: '{}' is not a status a sweep writes",
+                row.status
+            ));
+        }
+        if status.is_some_and(Status::has_plan) && row.cost.is_none() {
+            return Err(format!(
+                "column cost: a '{}' row needs its plan's cost",
+                row.status
+            ));
+        }
+        let signed = [
+            ("cost", row.cost),
+            ("overhead", row.overhead),
+            ("lp_bound", row.lp_bound),
+            ("gap", row.gap),
+            ("solve_seconds", row.solve_seconds),
+            ("step_seconds", row.timing.as_ref().map(|t| t.step_seconds)),
+            (
+                "step_overhead",
+                row.timing.as_ref().map(|t| t.step_overhead),
+            ),
+            (
+                "stall_seconds",
+                row.timing.as_ref().map(|t| t.stall_seconds),
+            ),
+        ];
+        if let Some((col, v)) = signed.iter().find(|(_, v)| v.is_some_and(|v| v < 0.0)) {
+            return Err(format!(
+                "column {col}: {} is negative",
+                v.unwrap_or_default()
+            ));
+        }
+        Ok(row)
+    }
+
+    fn parse_fields(f: &[String]) -> Result<Row, String> {
         resultlog::expect_fields(f, &HEADER)?;
         use crate::workflows::resultlog::opt_num as num;
         Ok(Row {
