@@ -1,9 +1,11 @@
-//! remat-fast's plan, then `refine` or `perturb` for longer than remat-fast
-//! gives them, printing each cheaper plan with its time:
+//! remat-fast's plan, then the kicks, `refine` or the random walk for
+//! longer than remat-fast gives them, printing each cheaper plan with its
+//! time, and the last one as the simulator replays it (docs/scale.md):
 //! `cargo run --release --example refine_trace -- GRAPH PCT START_SECS SECS MODE`
-//! (MODE: refine, perturb or kicks).
+//! (MODE: kicks, refine, perturb, or kp: kicks, then the walk).
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
+use remat::schedule::{generate_plan, simulate, Schedule};
 use remat::strategies::local_search::{kick_costliest_stages, perturb, refine};
 use remat::strategies::{by_name, SolveOptions};
 use std::path::Path;
@@ -35,7 +37,7 @@ fn main() {
     println!("remat-fast: {}", start.cost(&g));
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(secs);
-    let mut heard = |s: &remat::schedule::Schedule| {
+    let mut heard = |s: &Schedule| {
         println!("{:8.1} s {}", t0.elapsed().as_secs_f64(), s.cost(&g));
     };
     let out = match a[5].as_str() {
@@ -48,5 +50,11 @@ fn main() {
         }
         _ => kick_costliest_stages(&g, start, budget, end),
     };
-    println!("end {:.1} s {}", t0.elapsed().as_secs_f64(), out.cost(&g));
+    let sim = simulate(&g, &generate_plan(&g, &out).unwrap()).unwrap();
+    println!(
+        "end {:.1} s: {} (peak {} of {budget})",
+        t0.elapsed().as_secs_f64(),
+        sim.cost,
+        sim.peak
+    );
 }
