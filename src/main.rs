@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print node and edge counts, costs, the checkpoint-all peak and the smallest feasible budget.
+    /// Print node and edge counts, costs, the checkpoint-all peak and the smallest budget (no plan fits below it).
     Inspect(commands::inspect::Args),
     /// Write the explicit training graph (after backward generation and ordering).
     Graph(commands::graph::Args),

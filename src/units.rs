@@ -201,6 +201,27 @@ impl DecimalError {
     }
 }
 
+/// The percentage a bare budget number probably meant (`90` or `0.9` for
+/// 90%), when it is written as one: digits and a point, no unit. Callers
+/// ask only when the bytes it says are below the smallest budget, where no
+/// plan fits and a slip is likelier than a wish. Shared by `-b`, the inline
+/// `--budgets` list and budget files, so that each says the same.
+pub fn percent_meant(input: &str) -> Option<String> {
+    let t = input.trim();
+    if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    let v: f64 = t.parse().ok()?;
+    let pct = if v > 0.0 && v < 1.0 {
+        v * 100.0
+    } else if (1.0..=100.0).contains(&v) {
+        v
+    } else {
+        return None;
+    };
+    Some(format!("did you mean {}%?", short_float(pct)))
+}
+
 impl BudgetSpec {
     /// Accepts `123456`, `1.5GB`, `16GiB`, `512 MB`, `90%`.
     pub fn parse(input: &str) -> Result<BudgetSpec, SizeError> {
@@ -376,10 +397,18 @@ impl Bandwidth {
             input: input.to_string(),
             reason: reason.to_string(),
         };
+        // The size is parsed as a budget is; its errors spoke of budgets
+        // ("a budget must be positive") and offered NN% for a rate.
+        if size.starts_with('-') {
+            return Err(err("a bandwidth must be positive"));
+        }
         match BudgetSpec::parse(size) {
             Ok(BudgetSpec::Absolute(b)) => Bandwidth::bytes_per_sec(b.as_f64())
                 .ok_or_else(|| err("a bandwidth must be positive")),
             Ok(BudgetSpec::Percent { .. }) => Err(err("a bandwidth cannot be a percentage")),
+            Err(e) if e.reason.starts_with("unknown unit") => Err(err(
+                "unknown unit (use B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s or TiB/s)",
+            )),
             Err(e) => Err(err(&e.reason)),
         }
     }

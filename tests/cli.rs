@@ -2260,3 +2260,419 @@ fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
     assert!(o.status.success() && stdout(&o).contains("fixed memory 7 bytes"));
     assert_eq!(stderr(&o), "");
 }
+
+/// A device for `linear8` (peak 10 bytes) with `fast` bytes of fast memory
+/// and a slow tier.
+fn device(dir: &Path, name: &str, fast: &str) -> PathBuf {
+    write(
+        dir,
+        name,
+        &format!(
+            "name: d\ncompute: {{throughput: 1e9}}\nfast: {{capacity: {fast}}}\n\
+             slow: {{capacity: 1MB, to_slow: 1GB/s, to_fast: 1GB/s, latency: 1us, engines: duplex, direct_read: none}}\n"
+        ),
+    )
+}
+
+/// A quiet sweep of `m` into `csv`, with its extra flags.
+fn sweep_into(m: &Path, csv: &Path, extra: &[&str]) -> Output {
+    let mut a = vec![
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        "90%,50%",
+        "-s",
+        "checkpoint-all,remat-fast",
+        "-o",
+        csv.to_str().unwrap(),
+        "--no-lp-bound",
+        "--zero-timings",
+        "--jobs",
+        "1",
+        "-q",
+    ];
+    a.extend_from_slice(extra);
+    remat(&a)
+}
+
+/// Rows of one model from two graphs or two devices used to be merged
+/// (a strategy compared with itself at a ratio below 1), and a file given
+/// twice counted every pair twice.
+#[test]
+fn report_and_plot_keep_graphs_and_devices_apart_and_count_rows_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let a = dir.path().join("a.csv");
+    let o = sweep_into(&m, &a, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (a_s, svg) = (a.to_str().unwrap(), dir.path().join("x.svg"));
+    let once = remat(&["report", a_s]);
+    assert!(once.status.success(), "{}", stderr(&once));
+    assert!(stdout(&once).contains("| 2/2 |"), "{}", stdout(&once));
+    let twice = remat(&["report", a_s, a_s]);
+    assert!(twice.status.success(), "{}", stderr(&twice));
+    assert_eq!(stdout(&twice), stdout(&once));
+    assert!(
+        stderr(&twice).contains("4 repeated rows counted once"),
+        "{}",
+        stderr(&twice)
+    );
+    // The same pair with another result: which one counts is not ours to pick.
+    let text = std::fs::read_to_string(&a).unwrap();
+    let row = text
+        .lines()
+        .skip(1)
+        .find(|l| !l.split(',').nth(4).unwrap().is_empty())
+        .unwrap();
+    let mut cells: Vec<&str> = row.split(',').collect();
+    cells[4] = "99";
+    let c = write(dir.path(), "c.csv", &text.replace(row, &cells.join(",")));
+    let o = remat(&["report", a_s, c.to_str().unwrap()]);
+    one_line_error(&o, "different results");
+    assert!(stderr(&o).contains("a.csv and ") && stderr(&o).contains("c.csv"));
+    // Another graph under the same model name.
+    let b = dir.path().join("b.csv");
+    let edited = write(
+        dir.path(),
+        "edited.yaml",
+        &std::fs::read_to_string(&m)
+            .unwrap()
+            .replacen("cost: 1,", "cost: 3,", 1),
+    );
+    let o = sweep_into(&edited, &b, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for cmd in [
+        vec!["report", a_s, b.to_str().unwrap()],
+        vec![
+            "plot",
+            a_s,
+            b.to_str().unwrap(),
+            "-o",
+            svg.to_str().unwrap(),
+        ],
+    ] {
+        let o = remat(&cmd);
+        one_line_error(&o, "solved on different graphs");
+        assert!(stderr(&o).contains("a.csv and ") && stderr(&o).contains("b.csv"));
+    }
+    assert!(!svg.exists());
+    // Rows timed on a device beside rows without one.
+    let d = dir.path().join("d.csv");
+    let dev = device(dir.path(), "dev.yaml", "1KB");
+    let o = sweep_into(&m, &d, &["--device", dev.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["report", a_s, d.to_str().unwrap()]);
+    one_line_error(&o, "without a device and timed on device 'd'");
+}
+
+/// A full disk under standard output used to panic (exit 101, a
+/// backtrace) in every command but three.
+#[test]
+fn a_failed_write_to_standard_output_is_one_line() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let plan = dir.path().join("p.json");
+    assert!(solve_plan(&m, "100%", &plan).status.success());
+    let csv = dir.path().join("s.csv");
+    assert!(sweep_into(&m, &csv, &[]).status.success());
+    let (ps, cs) = (plan.to_str().unwrap(), csv.to_str().unwrap());
+    for args in [
+        vec!["inspect", ms],
+        vec!["inspect", ms, "--json"],
+        vec!["strategies"],
+        vec!["simulate", ms, ps],
+        vec!["report", cs],
+        vec!["baselines", ms],
+        vec![
+            "max-batch",
+            ms,
+            "--memory",
+            "1KB",
+            "-s",
+            "checkpoint-all",
+            "--max-batch",
+            "4",
+        ],
+        vec!["zoo", "--list"],
+        vec!["zoo", "linear", "--layers", "3"],
+        vec!["solve", ms, "-b", "100%", "-s", "checkpoint-all"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_remat"))
+            .args(&args)
+            .stdout(std::fs::File::create(full).unwrap())
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: writing to standard output: ") && err.contains("No space"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `-o x.svg --plot x.svg` wrote the CSV, then the plot over it, and said
+/// both were written; a `--plans` file that could not be written was a
+/// warning and exit code 0.
+#[test]
+fn sweep_outputs_are_distinct_and_plan_failures_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let dotted = dir.path().join(".").join("y.csv");
+    for (extra, needle) in [
+        (vec!["--plot", &p("x.csv")], "named by both -o and --plot"),
+        (vec!["--plans", &p("x.csv")], "named by both -o and --plans"),
+        (
+            vec!["--plans", dotted.to_str().unwrap(), "--plot", &p("y.csv")],
+            "named by both --plot and --plans",
+        ),
+    ] {
+        let o = sweep_into(&m, &dir.path().join("x.csv"), &extra);
+        one_line_error(&o, needle);
+    }
+    assert!(!dir.path().join("x.csv").exists());
+    // A directory where a plan file goes (budget 90% of 10 bytes is 9).
+    let plans = dir.path().join("plans");
+    std::fs::create_dir_all(plans.join("remat-fast-9.json")).unwrap();
+    let o = sweep_into(
+        &m,
+        &dir.path().join("z.csv"),
+        &["--plans", plans.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("1 plan file could not be written"), "{err}");
+    assert!(
+        err.contains("--fresh") && err.contains("remat-fast-9.json"),
+        "{err}"
+    );
+    assert!(plans.join("remat-fast-5.json").is_file());
+}
+
+/// Flags and strategies that cannot be honoured are refused before any
+/// work, instead of ignored (`--no-recompute` with plans that recompute),
+/// dropped without a word (`max-batch -s lp-bound`) or shown as n/a.
+#[test]
+fn flags_and_strategies_that_cannot_apply_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let csv = dir.path().join("n.csv");
+    let cs = csv.to_str().unwrap();
+    let mb = |s: &str, extra: &[&str]| {
+        let mut a = vec![
+            "max-batch",
+            ms,
+            "--memory",
+            "1KB",
+            "-s",
+            s,
+            "--max-batch",
+            "4",
+        ];
+        a.extend_from_slice(extra);
+        remat(&a)
+    };
+    for o in [
+        remat(&["solve", ms, "-b", "5", "-s", "remat-fast", "--no-recompute"]),
+        remat(&[
+            "sweep",
+            ms,
+            "-b",
+            "90%",
+            "-s",
+            "remat-exact",
+            "-o",
+            cs,
+            "--no-recompute",
+        ]),
+        mb("remat-fast", &["--no-recompute"]),
+    ] {
+        one_line_error(&o, "--no-recompute applies only to remat-tiered");
+    }
+    assert!(!csv.exists());
+    // checkpoint-all never recomputes: the flag holds for it as it is.
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--no-recompute",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = dir.path().join("lp.json");
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "5",
+        "-s",
+        "lp-bound",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    one_line_error(
+        &o,
+        "lp-bound makes no plan; --plan needs a strategy that makes one",
+    );
+    assert!(!plan.exists());
+    one_line_error(&mb("lp-bound", &[]), "-s lp-bound: it makes no plan");
+    one_line_error(
+        &mb("checkpoint-all,offload-all", &[]),
+        "-s offload-all: it moves values to a slow tier; pass --device",
+    );
+    one_line_error(&mb("tiered", &[]), "pass --device");
+    // The group `all` is every strategy that makes plans.
+    let o = mb("all", &["--time-limit", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("lp-bound"));
+    let o = mb("checkpoint-all", &["--max-overhead", "1e300"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("cost rule overhead<=1e300\n"),
+        "{}",
+        stdout(&o)
+    );
+    for (args, needle) in [
+        (
+            vec!["zoo", "linear", "--check"],
+            "--check applies only with --all",
+        ),
+        (
+            vec!["zoo", "vgg16", "--dir", "/x"],
+            "--dir applies only with --all",
+        ),
+    ] {
+        let out = dir.path().join("z.yaml");
+        let mut a = args.clone();
+        a.extend_from_slice(&["-o", out.to_str().unwrap()]);
+        one_line_error(&remat(&a), needle);
+        assert!(!out.exists());
+    }
+}
+
+/// A plan replayed on a device whose fast memory it overflows fits its
+/// budget, not the device: `solve` said so, `simulate` said "fits".
+#[test]
+fn replays_on_a_device_too_small_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let plan = dir.path().join("p.json");
+    assert!(solve_plan(&m, "100%", &plan).status.success());
+    let ps = plan.to_str().unwrap();
+    let small = device(dir.path(), "small.yaml", "6B");
+    let ds = small.to_str().unwrap();
+    let note = "the plan's peak 10 B is more than d's fast memory (6 B): the plan fits the budget, not the device";
+    let o = remat(&["simulate", ms, ps, "--device", ds]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(10 bytes): fits the budget, not d's fast memory (6 B)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains(note), "{}", stderr(&o));
+    let h = dir.path().join("h.json");
+    let o = remat(&["hints", ms, ps, "--device", ds, "-o", h.to_str().unwrap()]);
+    assert!(
+        o.status.success() && stderr(&o).contains(note),
+        "{}",
+        stderr(&o)
+    );
+    let svg = dir.path().join("p.svg");
+    let o = remat(&[
+        "plot-plan",
+        ms,
+        ps,
+        "--device",
+        ds,
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success() && stderr(&o).contains(note),
+        "{}",
+        stderr(&o)
+    );
+    // On a device it fits, nothing is said.
+    let big = device(dir.path(), "big.yaml", "1KB");
+    let o = remat(&["simulate", ms, ps, "--device", big.to_str().unwrap()]);
+    assert!(stdout(&o).contains("(10 bytes): fits\n") && !stderr(&o).contains("not the device"));
+}
+
+/// A bare number in a budget file is bytes, like one in `--budgets`: below
+/// the smallest budget it gets the same "did you mean" note.
+#[test]
+fn budget_files_ask_about_percentages_as_inline_lists_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let file = write(dir.path(), "pct.yaml", "budgets: [90, 0.5, 100%]\n");
+    let csv = dir.path().join("b.csv");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        file.to_str().unwrap(),
+        "-s",
+        "checkpoint-all",
+        "-o",
+        csv.to_str().unwrap(),
+        "--no-lp-bound",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "pct.yaml: 0.5 is 1 B (1 bytes), below the smallest budget; did you mean 50%?"
+        ),
+        "{err}"
+    );
+    // 90 bytes is above this graph's peak: no slip to point out.
+    assert!(!err.contains("did you mean 90%"), "{err}");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        "0.9,100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        csv.to_str().unwrap(),
+        "--no-lp-bound",
+    ]);
+    assert!(
+        stderr(&o).contains(
+            "--budgets: 0.9 is 1 B (1 bytes), below the smallest budget; did you mean 90%?"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// With a device, the cost bound holds for plans that only recompute: a
+/// plan that offloads may compute less, so the line says so.
+#[test]
+fn cost_bounds_on_a_device_say_what_they_cover() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let dev = device(dir.path(), "dev.yaml", "1KB");
+    let o = remat(&["solve", ms, "-b", "5", "--device", dev.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(" unit, recompute-only plans (plan/bound"),
+        "{}",
+        stdout(&o)
+    );
+    let o = remat(&["solve", ms, "-b", "5"]);
+    assert!(stdout(&o).contains("lower bound") && !stdout(&o).contains("recompute-only"));
+}

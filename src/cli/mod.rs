@@ -187,6 +187,42 @@ pub fn check_output_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Two outputs of one run named by the same path (`sweep -o x.svg --plot
+/// x.svg`): the second write destroyed the first, and the run still
+/// reported both. Each output is a flag and its path; paths are compared
+/// as files, whether they exist yet or not (`./x` and `x` are one).
+pub fn check_distinct_outputs(outputs: &[(&str, &Path)]) -> anyhow::Result<()> {
+    for (i, (flag_a, a)) in outputs.iter().enumerate() {
+        for (flag_b, b) in &outputs[i + 1..] {
+            if a.as_os_str() != "-" && resolved(a) == resolved(b) {
+                return Err(input_err(format!(
+                    "{}: named by both {flag_a} and {flag_b}; the second write would destroy the first, so give each its own path",
+                    b.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute, symlinks resolved as far as it exists: a file not
+/// yet written is its directory's resolved path and its own name.
+fn resolved(path: &Path) -> std::path::PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (parent.canonicalize(), path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf()),
+    }
+}
+
 /// A CSV that a command appends to and resumes from cannot be standard
 /// output: `-o -` used to read and write a file named `-`.
 pub fn check_resumable_output(path: &Path, command: &str) -> anyhow::Result<()> {
@@ -334,19 +370,7 @@ impl Budget {
         if self.from_device.is_some() {
             return None;
         }
-        let t = self.input.trim();
-        if !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-            return None;
-        }
-        let v: f64 = t.parse().ok()?;
-        let pct = if v > 0.0 && v < 1.0 {
-            v * 100.0
-        } else if (1.0..=100.0).contains(&v) {
-            v
-        } else {
-            return None;
-        };
-        Some(format!("did you mean {}%?", crate::units::short_float(pct)))
+        crate::units::percent_meant(&self.input)
     }
 
     /// A note for a budget that is probably a mistake but still has an
@@ -431,4 +455,18 @@ pub fn write_output(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
         return Ok(());
     }
     write_atomic(path, contents)
+}
+
+/// Writes to standard output and flushes, so that a failed write is
+/// reported here rather than lost when the process exits: `print!` panics
+/// when standard output cannot be written (`> /dev/full`: exit 101 and a
+/// backtrace). Every command's output goes through this one place (the
+/// binary's `out!` and `outln!`).
+pub fn write_stdout(args: std::fmt::Arguments) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args)
+        .and_then(|()| out.flush())
+        .context("writing to standard output")
 }

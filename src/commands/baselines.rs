@@ -46,7 +46,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     if to_stdout {
         eprint!("{table}");
     } else {
-        print!("{table}");
+        out!("{table}")?;
     }
     if let Some(path) = output {
         write_output(&path, &baselines::to_csv(&g, &curves)?)?;

@@ -34,6 +34,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     check_output(&args.output, &inputs)?;
     let plan = args.files.last().expect("clap: one or two files");
     let name = plan.display().to_string();
+    let mut notes = Vec::new();
     let file = match args.files.as_slice() {
         [model, _] => {
             // Hints describe a plan a runtime will follow: one that
@@ -46,7 +47,13 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
                 .as_deref()
                 .map(|d| load_device(d, &g))
                 .transpose()?;
-            check_plan(&g, plan, &file, &p, device.as_ref(), None)?;
+            let (rep, _) = check_plan(&g, plan, &file, &p, device.as_ref(), None)?;
+            if let Some(n) = device
+                .as_ref()
+                .and_then(|d| super::over_device(rep.peak, d))
+            {
+                notes.push(n);
+            }
             file
         }
         _ => {
@@ -60,6 +67,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     };
     let h = remat::hints::hints(&file).map_err(|e| input_err(format!("{name}: {e}")))?;
     write_output(&args.output, &serde_json::to_vec_pretty(&h)?)?;
+    for n in notes.iter().filter(|_| !ctx.quiet) {
+        eprintln!("note: {n}");
+    }
     if !ctx.quiet && args.output.as_os_str() != "-" {
         eprintln!(
             "wrote {} ({} steps, {} objects)",

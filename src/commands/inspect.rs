@@ -39,42 +39,45 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
             "checkpoint_all_peak": s.checkpoint_all_peak.get(),
             "smallest_budget": s.min_budget.get(),
         });
-        println!("{v}");
+        outln!("{v}")?;
         return Ok(());
     }
-    println!("model            {}", g.name);
-    println!("fingerprint      {}", g.fingerprint());
-    println!(
+    outln!("model            {}", g.name)?;
+    outln!("fingerprint      {}", g.fingerprint())?;
+    outln!(
         "nodes            {} ({} forward, {} backward), {} edges",
-        s.nodes, s.forward, s.backward, s.edges
-    );
+        s.nodes,
+        s.forward,
+        s.backward,
+        s.edges
+    )?;
     if g.has_groups() {
-        println!(
+        outln!(
             "kernels          {kernels} ({in_groups} nodes are outputs of multi-output kernels, computed together)"
-        );
+        )?;
     }
-    println!("batch size       {}", g.batch_size);
+    outln!("batch size       {}", g.batch_size)?;
     let unit = g.cost_unit.as_deref().unwrap_or("units");
-    println!(
+    outln!(
         "total cost       {} {unit} (forward {})",
         short_float(s.total_cost),
         short_float(s.forward_cost)
-    );
-    println!(
+    )?;
+    outln!(
         "fixed memory     {} ({} bytes)",
         s.fixed_memory.human(),
         s.fixed_memory
-    );
-    println!(
+    )?;
+    outln!(
         "checkpoint-all   peak {} ({} bytes)",
         s.checkpoint_all_peak.human(),
         s.checkpoint_all_peak
-    );
-    println!(
+    )?;
+    outln!(
         "smallest budget  {} ({} bytes, {}): no plan fits below this",
         s.min_budget.human(),
         s.min_budget,
         percent_of_peak(&g, s.min_budget)
-    );
+    )?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 use super::SolverArgs;
 use anyhow::Result;
 use remat::cli::{check_output, check_resumable_output, input_err, load_device, load_graph};
+use remat::strategies;
 use remat::units::BudgetSpec;
 use remat::workflows::maxbatch::{self, CostRule, MaxBatchConfig, MaxBatchError};
 use remat::workflows::resultlog::LogError;
@@ -17,7 +18,8 @@ pub struct Args {
     /// one it defaults to the device's fast-tier capacity.
     #[arg(long, allow_hyphen_values = true)]
     memory: Option<String>,
-    /// Comma-separated strategy names, or `all` (checkpoint-all is always included).
+    /// Comma-separated strategy names, or `all` (every strategy that makes
+    /// plans; checkpoint-all is always included).
     #[arg(short, long, visible_alias = "strategy", default_value = "all")]
     strategies: String,
     /// Allow cost up to F x checkpoint-all cost, instead of one extra forward pass.
@@ -100,6 +102,8 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     let mut cfg = MaxBatchConfig::new(memory);
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
+    check_runnable(&strategies, device.is_some())?;
+    solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
     if let Some(f) = max_overhead {
         // No plan costs less than checkpoint-all: below 1 every batch
         // would be refused and the answer would read "max batch 0".
@@ -136,17 +140,50 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         }
         e => e.into(),
     })?;
-    println!(
+    outln!(
         "{} at {} ({} bytes), cost rule {}{}",
         g.name,
         memory.human(),
         memory,
         cfg.rule.label(),
         device_note.unwrap_or_default()
-    );
-    print!("{}", maxbatch::render(&rows));
+    )?;
+    out!("{}", maxbatch::render(&rows))?;
     if let Some(o) = output.filter(|_| !ctx.quiet) {
         eprintln!("wrote {}", o.display());
+    }
+    Ok(())
+}
+
+/// Strategies named in `-s` that cannot answer a max-batch search are
+/// refused as `solve` refuses them: lp-bound makes no plan (it was dropped
+/// from the table without a word), and a policy that moves values to a
+/// slow tier has none without --device (it was shown as n/a, no reason
+/// given). The group `all` means the strategies that make plans.
+fn check_runnable(list: &str, device: bool) -> Result<()> {
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "tiered" && !device {
+            return Err(input_err(
+                "-s tiered: its strategies move values to a slow tier; pass --device FILE (devices/*.yaml) to give them one",
+            ));
+        }
+        let Some(s) = strategies::by_name(name) else {
+            continue;
+        };
+        if !s.makes_plans() {
+            return Err(input_err(format!(
+                "-s {name}: it makes no plan, so it has no batch to find; drop it from -s"
+            )));
+        }
+        if !device
+            && strategies::tiered_policies()
+                .iter()
+                .any(|t| t.name() == name)
+        {
+            return Err(input_err(format!(
+                "-s {name}: it moves values to a slow tier; pass --device FILE (devices/*.yaml) to give it one"
+            )));
+        }
     }
     Ok(())
 }

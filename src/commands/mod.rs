@@ -2,6 +2,24 @@
 //! (`Args`) and its handler (`run`), so that adding or changing a command
 //! touches one file, and `main.rs` only dispatches.
 
+/// `print!` for command output. `print!` panics when standard output
+/// cannot be written (`> /dev/full`: exit 101 and a backtrace); this
+/// returns the error instead, so that the command ends with one line and
+/// exit code 1. A closed pipe never gets here: `main` restores SIGPIPE, and
+/// `remat ... | head` ends quietly as any Unix filter does.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::commands::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for command output, returning the write's error as [`out!`] does.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::commands::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod baselines;
 pub mod graph;
 pub mod hints;
@@ -19,6 +37,23 @@ pub mod zoo;
 use remat::solver::Backend;
 use remat::strategies::SolveOptions;
 use std::time::Duration;
+
+pub use remat::cli::write_stdout;
+
+/// The note for a plan replayed on a device whose fast memory it
+/// overflows: it fits the budget it was made for, not the card. `solve`
+/// says so of a budget over the device; the commands that replay a plan
+/// file said nothing and reported "fits".
+pub fn over_device(peak: remat::Bytes, d: &remat::device::Device) -> Option<String> {
+    (peak > d.fast_capacity).then(|| {
+        format!(
+            "the plan's peak {} is more than {}'s fast memory ({}): the plan fits the budget, not the device",
+            peak.human(),
+            d.name,
+            d.fast_capacity.human()
+        )
+    })
+}
 
 /// What every command shares: the global flags.
 pub struct Ctx {
@@ -46,10 +81,13 @@ pub struct SolverArgs {
     #[arg(long, default_value_t = Backend::default())]
     pub solver: Backend,
     /// Forbid recomputation: remat-tiered then finds the offload-only
-    /// optimum (other strategies ignore it).
+    /// optimum (no other strategy takes it).
     #[arg(long)]
     pub no_recompute: bool,
 }
+
+/// The one strategy that honours `--no-recompute`.
+const NO_RECOMPUTE_TAKER: &str = "remat-tiered";
 
 /// Default time limits, per solve, from measurements (README, "Time
 /// limits"): on the public benchmark graphs a 600 s limit returned the
@@ -59,6 +97,29 @@ pub const SOLVE_SECONDS: f64 = 60.0;
 pub const MAX_BATCH_SECONDS: f64 = 10.0;
 
 impl SolverArgs {
+    /// `--no-recompute` with a strategy that cannot honour it used to be
+    /// ignored, and the plan printed recomputed anyway. checkpoint-all
+    /// never recomputes, so it keeps the flag by construction.
+    pub fn check_no_recompute<'a>(
+        &self,
+        strategies: impl IntoIterator<Item = &'a str>,
+    ) -> anyhow::Result<()> {
+        if !self.no_recompute {
+            return Ok(());
+        }
+        let others: Vec<&str> = strategies
+            .into_iter()
+            .filter(|s| ![NO_RECOMPUTE_TAKER, "checkpoint-all"].contains(s))
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        Err(remat::cli::input_err(format!(
+            "--no-recompute applies only to {NO_RECOMPUTE_TAKER} (with --device); not to {}",
+            others.join(", ")
+        )))
+    }
+
     /// The options, with `default_secs` when no `--time-limit` was given.
     pub fn options(&self, default_secs: f64) -> SolveOptions {
         SolveOptions {

@@ -62,6 +62,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         let (sim, tl) =
             plot::plot_plan_timed(&g, &p, d, budget, &file.strategy, &output).map_err(plot_err)?;
         warn_over(&plan, sim.peak, budget);
+        if let Some(n) = super::over_device(sim.peak, d).filter(|_| !ctx.quiet) {
+            eprintln!("note: {n}");
+        }
         if !ctx.quiet {
             eprintln!(
                 "wrote {} ({} statements, {} on {}, {})",

@@ -1,7 +1,7 @@
 //! `remat report`: the Table-2 style summary of sweep CSVs.
 
 use anyhow::Result;
-use remat::cli::{check_output, input_err, write_atomic};
+use remat::cli::{check_output, input_err, plural, write_atomic};
 use remat::reports::table;
 use remat::workflows::resultlog::LogError;
 use remat::workflows::sweep::{self, Row, SweepError};
@@ -20,15 +20,13 @@ pub struct Args {
 /// Reads every sweep CSV among `paths`. A CSV of another kind is skipped
 /// with a note, so that `results/*.csv` works although the folder also
 /// holds benchmark tables; only when none is a sweep CSV is that an error.
+/// Rows of one model from different graphs or devices are refused, and a
+/// pair given twice with the same result counts once ([`table::merge`]).
 pub fn read_sweeps(paths: &[PathBuf], quiet: bool) -> Result<Vec<Row>> {
-    let mut rows = Vec::new();
-    let mut read = 0;
+    let mut sources = Vec::new();
     for p in paths {
         match sweep::read_csv(p) {
-            Ok(r) => {
-                rows.extend(r);
-                read += 1;
-            }
+            Ok(r) => sources.push((p.display().to_string(), r)),
             Err(SweepError::Log(LogError::OtherKind { .. })) if paths.len() > 1 => {
                 if !quiet {
                     eprintln!("note: skipping {}: not a sweep CSV", p.display());
@@ -37,7 +35,7 @@ pub fn read_sweeps(paths: &[PathBuf], quiet: bool) -> Result<Vec<Row>> {
             Err(e) => return Err(input_err(e.to_string())),
         }
     }
-    if read == 0 {
+    if sources.is_empty() {
         return Err(input_err(format!(
             "none of {} is a sweep CSV",
             paths
@@ -47,7 +45,14 @@ pub fn read_sweeps(paths: &[PathBuf], quiet: bool) -> Result<Vec<Row>> {
                 .join(", ")
         )));
     }
-    Ok(rows)
+    let merged = table::merge(&sources).map_err(|e| input_err(e.to_string()))?;
+    if merged.duplicates > 0 && !quiet {
+        eprintln!(
+            "note: {} counted once: the same pair with the same result was read before",
+            plural(merged.duplicates, "repeated row", "repeated rows")
+        );
+    }
+    Ok(merged.rows)
 }
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
@@ -71,7 +76,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     // `-o -` is standard output, where the report goes anyway (it used to
     // be written to a file named `-` as well).
     let to_stdout = args.output.as_ref().is_some_and(|o| o.as_os_str() == "-");
-    print!("{text}");
+    out!("{text}")?;
     if let Some(o) = args.output.filter(|_| !to_stdout) {
         write_atomic(&o, text.as_bytes())?;
     }

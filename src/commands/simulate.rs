@@ -41,37 +41,37 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         budget.map(|b| b.bytes),
     )?;
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
-    println!(
+    outln!(
         "plan             {} ({} statements)",
         plan.display(),
         p.statements.len()
-    );
-    println!(
+    )?;
+    outln!(
         "computations     {} for {} nodes",
         rep.computations,
         g.len()
-    );
-    println!(
+    )?;
+    outln!(
         "cost             {} {unit} ({:.4}x checkpoint-all)",
         short_float(rep.cost),
         rep.cost / g.total_cost().max(f64::MIN_POSITIVE)
-    );
-    println!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak);
+    )?;
+    outln!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak)?;
     if let (Some(t), Some(d)) = (&rep.timing, &device) {
-        print!(
+        out!(
             "{}",
             remat::reports::table::timing_lines(t, d.all_fast_step(&g))
-        );
+        )?;
     }
     let claims_differ = file.cost.is_finite()
         && ((rep.cost - file.cost).abs() > 1e-6 * rep.cost.abs().max(1.0)
             || rep.peak.get() != file.peak_memory);
     if claims_differ {
-        println!(
+        outln!(
             "note             the file claims cost {} and peak {}; the figures above are the simulator's",
             short_float(file.cost),
             file.peak_memory
-        );
+        )?;
     }
     // The simulator counts the graph's fixed memory, whatever the plan
     // file records; a plan made when the graph held another (a changed
@@ -79,17 +79,31 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     // line above it is part of the report on standard output, which -q
     // (no notes on standard error) leaves whole.
     if file.fixed_memory != g.fixed_memory.get() {
-        println!(
+        outln!(
             "note             the file records fixed memory {} bytes; the graph's is {} bytes, which the figures above count",
             file.fixed_memory,
             g.fixed_memory.get()
-        );
+        )?;
     }
+    let over = device
+        .as_ref()
+        .and_then(|d| super::over_device(rep.peak, d));
     if let Some(b) = limit {
-        println!("budget           {} ({} bytes): fits", b.human(), b);
+        let fits = match &device {
+            Some(d) if over.is_some() => format!(
+                "fits the budget, not {}'s fast memory ({})",
+                d.name,
+                d.fast_capacity.human()
+            ),
+            _ => "fits".to_string(),
+        };
+        outln!("budget           {} ({} bytes): {fits}", b.human(), b)?;
     }
     // Only once the plan has passed: a plan over its budget gets its one
     // line of error alone.
     remat::cli::note_cost_unit(device.as_ref(), &g, ctx.quiet);
+    if let Some(n) = over.filter(|_| !ctx.quiet) {
+        eprintln!("note: {n}");
+    }
     Ok(())
 }

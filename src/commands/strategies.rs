@@ -7,11 +7,11 @@ pub struct Args {}
 
 pub fn run(_: Args, _: &super::Ctx) -> Result<()> {
     for s in remat::strategies::all() {
-        println!("{:<18} {}", s.name(), s.describe());
+        outln!("{:<18} {}", s.name(), s.describe())?;
     }
-    println!("\nwith --device (two memory tiers; the sweep group `tiered`):");
+    outln!("\nwith --device (two memory tiers; the sweep group `tiered`):")?;
     for s in remat::strategies::tiered_policies() {
-        println!("{:<18} {}", s.name(), s.describe());
+        outln!("{:<18} {}", s.name(), s.describe())?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 use super::SolverArgs;
 use anyhow::Result;
 use remat::cli::{
-    check_output, check_output_dir, check_resumable_output, input_err, load_device, load_graph,
-    plural,
+    check_distinct_outputs, check_output, check_output_dir, check_resumable_output, input_err,
+    load_device, load_graph, plural,
 };
 use remat::reports::plot;
 use remat::strategies;
@@ -20,7 +20,7 @@ pub struct Args {
     /// Budgets: a comma-separated list (`90%,80%,12GB`) or a budget file
     /// (YAML, see docs/format.md). Default: the model folder's sibling
     /// budgets/<model file stem>.yaml if it exists, else 20 budgets from the
-    /// smallest feasible one to the checkpoint-all peak.
+    /// smallest budget (no plan fits below it) to the checkpoint-all peak.
     #[arg(short, long, allow_hyphen_values = true)]
     budgets: Option<String>,
     /// Comma-separated strategy names, or `all`.
@@ -86,6 +86,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         .flatten()
         .collect();
     check_resumable_output(&output, "sweep")?;
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        Some(("-o", output.as_path())),
+        plot.as_deref().map(|p| ("--plot", p)),
+        plans.as_deref().map(|p| ("--plans", p)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    check_distinct_outputs(&outputs)?;
     check_output(&output, &inputs)?;
     if let Some(p) = &plot {
         plot::check_format(p).map_err(|e| input_err(e.to_string()))?;
@@ -114,23 +123,20 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     list.check_model(&g, &source)
         .map_err(|e| input_err(e.to_string()))?;
     remat::cli::note_cost_unit(device.as_deref(), &g, ctx.quiet);
-    // An inline `--budgets 90,80` is bytes, and below the smallest budget
-    // every row would say infeasible: say what was probably meant.
-    if let Some(inline) = source.strip_prefix("--budgets ").filter(|_| !quiet) {
-        let min = remat::graph::analysis::min_feasible_budget(&g);
-        for item in inline.split(',').map(str::trim) {
-            if let Ok(b) = remat::cli::parse_budget(&g, item) {
-                if let Some(hint) = b.did_you_mean().filter(|_| b.bytes < min) {
-                    eprintln!(
-                        "note: --budgets {item} is {}, below the smallest budget; {hint}",
-                        b.show()
-                    );
-                }
-            }
-        }
+    // A bare `90` in `--budgets 90,80` or in a budget file is bytes, and
+    // below the smallest budget every row would say infeasible: say what
+    // was probably meant.
+    let named = if source.starts_with("--budgets ") {
+        "--budgets"
+    } else {
+        source.as_str()
+    };
+    for n in list.slips(&g, named).iter().filter(|_| !quiet) {
+        eprintln!("note: {n}");
     }
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
+    solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.opts = solver.options(super::SOLVE_SECONDS);
     cfg.opts.device = device;
@@ -172,6 +178,16 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             summary.resumed,
             plot.map(|p| format!(", plot {}", p.display()))
                 .unwrap_or_default()
+        );
+    }
+    // The rows are in the CSV, so a plain re-run resumes them and writes
+    // no plan: only --fresh solves them again.
+    if !summary.plan_failures.is_empty() {
+        anyhow::bail!(
+            "{} could not be written (the rows are in {}; re-run with --fresh to write them): {}",
+            plural(summary.plan_failures.len(), "plan file", "plan files"),
+            output.display(),
+            summary.plan_failures.join("; ")
         );
     }
     if !summary.failures.is_empty() {

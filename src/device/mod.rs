@@ -186,6 +186,31 @@ impl Device {
         if ratio <= MAX_TIME_RATIO {
             return Ok(());
         }
+        // A copy that alone takes longer than any real one (11 days) is
+        // that figure's fault, not the throughput's, which the message used
+        // to blame for `to_slow: 1e-300` and `latency: 1e300s` alike.
+        let terms = [
+            ("slow.latency", self.slow.latency.get()),
+            ("slow.to_slow", self.slow.to_slow.time(largest).get()),
+            ("slow.to_fast", self.slow.to_fast.time(largest).get()),
+            (
+                "slow.direct_read",
+                self.direct_read_time(largest).map_or(0.0, |t| t.get()),
+            ),
+        ];
+        let (culprit, _) =
+            terms.into_iter().fold(
+                ("", f64::NEG_INFINITY),
+                |a, b| if b.1 > a.1 { b } else { a },
+            );
+        if longest > 1e6 {
+            return Err(format!(
+                "{culprit}: one copy of {}'s largest value ({}) takes {} ({ratio:.1e} times all its computations); durations more than {MAX_TIME_RATIO:e} times apart cannot be planned with: check {culprit}",
+                g.name,
+                largest.human(),
+                Seconds(longest),
+            ));
+        }
         let (key, rate) = match self.throughput {
             Throughput::PerSecond(r) => (
                 "compute.throughput",
@@ -325,11 +350,43 @@ struct RawSlow {
     direct_read: Quantity,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum Quantity {
     Number(f64),
     Text(String),
+}
+
+/// By hand rather than `#[serde(untagged)]`: an untagged enum's error
+/// ("data did not match any variant of untagged enum Quantity") named an
+/// internal type and the section instead of the key, and said nothing of
+/// what to write.
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Quantity, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Quantity;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or a figure with its unit (40GB, 25GB/s, 10us)")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Quantity, E> {
+                Ok(Quantity::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Quantity, E> {
+                Ok(Quantity::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Quantity, E> {
+                Ok(Quantity::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Quantity, E> {
+                Ok(Quantity::Text(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Quantity, E> {
+                Err(E::custom(
+                    "no value; give a number or a figure with its unit (direct_read takes none for no direct reads)",
+                ))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Quantity {
@@ -344,11 +401,19 @@ impl Quantity {
                 Ok(Bytes(*v as u64))
             }
             Quantity::Number(v) => Err(format!("{key}: {v} is not a whole number of bytes")),
+            // Parsed as a budget is, but said as a capacity: the budget's
+            // own words ("a budget must be positive", "or NN%") misled.
+            Quantity::Text(s) if s.trim().starts_with('-') => {
+                Err(format!("{key}: invalid size '{s}': a capacity must be positive"))
+            }
             Quantity::Text(s) => match BudgetSpec::parse(s) {
                 Ok(BudgetSpec::Absolute(b)) => Ok(b),
                 Ok(BudgetSpec::Percent { .. }) => {
                     Err(format!("{key}: a capacity cannot be a percentage"))
                 }
+                Err(e) if e.reason.starts_with("unknown unit") => Err(format!(
+                    "{key}: invalid size '{s}': unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
+                )),
                 Err(e) => Err(format!("{key}: {e}")),
             },
         }

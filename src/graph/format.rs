@@ -188,6 +188,14 @@ impl GraphFile {
             )));
         }
         map.insert("nodes".into(), serde_yaml::Value::Sequence(Vec::new()));
+        // serde's "invalid type: sequence, expected field identifier"
+        // named neither the key nor what keys are.
+        if let Some((k, _)) = map.iter().find(|(k, _)| !k.is_string()) {
+            return Err(FormatError::Field(format!(
+                "a key must be a name, got {}",
+                show_value(k)
+            )));
+        }
         let top = serde_yaml::Value::Mapping(map);
         let mut file = GraphFile::deserialize(&top).map_err(|e| {
             let key = top.as_mapping().and_then(|m| wrong_key(m, TOP_KEYS));
@@ -216,10 +224,18 @@ impl GraphFile {
             // The key at fault is found only on failure: no cost on the
             // way through large graphs.
             let spec = NodeSpec::deserialize(&v).map_err(|e| {
-                let msg = v
-                    .as_mapping()
-                    .and_then(|m| wrong_key(m, NODE_KEYS))
-                    .unwrap_or_else(|| yaml_err(e));
+                // serde says "expected struct NodeSpec", or "expected field
+                // identifier" for a key that is a list.
+                let msg = match v.as_mapping() {
+                    None => format!(
+                        "expected a node (a mapping with name, cost, memory, deps, ...), got {}",
+                        show_value(&v)
+                    ),
+                    Some(m) => match m.iter().find(|(k, _)| !k.is_string()) {
+                        Some((k, _)) => format!("a key must be a name, got {}", show_value(k)),
+                        None => wrong_key(m, NODE_KEYS).unwrap_or_else(|| yaml_err(e)),
+                    },
+                };
                 match &name {
                     Some(node) => FormatError::Node {
                         node: node.clone(),
@@ -389,10 +405,49 @@ fn wrong_key(map: &serde_yaml::Mapping, keys: &[(&str, Expect)]) -> Option<Strin
             format!(
                 "{key}: expected {}, got {}",
                 expect.describe(),
-                show_value(v)
+                show_wrong(expect, v)
             )
         })
     })
+}
+
+/// A value of the right kind with a wrong part names the part: "got a
+/// list" for `deps: [1]` contradicted "expected a list of names".
+fn show_wrong(expect: Expect, v: &serde_yaml::Value) -> String {
+    use serde_yaml::Value;
+    let not_text = |x: &&Value| String::deserialize(*x).is_err();
+    match (expect, v) {
+        (Expect::Names | Expect::OptNames, Value::Sequence(items)) => {
+            if let Some((i, bad)) = items.iter().enumerate().find(|(_, x)| not_text(x)) {
+                let hint = if bad.is_number() {
+                    " (quote a name that looks like a number)"
+                } else {
+                    ""
+                };
+                return format!(
+                    "a list whose item {} is {}, not a name{hint}",
+                    i + 1,
+                    show_value(bad)
+                );
+            }
+        }
+        (Expect::Labels, Value::Mapping(m)) => {
+            for (k, x) in m {
+                if not_text(&k) {
+                    return format!("a mapping with the key {}, not a name", show_value(k));
+                }
+                if not_text(&x) {
+                    return format!(
+                        "a mapping whose '{}' is {}, not a string (quote it)",
+                        k.as_str().unwrap_or_default(),
+                        show_value(x)
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    show_value(v)
 }
 
 /// A value as a message quotes it: scalars in full (up to a point),

@@ -53,6 +53,116 @@ pub struct ModelReport {
     pub strategies: Vec<StrategySummary>,
 }
 
+/// Why rows of several sweep CSVs cannot be reported together.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// One model name, two graphs (costs edited, a new batch size): its
+    /// ratios would compare plans of different problems, a strategy even
+    /// with itself.
+    #[error("{first} and {second} hold rows of '{model}' solved on different graphs (fingerprints {a} and {b}); report each graph on its own")]
+    GraphDiffers {
+        model: String,
+        first: String,
+        second: String,
+        a: String,
+        b: String,
+    },
+    /// Step times and plans on one device say nothing about another.
+    #[error(
+        "{first} and {second} hold rows of '{model}' {a} and {b}; report each device on its own"
+    )]
+    DeviceDiffers {
+        model: String,
+        first: String,
+        second: String,
+        a: String,
+        b: String,
+    },
+    /// Two runs of one pair with different answers: which one the report
+    /// should count is the user's call.
+    #[error("{first} and {second} both hold a row of '{model}', {strategy} at {budget} bytes, with different results; report one of them")]
+    Conflict {
+        model: String,
+        strategy: String,
+        budget: Bytes,
+        first: String,
+        second: String,
+    },
+}
+
+/// Rows of several sweep CSVs, ready for [`summarize`] and the plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    pub rows: Vec<Row>,
+    /// Rows dropped because an identical one (same pair, same result) was
+    /// read before: the same file given twice, or overlapping CSVs as
+    /// `results/*.csv` may be.
+    pub duplicates: usize,
+}
+
+/// Merges the rows of several CSVs (each with the name it is reported
+/// by). Grouping by model name alone used to pair rows of different
+/// graphs or devices, and to count a pair given twice twice; a repeated
+/// pair with the same result is dropped, one with another result refused.
+pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
+    let fp = |f: Option<crate::graph::Fingerprint>| f.map_or("none".to_string(), |f| f.to_string());
+    let on = |r: &Row| match (&r.device, r.device_fingerprint) {
+        (_, None) => "without a device".to_string(),
+        (Some(n), Some(f)) => format!("timed on device '{n}' (fingerprint {f})"),
+        (None, Some(f)) => format!("timed on a device (fingerprint {f})"),
+    };
+    // Per model: the first row's graph and device, and the file it is in.
+    let mut first: HashMap<&str, (&str, &Row)> = HashMap::new();
+    // Per pair: the row kept, and the file it is in.
+    let mut kept: HashMap<(&str, &str, Bytes), (&str, &Row)> = HashMap::new();
+    let mut rows = Vec::new();
+    let mut duplicates = 0;
+    for (name, file_rows) in sources {
+        for r in file_rows {
+            let (f0, r0) = *first.entry(r.model.as_str()).or_insert((name.as_str(), r));
+            if r.graph != r0.graph {
+                return Err(MergeError::GraphDiffers {
+                    model: r.model.clone(),
+                    first: f0.to_string(),
+                    second: name.clone(),
+                    a: fp(r0.graph),
+                    b: fp(r.graph),
+                });
+            }
+            if r.device_fingerprint != r0.device_fingerprint {
+                return Err(MergeError::DeviceDiffers {
+                    model: r.model.clone(),
+                    first: f0.to_string(),
+                    second: name.clone(),
+                    a: on(r0),
+                    b: on(r),
+                });
+            }
+            let key = (r.model.as_str(), r.strategy.as_str(), r.budget);
+            match kept.get(&key) {
+                None => {
+                    kept.insert(key, (name.as_str(), r));
+                    rows.push(r.clone());
+                }
+                // Solve times differ between two runs of the same pair.
+                Some((_, k)) if (&k.status, k.cost, k.peak) == (&r.status, r.cost, r.peak) => {
+                    duplicates += 1;
+                }
+                Some((f, _)) => {
+                    return Err(MergeError::Conflict {
+                        model: r.model.clone(),
+                        strategy: r.strategy.clone(),
+                        budget: r.budget,
+                        first: f.to_string(),
+                        second: name.clone(),
+                    })
+                }
+            }
+        }
+    }
+    Ok(Merged { rows, duplicates })
+}
+
 /// Summaries per model (models by name; strategies in registry order).
 pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
     let order: HashMap<&str, usize> = strategies::names()
@@ -247,6 +357,26 @@ mod tests {
             device_fingerprint: None,
             timing: None,
         }
+    }
+
+    #[test]
+    fn merge_counts_a_repeated_pair_once_and_refuses_other_graphs() {
+        let a = vec![row(ILP, 10, Some(20.0)), row("remat-fast", 10, Some(21.0))];
+        let m = merge(&[("a".into(), a.clone()), ("b".into(), a.clone())]).unwrap();
+        assert_eq!((m.rows.len(), m.duplicates), (2, 2));
+        let mut other = a.clone();
+        other[1].cost = Some(22.0);
+        let e = merge(&[("a".into(), a.clone()), ("c".into(), other)]).unwrap_err();
+        assert!(matches!(e, MergeError::Conflict { .. }), "{e}");
+        let mut edited = a.clone();
+        for r in &mut edited {
+            r.graph = Some(crate::graph::Fingerprint(7));
+        }
+        let e = merge(&[("a".into(), a), ("e".into(), edited)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a and e hold rows of 'm' solved on different graphs (fingerprints none and 0000000000000007); report each graph on its own"
+        );
     }
 
     #[test]

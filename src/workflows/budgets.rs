@@ -44,6 +44,9 @@ pub struct BudgetList {
     /// The `model:` key, if the file has one (informational).
     pub model: Option<String>,
     pub items: Vec<BudgetItem>,
+    /// The single budgets written as a bare number (`90`, `0.9`): bytes,
+    /// though each may be a percentage meant ([`BudgetList::slips`]).
+    pub bare: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +71,7 @@ impl BudgetList {
                 to: Endpoint::Spec(BudgetSpec::Percent { num: 1, den: 1 }),
                 steps: 20,
             }],
+            bare: Vec::new(),
         }
     }
 
@@ -112,7 +116,14 @@ impl BudgetList {
             .enumerate()
             .map(|(i, v)| parse_item(v).map_err(|m| err(format!("budgets entry {}: {m}", i + 1))))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(BudgetList { model, items })
+        let bare = list
+            .iter()
+            .filter_map(|v| match v {
+                serde_yaml::Value::Number(_) | serde_yaml::Value::String(_) => scalar_string(v),
+                _ => None,
+            })
+            .collect();
+        Ok(BudgetList { model, items, bare })
     }
 
     pub fn load(path: &Path) -> Result<BudgetList, BudgetError> {
@@ -151,10 +162,40 @@ impl BudgetList {
         if items.is_empty() {
             return Err(err("no budgets given".into()));
         }
+        let bare = arg
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
         Ok((
-            BudgetList { model: None, items },
+            BudgetList {
+                model: None,
+                items,
+                bare,
+            },
             format!("--budgets {arg}"),
         ))
+    }
+
+    /// A note for each bare number that is below the smallest budget and
+    /// looks like a percentage (`90` for 90%): every row there would say
+    /// infeasible. `source` names where the list came from, as in errors.
+    pub fn slips(&self, g: &Graph, source: &str) -> Vec<String> {
+        let peak = analysis::checkpoint_all_peak(g);
+        let min = analysis::min_feasible_budget(g);
+        self.bare
+            .iter()
+            .filter_map(|item| {
+                let bytes = BudgetSpec::parse(item).ok()?.resolve(peak);
+                let hint = crate::units::percent_meant(item).filter(|_| bytes < min)?;
+                Some(format!(
+                    "{source}: {} is {} ({bytes} bytes), below the smallest budget; {hint}",
+                    item.trim(),
+                    bytes.human()
+                ))
+            })
+            .collect()
     }
 
     /// A budget file names the model it was written for; applying it to

@@ -62,9 +62,20 @@ impl CostRule {
     pub fn label(self) -> String {
         match self {
             CostRule::OneExtraForward => "one-extra-forward".into(),
-            CostRule::MaxOverhead(f) => format!("overhead<={f}"),
-            CostRule::MaxSlowdown(f) => format!("slowdown<={f}"),
+            CostRule::MaxOverhead(f) => format!("overhead<={}", factor(f)),
+            CostRule::MaxSlowdown(f) => format!("slowdown<={}", factor(f)),
         }
+    }
+}
+
+/// A factor as the label shows it: as typed for any sensible value (the
+/// label keys the CSV's rows, so `1.1` must stay `1.1`), in exponent form
+/// past a million, where `--max-overhead 1e300` printed 301 digits.
+fn factor(f: f64) -> String {
+    if f.abs() >= 1e6 {
+        format!("{f:e}")
+    } else {
+        format!("{f}")
     }
 }
 

@@ -420,6 +420,9 @@ pub struct SweepSummary {
     /// Pairs that failed (solver failure, internal error) and so have no
     /// row; a re-run retries them.
     pub failures: Vec<String>,
+    /// Plans that were solved and have their row, but whose `--plans`
+    /// file could not be written (each: the path and why).
+    pub plan_failures: Vec<String>,
 }
 
 /// A schedule the simulator confirmed, kept as a warm start.
@@ -628,6 +631,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let pool = Mutex::new(WarmPool::default());
     let running: Mutex<BTreeSet<(usize, String)>> = Mutex::new(BTreeSet::new());
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let plan_failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let warned: Mutex<HashSet<&'static str>> = Mutex::new(HashSet::new());
     let write_failed: Mutex<Option<LogError>> = Mutex::new(None);
     let limit = cfg.stop_after.unwrap_or(usize::MAX).min(pending.len());
@@ -756,7 +760,19 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         .map_err(anyhow::Error::from)
                         .and_then(|bytes| crate::cli::write_atomic(&path, &bytes));
                     if let Err(e) = written {
-                        bar.suspend(|| eprintln!("warning: {}: {e:#}", path.display()));
+                        // write_atomic's errors name the file already.
+                        let msg = format!("{e:#}");
+                        let shown = path.display().to_string();
+                        let msg = if msg.contains(&shown) {
+                            msg
+                        } else {
+                            format!("{shown}: {msg}")
+                        };
+                        bar.suspend(|| eprintln!("error: {msg}"));
+                        plan_failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(msg);
                     }
                 }
             }
@@ -829,6 +845,9 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         resumed,
         rows,
         failures: failures.into_inner().unwrap_or_else(|e| e.into_inner()),
+        plan_failures: plan_failures
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner()),
     })
 }
 

@@ -119,8 +119,7 @@ fn zoo_err(e: ZooError) -> anyhow::Error {
 /// Runs `remat zoo`.
 pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
     if args.list {
-        print_list();
-        return Ok(());
+        return print_list();
     }
     if args.all {
         if let Some(flags) = args.stray(&[]) {
@@ -160,7 +159,7 @@ pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
                 eprintln!("wrote {} ({} nodes)", path.display(), file.nodes.len());
             }
         }
-        None => print!("{text}"),
+        None => crate::cli::write_stdout(format_args!("{text}"))?,
     }
     Ok(())
 }
@@ -334,35 +333,43 @@ fn parse_resolution(s: &str) -> anyhow::Result<Input> {
     Ok(Input::Image(h, w))
 }
 
-fn print_list() {
-    println!("{:<12} {:>6}  {:<10} about", "name", "batch", "input");
+fn print_list() -> anyhow::Result<()> {
+    let mut out: Vec<String> = Vec::new();
+    out.push(format!(
+        "{:<12} {:>6}  {:<10} about",
+        "name", "batch", "input"
+    ));
     for s in networks::NETWORKS {
         let input = match s.input {
             Input::Image(h, w) => format!("{h}x{w}"),
             Input::Tokens(t) => format!("{t} tokens"),
         };
-        println!("{:<12} {:>6}  {:<10} {}", s.name, s.batch, input, s.about);
+        out.push(format!(
+            "{:<12} {:>6}  {:<10} {}",
+            s.name, s.batch, input, s.about
+        ));
     }
-    println!(
+    out.push(format!(
         "{:<12} {:>6}  {:<10} Checkmate's linear graph (--layers N)",
         "linear", 1, "-"
-    );
-    println!(
+    ));
+    out.push(format!(
         "{:<12} {:>6}  {:<10} random layered DAG (--nodes --width --depth --skip-prob --skip-span --cost --memory --seed --forward)",
         "random", 1, "-"
-    );
-    println!(
+    ));
+    out.push(format!(
         "{:<12} {:>6}  {:<10} chain of residual blocks (--blocks --branch --cost --memory)",
         "residual", 1, "-"
-    );
-    println!(
+    ));
+    out.push(format!(
         "{:<12} {:>6}  {:<10} operator-level transformer (--layers --batch --seq-len)",
         "ops-transformer", 8, "1024 tokens"
-    );
-    println!(
+    ));
+    out.push(format!(
         "{:<12} {:>6}  {:<10} operator-level residual MLP chain (--layers or --nodes)",
         "ops-chain", 1, "-"
-    );
+    ));
+    crate::cli::write_stdout(format_args!("{}\n", out.join("\n")))
 }
 
 /// `remat zoo --all [--check]`.
