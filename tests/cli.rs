@@ -18,6 +18,20 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts that `o`'s standard error mentions `needle`, and shows it if not.
+#[track_caller]
+fn err_says(o: &Output, needle: &str) {
+    let e = stderr(o);
+    assert!(e.contains(needle), "{e}");
+}
+
+/// Asserts that `o`'s standard output mentions `needle`, and shows it if not.
+#[track_caller]
+fn out_says(o: &Output, needle: &str) {
+    let out = stdout(o);
+    assert!(out.contains(needle), "{out}");
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -227,11 +241,7 @@ fn budget_below_minimum_is_an_immediate_clear_answer() {
     let m = linear8(dir.path());
     let o = remat(&["solve", m.to_str().unwrap(), "-b", "2"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("infeasible: needs at least 3 bytes"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "infeasible: needs at least 3 bytes");
 }
 
 #[test]
@@ -275,7 +285,7 @@ fn bad_inputs_exit_2_with_one_line_naming_file_and_node() {
     for (flag, want) in [("12XB", "unknown unit"), ("abc", "expected a number")] {
         let o = remat(&["solve", m.to_str().unwrap(), "-b", flag]);
         assert_eq!(o.status.code(), Some(2));
-        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+        err_says(&o, want);
     }
     let o = remat(&["solve", m.to_str().unwrap(), "-b", "10", "-s", "magic"]);
     assert_eq!(o.status.code(), Some(2));
@@ -332,31 +342,15 @@ fn budgets_that_are_probably_mistakes() {
     assert!(e.contains("30.0% of the checkpoint-all peak"), "{e}");
     let o = remat(&["solve", m, "-b", "-5GB"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("a budget must be positive"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "a budget must be positive");
     let o = remat(&["solve", m, "-b", "150%"]);
     assert!(o.status.success());
-    assert!(
-        stderr(&o).contains("more than the checkpoint-all peak"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "more than the checkpoint-all peak");
     let o = remat(&["inspect", m]);
-    assert!(
-        stdout(&o).contains("30.0% of the checkpoint-all peak"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "30.0% of the checkpoint-all peak");
     // Binary units are echoed as binary units.
     let o = remat(&["solve", m, "-b", "1KiB"]);
-    assert!(
-        stdout(&o).contains("1.000 KiB (1024 bytes)"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "1.000 KiB (1024 bytes)");
 }
 
 #[test]
@@ -368,16 +362,8 @@ fn statuses_and_exit_codes_agree_across_strategies() {
     // plans exist (remat-fast finds one). Exit 1, and not "infeasible".
     let o = remat(&["solve", m, "-b", "5", "-s", "checkpoint-all"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("status           no-fit"),
-        "{}",
-        stdout(&o)
-    );
-    assert!(
-        stderr(&o).contains("does not mean none exists"),
-        "{}",
-        stderr(&o)
-    );
+    out_says(&o, "status           no-fit");
+    err_says(&o, "does not mean none exists");
     let o = remat(&["solve", m, "-b", "5", "-s", "remat-fast"]);
     assert_eq!(o.status.code(), Some(0));
     // Below the smallest budget: provably infeasible, whatever the strategy.
@@ -427,17 +413,13 @@ fn plans_are_tied_to_their_graph_and_budget() {
     let bad = write(dir.path(), "leaky.json", &v.to_string());
     let o = remat(&["simulate", m.to_str().unwrap(), bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
-    assert!(
-        stderr(&o).contains("exceeds the budget the plan records 5"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "exceeds the budget the plan records 5");
     // Text plans are read back, with the same checks.
     let txt = dir.path().join("plan.txt");
     assert!(solve_plan(&m, "5", &txt).status.success());
     let o = remat(&["simulate", m.to_str().unwrap(), txt.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("fits"), "{}", stdout(&o));
+    out_says(&o, "fits");
     let o = remat(&["simulate", other.to_str().unwrap(), txt.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -453,11 +435,7 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     // A plan to standard output comes alone; the summary goes to stderr.
     let o = remat(&["solve", m.to_str().unwrap(), "-b", "5", "--plan", "-"]);
     assert!(stdout(&o).starts_with("# remat plan\n"), "{}", stdout(&o));
-    assert!(
-        stderr(&o).contains("status           optimal"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "status           optimal");
     let csv = dir.path().join("s.csv");
     let sweep = |fresh: bool| {
         let mut a = vec![
@@ -488,7 +466,7 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     std::fs::write(&m, text.replacen("cost: 1,", "cost: 3,", 1)).unwrap();
     let o = sweep(false);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("pass --fresh"), "{}", stderr(&o));
+    err_says(&o, "pass --fresh");
     let o = sweep(true);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
@@ -510,11 +488,7 @@ fn max_batch_says_when_parameters_alone_overflow() {
     );
     let o = remat(&["max-batch", m.to_str().unwrap(), "--memory", "1GB"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("alone needs 1.100 GB"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "alone needs 1.100 GB");
 }
 
 #[test]
@@ -584,7 +558,7 @@ fn plot_plan_names_recomputations_and_warns_over_budget() {
     assert!(text.contains("recomputed: f"), "no recomputed node named");
     let o = plot("3");
     assert!(o.status.success());
-    assert!(stderr(&o).contains("exceeds the budget"), "{}", stderr(&o));
+    err_says(&o, "exceeds the budget");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("EXCEEDS"));
 }
 
@@ -596,7 +570,7 @@ fn inspect_refuses(cases: &[(&str, &str, &str)]) {
         let p = write(dir.path(), name, text);
         let o = remat(&["inspect", p.to_str().unwrap()]);
         one_line_error(&o, needle);
-        assert!(stderr(&o).contains(name), "{}", stderr(&o));
+        err_says(&o, name);
     }
 }
 
@@ -774,11 +748,7 @@ fn devices_that_overflow_step_times_are_refused() {
     // A budget above the device's 1 KB of fast memory is solved, with a note.
     let o = solve_on("2KB", fs);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("more than d's fast memory (1.000 KB)"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "more than d's fast memory (1.000 KB)");
     let o = solve_on("100%", fs);
     assert!(!stderr(&o).contains("fast memory"), "{}", stderr(&o));
 }
@@ -846,7 +816,7 @@ fn simulate_refuses_kernels_computed_apart() {
     );
     let o = remat(&["simulate", gs, good.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("cost             3 "), "{}", stdout(&o));
+    out_says(&o, "cost             3 ");
     for (name, body, needle) in [
         (
             "member.txt",
@@ -987,11 +957,7 @@ fn budget_arithmetic_does_not_overflow() {
         "checkpoint-all",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("(18446744073709551615 bytes)"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "(18446744073709551615 bytes)");
     let o = remat(&[
         "solve",
         ms,
@@ -1066,7 +1032,7 @@ fn devices_that_garble_or_overflow_are_refused() {
             p.to_str().unwrap(),
         ]);
         one_line_error(&o, needle);
-        assert!(stderr(&o).contains(file), "{}", stderr(&o));
+        err_says(&o, file);
     }
 }
 
@@ -1154,7 +1120,7 @@ fn outputs_are_never_inputs_and_are_writable() {
             remat(&["report", cs, "-o", "/proc/x.md"]),
         ] {
             one_line_error(&o, "/proc/x.");
-            assert!(stderr(&o).contains("cannot write there"), "{}", stderr(&o));
+            err_says(&o, "cannot write there");
         }
     }
     // `zoo -o -` is standard output, as everywhere else.
@@ -1164,7 +1130,7 @@ fn outputs_are_never_inputs_and_are_writable() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("name: linear8"), "{}", stdout(&o));
+    out_says(&o, "name: linear8");
     assert!(!dir.path().join("-").exists());
     // A FIFO stays a FIFO and its reader gets the graph.
     #[cfg(unix)]
@@ -1224,7 +1190,7 @@ fn report_and_plot_refuse_non_finite_numbers() {
             remat(&["plot", cs, "-o", fig.to_str().unwrap()]),
         ] {
             one_line_error(&o, &format!("{cs}: line 3: column {column}: '{value}'"));
-            assert!(stderr(&o).contains("not a finite number"), "{}", stderr(&o));
+            err_says(&o, "not a finite number");
         }
         assert!(!fig.exists());
     }
@@ -1269,7 +1235,7 @@ fn report_and_plot_refuse_rows_no_sweep_writes() {
             remat(&["plot", cs, "-o", fig.to_str().unwrap()]),
         ] {
             one_line_error(&o, &format!("{cs}: line 3: column {column}: "));
-            assert!(stderr(&o).contains(says), "{}", stderr(&o));
+            err_says(&o, says);
         }
         assert!(!fig.exists());
     }
@@ -1439,11 +1405,7 @@ fn devices_too_lopsided_to_plan_with_are_refused() {
             &o,
             "huge.yaml: compute.throughput: at 1e308 cost units per second",
         );
-        assert!(
-            stderr(&o).contains("cannot be planned with"),
-            "{}",
-            stderr(&o)
-        );
+        err_says(&o, "cannot be planned with");
     }
     let zero = dev("zero.yaml", "1e9", "0");
     one_line_error(
@@ -1472,11 +1434,7 @@ fn devices_too_lopsided_to_plan_with_are_refused() {
         "-q",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("step time        1.700e-17 s"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "step time        1.700e-17 s");
 }
 
 /// `-o -` is standard output on every command: `baselines` and `report`
@@ -1497,7 +1455,7 @@ fn dash_outputs_and_output_directories() {
     let o = run_in(&["baselines", ms, "-o", "-"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("model,strategy,"), "{}", stdout(&o));
-    assert!(stderr(&o).contains("checkpoint-all"), "{}", stderr(&o));
+    err_says(&o, "checkpoint-all");
     assert!(!dir.path().join("-").exists());
     for cmd in ["sweep", "max-batch"] {
         let mut args = vec![cmd, ms, "-o", "-", "-s", "checkpoint-all"];
@@ -1754,11 +1712,7 @@ fn text_plans_of_names_that_look_like_statements() {
     assert!(o.status.success(), "{}", stderr(&o));
     let o = remat(&["simulate", m.to_str().unwrap(), plan.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("computations     4 for 4 nodes"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "computations     4 for 4 nodes");
     // A mistyped argument is still an error of its line.
     let text = std::fs::read_to_string(&plan)
         .unwrap()
@@ -1869,7 +1823,7 @@ fn simulate_over_budget_on_a_device_is_one_line() {
     // Within its budget the note is still there.
     let o = remat(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("note: linear8"), "{}", stderr(&o));
+    err_says(&o, "note: linear8");
 }
 
 /// With a device and no -b, the budget is the device's: when it is below
@@ -2090,11 +2044,7 @@ fn deeply_nested_device_and_budget_files_are_refused_at_once() {
         csv.to_str().unwrap(),
     ]);
     one_line_error(&o, "deep-budgets.yaml");
-    assert!(
-        stderr(&o).contains("nested more than 64 levels deep"),
-        "{}",
-        stderr(&o)
-    );
+    err_says(&o, "nested more than 64 levels deep");
     assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
     assert!(!csv.exists());
     // The shipped device and budget files still load.
@@ -2220,13 +2170,13 @@ fn quiet_silences_budget_notes() {
     for (args, note) in cases {
         let o = remat(args);
         assert!(o.status.success(), "{}", stderr(&o));
-        assert!(stderr(&o).contains(note), "{}", stderr(&o));
+        err_says(&o, note);
         let mut quiet = args.to_vec();
         quiet.push("-q");
         let o = remat(&quiet);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(stderr(&o), "", "{args:?}");
-        assert!(stdout(&o).contains("peak memory"), "{}", stdout(&o));
+        out_says(&o, "peak memory");
     }
 }
 
@@ -2249,10 +2199,9 @@ fn simulate_notes_a_fixed_memory_the_graph_does_not_have() {
     let p = write(dir.path(), "fixed.json", &v.to_string());
     let o = remat(&["simulate", ms, p.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("the file records fixed memory 7 bytes; the graph's is 0 bytes"),
-        "{}",
-        stdout(&o)
+    out_says(
+        &o,
+        "the file records fixed memory 7 bytes; the graph's is 0 bytes",
     );
     // Part of the report on standard output, like the claims line: -q
     // silences notes on standard error only.
@@ -2308,15 +2257,11 @@ fn report_and_plot_keep_graphs_and_devices_apart_and_count_rows_once() {
     let (a_s, svg) = (a.to_str().unwrap(), dir.path().join("x.svg"));
     let once = remat(&["report", a_s]);
     assert!(once.status.success(), "{}", stderr(&once));
-    assert!(stdout(&once).contains("| 2/2 |"), "{}", stdout(&once));
+    out_says(&once, "| 2/2 |");
     let twice = remat(&["report", a_s, a_s]);
     assert!(twice.status.success(), "{}", stderr(&twice));
     assert_eq!(stdout(&twice), stdout(&once));
-    assert!(
-        stderr(&twice).contains("4 repeated rows counted once"),
-        "{}",
-        stderr(&twice)
-    );
+    err_says(&twice, "4 repeated rows counted once");
     // The same pair with another result: which one counts is not ours to pick.
     let text = std::fs::read_to_string(&a).unwrap();
     let row = text
@@ -2537,11 +2482,7 @@ fn flags_and_strategies_that_cannot_apply_are_refused() {
     assert!(!stdout(&o).contains("lp-bound"));
     let o = mb("checkpoint-all", &["--max-overhead", "1e300"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("cost rule overhead<=1e300\n"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, "cost rule overhead<=1e300\n");
     for (args, needle) in [
         (
             vec!["zoo", "linear", "--check"],
@@ -2575,12 +2516,8 @@ fn replays_on_a_device_too_small_say_so() {
     let note = "the plan's peak 10 B is more than d's fast memory (6 B): the plan fits the budget, not the device";
     let o = remat(&["simulate", ms, ps, "--device", ds]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("(10 bytes): fits the budget, not d's fast memory (6 B)"),
-        "{}",
-        stdout(&o)
-    );
-    assert!(stderr(&o).contains(note), "{}", stderr(&o));
+    out_says(&o, "(10 bytes): fits the budget, not d's fast memory (6 B)");
+    err_says(&o, note);
     let h = dir.path().join("h.json");
     let o = remat(&["hints", ms, ps, "--device", ds, "-o", h.to_str().unwrap()]);
     assert!(
@@ -2668,11 +2605,7 @@ fn cost_bounds_on_a_device_say_what_they_cover() {
     let dev = device(dir.path(), "dev.yaml", "1KB");
     let o = remat(&["solve", ms, "-b", "5", "--device", dev.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains(" unit, recompute-only plans (plan/bound"),
-        "{}",
-        stdout(&o)
-    );
+    out_says(&o, " unit, recompute-only plans (plan/bound");
     let o = remat(&["solve", ms, "-b", "5"]);
     assert!(stdout(&o).contains("lower bound") && !stdout(&o).contains("recompute-only"));
 }
