@@ -5,7 +5,7 @@
 use crate::graph::analysis;
 use crate::graph::Graph;
 use crate::schedule::feasible::Feasibility;
-use crate::schedule::{generate_plan, simulate_on, Plan, PlanFile, SimReport, Timing};
+use crate::schedule::{generate_plan, simulate_on, Plan, PlanFile, Schedule, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
 use crate::units::{Bytes, Seconds};
@@ -21,6 +21,9 @@ pub struct Outcome {
     pub budget: Bytes,
     pub status: Status,
     pub plan: Option<Plan>,
+    /// The schedule `plan` was generated from (on the graph as given, with
+    /// its groups).
+    pub schedule: Option<Schedule>,
     pub sim: Option<SimReport>,
     pub lower_bound: Option<f64>,
     pub detail: Option<String>,
@@ -152,6 +155,7 @@ pub fn run(
                 budget,
                 status: Status::Infeasible,
                 plan: None,
+                schedule: None,
                 sim: None,
                 lower_bound: None,
                 detail: Some(format!(
@@ -294,11 +298,13 @@ pub fn run(
         cost: sim.as_ref().map(|s| s.cost),
         bound: lower_bound,
     });
+    let schedule = plan.as_ref().and(sol.schedule);
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         budget,
         status,
         plan,
+        schedule,
         sim,
         lower_bound,
         detail,
@@ -378,13 +384,20 @@ pub fn from_snapshot(
         };
         let plan = generate_plan(g, sch).ok()?;
         let sim = simulate_on(g, &plan, device).ok()?;
-        (sim.peak <= budget).then_some((plan, sim, origin.clone(), sch.has_transfers()))
+        (sim.peak <= budget).then(|| (plan, sim, origin.clone(), sch.clone()))
     });
     // A plan with transfers is not bounded by the recompute bounds: it is
     // reported with the graph's step bound only.
-    let offloads = checked.as_ref().is_some_and(|c| c.3);
-    let (status, plan, sim, detail) = match checked {
-        Some((plan, sim, origin, _)) => {
+    let offloads = checked.as_ref().is_some_and(|c| c.3.has_transfers());
+    // The MILP's bound covers only plans with a stage per kernel.
+    let bound = match &checked {
+        Some(c) if g.has_groups() && crate::schedule::groups::outside_kernel_stages(g, &c.3) => {
+            floor
+        }
+        _ => bound,
+    };
+    let (status, plan, sim, schedule, detail) = match checked {
+        Some((plan, sim, origin, sch)) => {
             let proven =
                 !offloads && (sim.cost <= 0.0 || (sim.cost - bound) / sim.cost <= OPTIMAL_GAP);
             (
@@ -395,11 +408,13 @@ pub fn from_snapshot(
                 },
                 Some(plan),
                 Some(sim),
+                Some(sch),
                 format!("interrupted after {seconds:.1} s; the best plan so far, from {origin}"),
             )
         }
         None => (
             Status::NoSolution,
+            None,
             None,
             None,
             format!("interrupted after {seconds:.1} s, before any plan was found"),
@@ -423,6 +438,7 @@ pub fn from_snapshot(
             bound: lower_bound,
         }],
         plan,
+        schedule,
         sim,
         lower_bound,
         detail: Some(detail),

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use remat::graph::analysis;
 use remat::graph::{GraphFile, NodeSpec};
-use remat::schedule::groups::Merged;
+use remat::schedule::groups::{outside_kernel_stages, Merged};
 use remat::schedule::{generate_plan, simulate, Schedule, Statement};
 use remat::solve;
 use remat::solver::checkmate::{milp_usage, Formulation};
@@ -252,9 +252,13 @@ fn grouped(seed: u64, nodes: usize) -> Graph {
 }
 
 /// Every strategy, at budgets across the whole range, gives plans that
-/// make each kernel's outputs together and fit; the two group-aware
-/// MILPs prove the same optimum, which no other strategy undercuts,
-/// and which the graph's bound does not exceed.
+/// make each kernel's outputs together and fit. Where the two group-aware
+/// MILPs both prove an optimum they agree, and no plan with a stage per
+/// kernel (the MILP's model) undercuts it; a plan that computes in the
+/// stages before a kernel's last output may (remat-fast's can: a 25-node
+/// graph at 114 bytes, 233 where the MILP's model admits no plan), but
+/// never the graph's eviction bound, and it is not called optimal on the
+/// MILP's bound.
 fn every_strategy_respects_groups(seed: u64, nodes: usize, frac: f64) -> Result<(), TestCaseError> {
     let g = grouped(seed, nodes);
     let lo = analysis::min_feasible_budget(&g).get();
@@ -264,13 +268,52 @@ fn every_strategy_respects_groups(seed: u64, nodes: usize, frac: f64) -> Result<
     let sim = simulate(&g, &generate_plan(&g, &all).unwrap()).unwrap();
     prop_assert_eq!(sim.peak.get(), hi);
     prop_assert!(hi <= analysis::checkpoint_all_peak(&Merged::of(&g).graph).get());
+    let floor = analysis::eviction_bound(&g, budget);
+    // Ten seconds, not sixty: remat-fast spends its whole limit on a plan
+    // more than 3% from its bound, which is common at these sizes.
+    let opts = || SolveOptions {
+        time_limit: Duration::from_secs(10),
+        ..opts()
+    };
     let exact = solve::run(&g, &RematExact, budget, &opts()).unwrap();
     let ilp = solve::run(&g, &CheckmateIlp, budget, &opts()).unwrap();
-    prop_assert_eq!(exact.cost(), ilp.cost());
-    let Some(best) = exact.cost() else {
+    let proven = |o: &solve::Outcome| {
+        (o.status == strategies::Status::Optimal)
+            .then(|| o.cost())
+            .flatten()
+    };
+    if let (Some(a), Some(b)) = (proven(&exact), proven(&ilp)) {
+        prop_assert!(
+            (a - b).abs() <= 1e-6 * a.max(b),
+            "remat-exact {a}, checkmate-ilp {b}"
+        );
+    }
+    // A plan off the MILP's model is bounded by the graph alone.
+    for o in [&exact, &ilp] {
+        if o.schedule
+            .as_ref()
+            .is_some_and(|s| outside_kernel_stages(&g, s))
+        {
+            let lb = o.lower_bound.unwrap();
+            prop_assert!(
+                lb <= floor * (1.0 + 1e-9),
+                "{}: bound {lb} above the graph's {floor}",
+                o.strategy
+            );
+            if let Some(c) = proven(o) {
+                prop_assert!(
+                    c <= floor / (1.0 - 1e-6),
+                    "{} optimal off the MILP's model",
+                    o.strategy
+                );
+            }
+        }
+    }
+    let optimum = proven(&exact).or(proven(&ilp));
+    let Some(best) = exact.cost().or(ilp.cost()) else {
         return Ok(());
     };
-    prop_assert!(analysis::eviction_bound(&g, budget) <= best * (1.0 + 1e-9));
+    prop_assert!(floor <= best * (1.0 + 1e-9));
     for s in strategies::all() {
         let out = match solve::run(&g, s.as_ref(), budget, &opts()) {
             Ok(o) => o,
@@ -280,12 +323,20 @@ fn every_strategy_respects_groups(seed: u64, nodes: usize, frac: f64) -> Result<
             Err(_) => continue,
         };
         if let (Some(c), Some(plan)) = (out.cost(), out.plan.as_ref()) {
+            let sch = out.schedule.as_ref().unwrap();
+            if let Some(opt) = optimum.filter(|_| !outside_kernel_stages(&g, sch)) {
+                prop_assert!(
+                    c >= opt * (1.0 - 1e-9),
+                    "{} costs {} below the optimum {}",
+                    s.name(),
+                    c,
+                    opt
+                );
+            }
             prop_assert!(
-                c >= best * (1.0 - 1e-9),
-                "{} costs {} below the optimum {}",
-                s.name(),
-                c,
-                best
+                c >= floor * (1.0 - 1e-9),
+                "{} below the eviction bound",
+                s.name()
             );
             prop_assert!(out.peak().unwrap() <= budget);
             assert_groups_back_to_back(&g, &plan.statements);
@@ -297,7 +348,7 @@ fn every_strategy_respects_groups(seed: u64, nodes: usize, frac: f64) -> Result<
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("devices/gh200.yaml"),
     )
     .unwrap();
-    let recompute_step = dev.compute_time(best).get();
+    let recompute_step = optimum.map(|c| dev.compute_time(c).get());
     let on_dev = SolveOptions {
         device: Some(std::sync::Arc::new(dev)),
         time_limit: Duration::from_secs(3),
@@ -322,7 +373,7 @@ fn every_strategy_respects_groups(seed: u64, nodes: usize, frac: f64) -> Result<
         step.is_some(),
         "remat-tiered has no plan where remat-exact has one"
     );
-    if status == Some(strategies::Status::Optimal) {
+    if let (Some(strategies::Status::Optimal), Some(recompute_step)) = (status, recompute_step) {
         prop_assert!(
             step.is_some_and(|s| s <= recompute_step * (1.0 + 1e-9)),
             "remat-tiered {:?} called optimal, above the recompute-only optimum {}",

@@ -115,6 +115,16 @@ impl Merged {
     }
 }
 
+/// True when some stage before a kernel's last output computes anything.
+/// The group-aware Checkmate MILP has one stage per kernel (at its last
+/// output), so such a schedule lies outside its model: its optimum, bound
+/// and infeasibility say nothing about it. `remat-fast` works with a stage
+/// per output and can use those extra stages to compute a value twice
+/// between two kernels, which at tight budgets can be cheaper.
+pub fn outside_kernel_stages(g: &Graph, sch: &Schedule) -> bool {
+    (0..sch.stages()).any(|t| g.group_end(NodeId::from(t)) != t && !sch.r_row(t).is_empty())
+}
+
 /// Drops every kept value that the stage does not read, copy out, or pass
 /// on to a later stage that needs it. Neither the cost nor any transfer
 /// changes, and memory only goes down; for a lifted schedule this is what

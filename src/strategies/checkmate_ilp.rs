@@ -9,6 +9,7 @@ use super::portfolio::{acceptable, best_heuristic_with, evaluate};
 use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::Graph;
 use crate::schedule::feasible::{self, Feasibility};
+use crate::schedule::groups::outside_kernel_stages;
 use crate::schedule::Schedule;
 use crate::solver::checkmate::{self, drop_spurious, Formulation, FreeModel};
 use crate::solver::{solve_mip, MipResult, MipStatus, OnProgress, OnSolution, Params, Progress};
@@ -268,7 +269,37 @@ impl Strategy for CheckmateIlp {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         solve_milp(g, budget, opts, FreeModel::Paper, None)
+            .map(|s| kernel_stage_scope(g, budget, opts, s))
     }
+}
+
+/// On a graph with groups the MILP has a stage per kernel, and its bound
+/// and proof cover only plans of that form. A seed from `remat-fast` may
+/// compute in the stages before a kernel's last output
+/// ([`outside_kernel_stages`]); such a plan gets the graph's eviction bound,
+/// which holds for every plan, and is called optimal only against that.
+pub(crate) fn kernel_stage_scope(
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    mut sol: Solution,
+) -> Solution {
+    let Some(sch) = sol
+        .schedule
+        .as_ref()
+        .filter(|s| g.has_groups() && outside_kernel_stages(g, s))
+    else {
+        return sol;
+    };
+    let cost = sch.cost(g);
+    let lb = crate::graph::analysis::eviction_bound(g, budget).min(cost);
+    sol.lower_bound = Some(lb);
+    if sol.status == Status::Optimal && cost > super::within_gap(lb, opts.gap) {
+        sol.status = Status::Feasible;
+    }
+    let note = "; the plan computes in the stages before a kernel's last output, outside the MILP's stage-per-kernel model, so its bound is the graph's eviction bound";
+    sol.detail = Some(format!("{}{note}", sol.detail.unwrap_or_default()));
+    sol
 }
 
 /// The MILP pipeline shared by the exact strategies: seed, build, optional

@@ -88,6 +88,7 @@ impl Strategy for RematExact {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         solve_milp(g, budget, opts, FreeModel::Tight, Some(prepare))
+            .map(|s| super::checkmate_ilp::kernel_stage_scope(g, budget, opts, s))
     }
 
     fn handles_groups(&self) -> bool {
