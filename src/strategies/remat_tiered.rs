@@ -425,6 +425,19 @@ impl Strategy for RematTiered {
                 }
             }
         }
+        // What the descents leave of the moves' time goes to a random walk
+        // from the best plan.
+        if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
+            if !done(&best, bound) && Instant::now() < moves_end {
+                if let Some((found, _)) = tiered_search::walk(g, budget, dev, b, moves_end) {
+                    consider(
+                        &mut best,
+                        "a random walk of remat-fast's offload moves".into(),
+                        found,
+                    );
+                }
+            }
+        }
         if let Some(b) = best.as_mut() {
             // The best plan's leads first, then those of the descent from
             // checkpoint-all when it ended elsewhere, each in its share of
