@@ -74,6 +74,11 @@ pub const MAX_COLUMNS: usize = 3_000_000;
 /// 110.41 against 110.72 ms on the A100, 120 s).
 pub const SEARCH_INSTEAD_COLUMNS: usize = 80_000;
 
+/// The random walk ([`tiered_search::walk`]) runs only for a plan further
+/// than this from its bound: the joint benchmark's instances nearer than
+/// that finish within seconds, and would otherwise walk to the limit.
+const WALK_MIN_GAP: f64 = 0.01;
+
 impl Strategy for RematTiered {
     fn name(&self) -> &'static str {
         "remat-tiered"
@@ -426,9 +431,14 @@ impl Strategy for RematTiered {
             }
         }
         // What the descents leave of the moves' time goes to a random walk
-        // from the best plan.
+        // from the best plan, when it is far enough from its bound for one
+        // to be worth the time (walks may recompute: not for offload only).
+        let far = |best: &Option<Candidate>| {
+            best.as_ref()
+                .is_some_and(|b| b.step.get() > bound.get() * (1.0 + WALK_MIN_GAP))
+        };
         if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
-            if !done(&best, bound) && Instant::now() < moves_end {
+            if !no_rec && far(&best) && Instant::now() < moves_end {
                 if let Some((found, _)) = tiered_search::walk(g, budget, dev, b, moves_end) {
                     consider(
                         &mut best,
