@@ -8,6 +8,9 @@
 //!         [--joint-limit-models50 60] [--offload-limit 15]
 //!         [--out results/joint.csv] [--report-only]
 //!
+//! `--report-only` redraws joint.md and the plots from the CSV; give it the
+//! run's limits too, since joint.md quotes them.
+//!
 //! One row per instance (graph, device, budget): the best recompute-only
 //! plan (remat-exact; its step time is its compute time), the best of the
 //! six seed policies by step time, remat-tiered with `--no-recompute`

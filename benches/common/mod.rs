@@ -206,8 +206,13 @@ pub fn plot_overhead_panels(
                 .y_desc("step / all-fast step (log)")
                 .y_labels(12)
                 .y_label_formatter(&|v| {
+                    // Exponent form past 1000: the public graphs' costs
+                    // are not flops, and their ratios reach 10^8, whose
+                    // digits overran the panel's label area.
                     let y = 10f64.powf(*v);
-                    if y >= 10.0 {
+                    if y >= 1000.0 {
+                        format!("{y:.0e}")
+                    } else if y >= 10.0 {
                         format!("{y:.0}")
                     } else {
                         format!("{y:.2}")
