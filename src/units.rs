@@ -145,6 +145,18 @@ pub enum BudgetSpec {
 pub struct SizeError {
     pub input: String,
     pub reason: String,
+    /// What went wrong, for a caller that parses a size as a budget is
+    /// parsed but says it in its own words (a capacity, a bandwidth).
+    pub kind: SizeErrorKind,
+}
+
+/// The failures a caller words differently; everything else keeps its
+/// reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeErrorKind {
+    Negative,
+    UnknownUnit,
+    Other,
 }
 
 /// Why a decimal did not parse: not a number at all, or one past what a
@@ -228,10 +240,14 @@ impl BudgetSpec {
         let err = |reason: &str| SizeError {
             input: input.to_string(),
             reason: reason.to_string(),
+            kind: SizeErrorKind::Other,
         };
         let s = input.trim();
         if s.starts_with('-') {
-            return Err(err("a budget must be positive"));
+            return Err(SizeError {
+                kind: SizeErrorKind::Negative,
+                ..err("a budget must be positive")
+            });
         }
         if let Some(p) = s.strip_suffix('%') {
             let (num, den) = parse_decimal(p).map_err(|e| match e {
@@ -271,9 +287,10 @@ impl BudgetSpec {
                 ))
             }
             _ => {
-                return Err(err(
-                    "unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or NN%)",
-                ))
+                return Err(SizeError {
+                    kind: SizeErrorKind::UnknownUnit,
+                    ..err("unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or NN%)")
+                })
             }
         };
         let (num, den) = parse_decimal(number).map_err(|e| err(e.reason()))?;
@@ -393,23 +410,28 @@ impl Bandwidth {
     pub fn parse(input: &str) -> Result<Bandwidth, SizeError> {
         let s = input.trim();
         let size = s.strip_suffix("/s").unwrap_or(s);
-        let err = |reason: &str| SizeError {
+        let err = |reason: &str, kind: SizeErrorKind| SizeError {
             input: input.to_string(),
             reason: reason.to_string(),
+            kind,
         };
         // The size is parsed as a budget is; its errors spoke of budgets
         // ("a budget must be positive") and offered NN% for a rate.
-        if size.starts_with('-') {
-            return Err(err("a bandwidth must be positive"));
-        }
         match BudgetSpec::parse(size) {
             Ok(BudgetSpec::Absolute(b)) => Bandwidth::bytes_per_sec(b.as_f64())
-                .ok_or_else(|| err("a bandwidth must be positive")),
-            Ok(BudgetSpec::Percent { .. }) => Err(err("a bandwidth cannot be a percentage")),
-            Err(e) if e.reason.starts_with("unknown unit") => Err(err(
-                "unknown unit (use B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s or TiB/s)",
+                .ok_or_else(|| err("a bandwidth must be positive", SizeErrorKind::Other)),
+            Ok(BudgetSpec::Percent { .. }) => Err(err(
+                "a bandwidth cannot be a percentage",
+                SizeErrorKind::Other,
             )),
-            Err(e) => Err(err(&e.reason)),
+            Err(e) => Err(match e.kind {
+                SizeErrorKind::Negative => err("a bandwidth must be positive", e.kind),
+                SizeErrorKind::UnknownUnit => err(
+                    "unknown unit (use B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s or TiB/s)",
+                    e.kind,
+                ),
+                SizeErrorKind::Other => err(&e.reason, e.kind),
+            }),
         }
     }
 }
@@ -426,6 +448,7 @@ pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
     let err = |reason: &str| SizeError {
         input: input.to_string(),
         reason: reason.to_string(),
+        kind: SizeErrorKind::Other,
     };
     let split = s
         .find(|c: char| {

@@ -3,7 +3,7 @@
 //! the timed simulator its slow tier; without one, the tool measures plans
 //! in cost units exactly as before.
 
-use crate::units::{parse_seconds, Bandwidth, BudgetSpec, Bytes, Seconds};
+use crate::units::{parse_seconds, Bandwidth, BudgetSpec, Bytes, Seconds, SizeErrorKind};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -403,18 +403,20 @@ impl Quantity {
             Quantity::Number(v) => Err(format!("{key}: {v} is not a whole number of bytes")),
             // Parsed as a budget is, but said as a capacity: the budget's
             // own words ("a budget must be positive", "or NN%") misled.
-            Quantity::Text(s) if s.trim().starts_with('-') => {
-                Err(format!("{key}: invalid size '{s}': a capacity must be positive"))
-            }
             Quantity::Text(s) => match BudgetSpec::parse(s) {
                 Ok(BudgetSpec::Absolute(b)) => Ok(b),
                 Ok(BudgetSpec::Percent { .. }) => {
                     Err(format!("{key}: a capacity cannot be a percentage"))
                 }
-                Err(e) if e.reason.starts_with("unknown unit") => Err(format!(
-                    "{key}: invalid size '{s}': unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
-                )),
-                Err(e) => Err(format!("{key}: {e}")),
+                Err(e) => Err(match e.kind {
+                    SizeErrorKind::Negative => {
+                        format!("{key}: invalid size '{s}': a capacity must be positive")
+                    }
+                    SizeErrorKind::UnknownUnit => format!(
+                        "{key}: invalid size '{s}': unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
+                    ),
+                    SizeErrorKind::Other => format!("{key}: {e}"),
+                }),
             },
         }
     }
