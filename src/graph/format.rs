@@ -188,13 +188,8 @@ impl GraphFile {
             )));
         }
         map.insert("nodes".into(), serde_yaml::Value::Sequence(Vec::new()));
-        // serde's "invalid type: sequence, expected field identifier"
-        // named neither the key nor what keys are.
-        if let Some((k, _)) = map.iter().find(|(k, _)| !k.is_string()) {
-            return Err(FormatError::Field(format!(
-                "a key must be a name, got {}",
-                show_value(k)
-            )));
+        if let Some(msg) = key_not_a_name(&map) {
+            return Err(FormatError::Field(msg));
         }
         let top = serde_yaml::Value::Mapping(map);
         let mut file = GraphFile::deserialize(&top).map_err(|e| {
@@ -231,10 +226,9 @@ impl GraphFile {
                         "expected a node (a mapping with name, cost, memory, deps, ...), got {}",
                         show_value(&v)
                     ),
-                    Some(m) => match m.iter().find(|(k, _)| !k.is_string()) {
-                        Some((k, _)) => format!("a key must be a name, got {}", show_value(k)),
-                        None => wrong_key(m, NODE_KEYS).unwrap_or_else(|| yaml_err(e)),
-                    },
+                    Some(m) => key_not_a_name(m)
+                        .or_else(|| wrong_key(m, NODE_KEYS))
+                        .unwrap_or_else(|| yaml_err(e)),
                 };
                 match &name {
                     Some(node) => FormatError::Node {
@@ -393,6 +387,15 @@ impl Expect {
             Expect::Labels => std::collections::BTreeMap::<String, String>::deserialize(v).is_ok(),
         }
     }
+}
+
+/// The first key of `m` that is not a name, said as such: serde's words
+/// for it ("invalid type: sequence, expected field identifier") named
+/// neither the key nor what keys are.
+fn key_not_a_name(m: &serde_yaml::Mapping) -> Option<String> {
+    m.iter()
+        .find(|(k, _)| !k.is_string())
+        .map(|(k, _)| format!("a key must be a name, got {}", show_value(k)))
 }
 
 /// The first known key whose value has the wrong type, as "key: expected
