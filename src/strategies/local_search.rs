@@ -903,21 +903,10 @@ fn perturb_until_stalled(
             (cur, cur_cost) = (best.clone(), best_cost);
         }
         let mut kicked = cur.clone();
-        // Stages that recompute, costliest first.
-        let mut costly: Vec<(f64, usize)> = (0..n)
-            .map(|t| {
-                let c = cur
-                    .recomputed(t)
-                    .map(|i| g.cost(NodeId::from(i)))
-                    .sum::<f64>();
-                (c, t)
-            })
-            .filter(|x| x.0 > 0.0)
-            .collect();
+        let costly = costliest_stages(g, &cur);
         if costly.is_empty() {
             return best;
         }
-        costly.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         match rng.random_range(0..3) {
             kind @ (0 | 1) => {
                 let span = if kind == 0 { 1 } else { rng.random_range(2..6) };
@@ -971,6 +960,24 @@ fn perturb_until_stalled(
         }
     }
     best
+}
+
+/// The stages that recompute anything, with what they recompute,
+/// costliest first (ties: the earlier stage).
+pub(crate) fn costliest_stages(g: &Graph, sch: &Schedule) -> Vec<(f64, usize)> {
+    let mut costly: Vec<(f64, usize)> = (0..sch.stages())
+        .map(|t| {
+            (
+                sch.recomputed(t)
+                    .map(|i| g.cost(NodeId::from(i)))
+                    .sum::<f64>(),
+                t,
+            )
+        })
+        .filter(|x| x.0 > 0.0)
+        .collect();
+    costly.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    costly
 }
 
 /// [`perturb`]'s limits: perturbations in a row without a cheaper plan

@@ -73,14 +73,7 @@ pub fn improve(
     seed: Schedule,
     deadline: Instant,
 ) -> Option<(Schedule, Seconds)> {
-    let cx = Ctx {
-        g,
-        dev,
-        budget,
-        direct: dev.slow.direct_read.is_some(),
-        deadline,
-        spanning: true,
-    };
+    let cx = Ctx::new(g, dev, budget, deadline);
     // The seed as given, if it fits, is the answer to beat.
     let mut best: Option<(Schedule, f64)> = cx
         .simulate(&seed)
@@ -148,14 +141,7 @@ pub fn walk(
     deadline: Instant,
 ) -> Option<(Schedule, Seconds)> {
     use rand::{RngExt, SeedableRng};
-    let cx = Ctx {
-        g,
-        dev,
-        budget,
-        direct: dev.slow.direct_read.is_some(),
-        deadline,
-        spanning: true,
-    };
+    let cx = Ctx::new(g, dev, budget, deadline);
     let start = cx.eval(seed, &[]).filter(|e| e.peak <= budget)?;
     let n = g.len();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(WALK_SEED ^ n as u64);
@@ -178,22 +164,10 @@ pub fn walk(
         };
         match rng.random_range(0..4) {
             kind @ (0 | 1) => {
-                let mut costly: Vec<(f64, usize)> = (0..n)
-                    .map(|t| {
-                        (
-                            cur.sch
-                                .recomputed(t)
-                                .map(|i| g.cost(NodeId::from(i)))
-                                .sum::<f64>(),
-                            t,
-                        )
-                    })
-                    .filter(|x| x.0 > 0.0)
-                    .collect();
+                let costly = local_search::costliest_stages(g, &cur.sch);
                 if costly.is_empty() {
                     continue;
                 }
-                costly.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 let span = if kind == 0 { 1 } else { rng.random_range(2..6) };
                 let t0 = costly[rng.random_range(0..costly.len().min(8))].1;
                 for t in t0..(t0 + span).min(n) {
@@ -367,7 +341,19 @@ enum Fate {
     },
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// Moves priced with copies spanning stages, on `dev`'s own reads.
+    fn new(g: &'a Graph, dev: &'a Device, budget: Bytes, deadline: Instant) -> Ctx<'a> {
+        Ctx {
+            g,
+            dev,
+            budget,
+            direct: dev.slow.direct_read.is_some(),
+            deadline,
+            spanning: true,
+        }
+    }
+
     fn out_of_time(&self) -> bool {
         Instant::now() >= self.deadline
     }
