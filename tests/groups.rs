@@ -531,3 +531,27 @@ fn the_feasibility_search_agrees_with_the_group_aware_milp() {
     }
     assert!(raised >= 2, "{raised} graphs");
 }
+
+/// Which schedules the group-aware MILP's model covers: checkpoint-all
+/// and any merged graph's schedule lifted back compute only at a kernel's
+/// last output; recomputing `x1` in the stage of `ln` (before `ln.2`, the
+/// kernel's last output) is outside it, and the plan still fits and runs.
+#[test]
+fn a_schedule_that_computes_before_a_kernels_last_output_is_outside_the_milp() {
+    let g = toy();
+    let all = Schedule::checkpoint_all(&g);
+    assert!(!outside_kernel_stages(&g, &all));
+    let merged = Merged::of(&g);
+    let lifted = merged.lift(&g, &Schedule::checkpoint_all(&merged.graph));
+    assert!(!outside_kernel_stages(&g, &lifted));
+    let ln = g.find("ln").unwrap().idx();
+    let x1 = g.find("x1").unwrap().idx();
+    assert_ne!(g.group_end(NodeId::from(ln)), ln);
+    let mut sch = all.clone();
+    sch.set_s(ln, x1, false);
+    sch.set_r(ln, x1, true);
+    assert!(outside_kernel_stages(&g, &sch));
+    let plan = generate_plan(&g, &sch).unwrap();
+    let sim = simulate(&g, &plan).unwrap();
+    assert_eq!(sim.cost, g.total_cost() + g.cost(NodeId::from(x1)));
+}
