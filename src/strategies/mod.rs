@@ -31,6 +31,7 @@ pub mod segments;
 pub(crate) mod tiered;
 pub mod tiered_search;
 pub mod tiertrain;
+pub mod turn_seed;
 pub mod watch;
 
 use crate::graph::Graph;

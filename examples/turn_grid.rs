@@ -1,0 +1,44 @@
+//! The turn seeds (`strategies::turn_seed`) at a grid of recompute shares
+//! and link shares, each followed by the offload moves for SECS seconds,
+//! as remat-tiered runs them on graphs past the joint MILP (docs/tiers.md):
+//! `cargo run --release --example turn_grid -- GRAPH DEVICE PCT SECS`.
+use remat::device::Device;
+use remat::graph::analysis::checkpoint_all_peak;
+use remat::graph::Graph;
+use remat::schedule::{generate_plan, simulate_on};
+use remat::strategies::{tiered_search, turn_seed};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: turn_grid GRAPH DEVICE PCT SECS");
+        std::process::exit(2);
+    }
+    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let dev = Device::load(Path::new(&a[2])).unwrap();
+    let pct: u128 = a[3].parse().unwrap();
+    let secs: f64 = a[4].parse().unwrap();
+    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    for link in [0.8, 1.0, 1.3] {
+        for share in [0.5, 0.6, 0.7, 0.8] {
+            for s in turn_seed::turn_seeds(&g, &dev, budget, &[share], link) {
+                let r = simulate_on(&g, &generate_plan(&g, &s).unwrap(), Some(&dev)).unwrap();
+                let t0 = Instant::now();
+                let got =
+                    tiered_search::improve(&g, budget, &dev, s, t0 + Duration::from_secs_f64(secs));
+                println!(
+                    "link {link} share {share}: seed {:.3} ms at {:.3} GB -> {} in {:.1} s",
+                    r.timing.unwrap().step.get() * 1e3,
+                    r.peak.get() as f64 / 1e9,
+                    got.map_or("nothing fits".into(), |x| format!(
+                        "{:.3} ms",
+                        x.1.get() * 1e3
+                    )),
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+}
