@@ -21,7 +21,7 @@ fn main() {
     let pct: u128 = a[3].parse().unwrap();
     let secs: f64 = a[4].parse().unwrap();
     let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
-    for link in [0.8, 1.0, 1.3] {
+    for link in [0.8, 0.9, 1.0] {
         for share in [0.5, 0.6, 0.7, 0.8] {
             for s in turn_seed::turn_seeds(&g, &dev, budget, &[share], link) {
                 let r = simulate_on(&g, &generate_plan(&g, &s).unwrap(), Some(&dev)).unwrap();

@@ -81,11 +81,12 @@ const WALK_MIN_GAP: f64 = 0.01;
 
 /// The turn seeds ([`turn_seed::turn_seeds`]) the offload moves start from
 /// beside checkpoint-all on graphs past the MILP: the shares of the peak
-/// stage's excess the cheap drops free, and the link's share of the
-/// forward pass the copies out take. Measured on ResNet-50 at 30% (30 s of
-/// moves each, shares 0.5–0.8, links 0.8–1.3): the best descents came
-/// from 0.8 on the GH200 (33.84 ms, against 34.50 from checkpoint-all)
-/// and 0.5 on the A100 (109.44 ms, against 110.41), both at a link of 1.
+/// stage's excess the cheap drops free, and the copies' deadline as a
+/// multiple of the compute before the peak. Measured on ResNet-50 at 30%
+/// (30 s of moves each, shares 0.5–0.8, deadlines 0.8–1): the best
+/// descents came from 0.8 on the GH200 (33.73 ms, against 34.50 from
+/// checkpoint-all) and 0.5 on the A100 (108.98 ms, against 110.41), both
+/// with a deadline of 1.
 const TURN_SHARES: [f64; 2] = [0.5, 0.8];
 const TURN_LINK: f64 = 1.0;
 
