@@ -1962,6 +1962,9 @@ fn offload_search(
         seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
     }
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
+    for sch in super::turn_seed::seeds(g, dev, budget) {
+        seeds.push(("a turn seed".into(), sch, 2.0));
+    }
     let policies = super::seed_policies();
     let n_pol = policies.len();
     for (k, p) in policies.into_iter().enumerate() {

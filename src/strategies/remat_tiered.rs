@@ -79,17 +79,6 @@ pub const SEARCH_INSTEAD_COLUMNS: usize = 80_000;
 /// that finish within seconds, and would otherwise walk to the limit.
 const WALK_MIN_GAP: f64 = 0.01;
 
-/// The turn seeds ([`turn_seed::turn_seeds`]) the offload moves start from
-/// beside checkpoint-all on graphs past the MILP: the shares of the peak
-/// stage's excess the cheap drops free, and the copies' deadline as a
-/// multiple of the compute before the peak. Measured on ResNet-50 at 30%
-/// (30 s of moves each, shares 0.5–0.8, deadlines 0.8–1): the best
-/// descents came from 0.8 on the GH200 (33.73 ms, against 34.50 from
-/// checkpoint-all) and 0.5 on the A100 (108.98 ms, against 110.41), both
-/// with a deadline of 1.
-const TURN_SHARES: [f64; 2] = [0.5, 0.8];
-const TURN_LINK: f64 = 1.0;
-
 impl Strategy for RematTiered {
     fn name(&self) -> &'static str {
         "remat-tiered"
@@ -420,7 +409,7 @@ impl Strategy for RematTiered {
             let half = Instant::now() + moves_end.saturating_duration_since(Instant::now()) / 2;
             let mut froms: Vec<(&str, Schedule)> = Vec::new();
             if !no_rec {
-                for s in turn_seed::turn_seeds(g, dev, budget, &TURN_SHARES, TURN_LINK) {
+                for s in turn_seed::seeds(g, dev, budget) {
                     froms.push(("remat-fast's offload moves from a turn seed", s));
                 }
             }
