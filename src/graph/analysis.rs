@@ -22,6 +22,16 @@ pub fn last_use(g: &Graph) -> Vec<NodeId> {
 /// independent formula; the simulator must agree with it on checkpoint-all
 /// plans (a tested invariant).
 pub fn checkpoint_all_peak(g: &Graph) -> Bytes {
+    let peak = checkpoint_all_profile(g)
+        .into_iter()
+        .max()
+        .unwrap_or(Bytes::ZERO);
+    g.fixed_memory + peak
+}
+
+/// What that plan holds while each node is computed (its output and every
+/// value still to be read), fixed memory aside.
+pub fn checkpoint_all_profile(g: &Graph) -> Vec<Bytes> {
     let last = last_use(g);
     // Sweep: values become live when computed and die after their last user.
     let mut dying: Vec<Vec<NodeId>> = vec![Vec::new(); g.len()];
@@ -29,15 +39,15 @@ pub fn checkpoint_all_peak(g: &Graph) -> Bytes {
         dying[last[i.idx()].idx()].push(i);
     }
     let mut live = Bytes::ZERO;
-    let mut peak = Bytes::ZERO;
+    let mut held = Vec::with_capacity(g.len());
     for t in g.ids() {
         live += g.memory(t);
-        peak = peak.max(live);
+        held.push(live);
         for &d in &dying[t.idx()] {
             live = live - g.memory(d);
         }
     }
-    g.fixed_memory + peak
+    held
 }
 
 /// No plan can run with less: computing a node needs its output and all its

@@ -18,6 +18,7 @@
 
 use super::tiered;
 use crate::device::Device;
+use crate::graph::analysis::{checkpoint_all_profile, last_use};
 use crate::graph::{Graph, NodeId};
 use crate::schedule::{solve_r_tiered, Schedule};
 use crate::units::Bytes;
@@ -84,7 +85,8 @@ struct Turn<'a> {
     dev: &'a Device,
     /// Each node's last reader (itself when none).
     last: Vec<usize>,
-    /// Bytes the checkpoint-all plan holds at each stage.
+    /// Bytes the checkpoint-all plan holds at each stage, fixed memory
+    /// aside.
     live: Vec<u64>,
     peak: usize,
     /// The widest gap between two events of each value that spans the
@@ -95,40 +97,16 @@ struct Turn<'a> {
 impl<'a> Turn<'a> {
     fn new(g: &'a Graph, dev: &'a Device) -> Turn<'a> {
         let n = g.len();
-        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for u in 0..n {
-            for d in g.deps(NodeId::from(u)) {
-                readers[d.idx()].push(u);
-            }
-        }
-        for r in &mut readers {
-            r.sort_unstable();
-            r.dedup();
-        }
-        let last: Vec<usize> = (0..n)
-            .map(|v| readers[v].last().copied().unwrap_or(v))
-            .collect();
-        // Held bytes per stage by a difference array: v is held from its
-        // stage through its last reader.
-        let mut diff = vec![0i128; n + 1];
-        for v in 0..n {
-            let m = g.memory(NodeId::from(v)).get() as i128;
-            diff[v] += m;
-            diff[last[v] + 1] -= m;
-        }
-        let mut live = vec![0u64; n];
-        let mut acc = 0i128;
-        for t in 0..n {
-            acc += diff[t];
-            live[t] = acc.max(0) as u64;
-        }
+        let reads = tiered::reads(g);
+        let last: Vec<usize> = last_use(g).iter().map(|u| u.idx()).collect();
+        let live: Vec<u64> = checkpoint_all_profile(g).iter().map(|b| b.get()).collect();
         let peak = (0..n)
             .max_by_key(|&t| (live[t], std::cmp::Reverse(t)))
             .unwrap_or(0);
         let gap = (0..n)
             .map(|v| {
                 let mut ev = vec![v];
-                ev.extend(readers[v].iter().copied());
+                ev.extend(reads[v].stages.iter().copied());
                 ev.windows(2)
                     .map(|w| (w[0], w[1]))
                     .find(|&(x, y)| x < peak && y > peak && y >= x + 2)
