@@ -1952,6 +1952,7 @@ fn offload_search(
     end: Instant,
 ) -> Solution {
     use super::tiered_search::{census, improve};
+    use super::turn_seed;
     let t0 = Instant::now();
     // (name, seed, weight of its share of the search time). The recompute
     // plan and checkpoint-all get twice a policy's share: measured on the
@@ -1962,8 +1963,8 @@ fn offload_search(
         seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
     }
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
-    for sch in super::turn_seed::seeds(g, dev, budget) {
-        seeds.push(("a turn seed".into(), sch, 2.0));
+    for sch in turn_seed::seeds(g, dev, budget) {
+        seeds.push((turn_seed::NAME.into(), sch, 2.0));
     }
     let policies = super::seed_policies();
     let n_pol = policies.len();

@@ -407,20 +407,24 @@ impl Strategy for RematTiered {
             // left, in equal shares, then from the best plan so far for
             // the rest.
             let half = Instant::now() + moves_end.saturating_duration_since(Instant::now()) / 2;
-            let mut froms: Vec<(&str, Schedule)> = Vec::new();
+            let mut froms: Vec<(String, Schedule)> = Vec::new();
             if !no_rec {
                 for s in turn_seed::seeds(g, dev, budget) {
-                    froms.push(("remat-fast's offload moves from a turn seed", s));
+                    let name = format!("remat-fast's offload moves from {}", turn_seed::NAME);
+                    froms.push((name, s));
                 }
             }
-            froms.push(("remat-fast's offload moves", Schedule::checkpoint_all(g)));
+            froms.push((
+                "remat-fast's offload moves".into(),
+                Schedule::checkpoint_all(g),
+            ));
             let k = froms.len();
             for (j, (name, from)) in froms.into_iter().enumerate() {
                 let left = half.saturating_duration_since(Instant::now());
                 let until = Instant::now() + left / (k - j) as u32;
                 if let Some((found, step)) = tiered_search::improve(g, budget, dev, from, until) {
                     finalists.push((found.clone(), step));
-                    consider(&mut best, name.into(), found);
+                    consider(&mut best, name, found);
                 }
             }
             if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {

@@ -40,6 +40,11 @@ const MAX_CLOSURE: usize = 32;
 pub const SHARES: [f64; 2] = [0.5, 0.8];
 pub const DEADLINE: f64 = 1.0;
 
+/// How answers name a seed in their detail line, for a user who has not
+/// read this module.
+pub const NAME: &str =
+    "a turn seed (cheap values recomputed, the largest offloaded before the peak)";
+
 /// [`turn_seeds`] at [`SHARES`] and [`DEADLINE`].
 pub fn seeds(g: &Graph, dev: &Device, budget: Bytes) -> Vec<Schedule> {
     turn_seeds(g, dev, budget, &SHARES, DEADLINE)
