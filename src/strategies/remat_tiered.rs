@@ -809,3 +809,71 @@ fn recompute_only(
     ));
     Ok(sol)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::analysis::checkpoint_all_peak;
+    use crate::graph::GraphFile;
+    use std::sync::Mutex;
+
+    /// The worker hands back the offload-only MILP's plan before the joint
+    /// MILP runs, so an abandoned joint MILP cannot lose it: on Checkmate's
+    /// four-layer training chain, at every budget between the largest node
+    /// with its inputs and the peak, on a slow link (a copy costs as much
+    /// as the layer it hides behind), the reported plan recomputes
+    /// nothing, fits in simulation, and is priced by the offload-only
+    /// model at its simulated step; and the joint answer, warm-started
+    /// from it, is never slower.
+    #[test]
+    fn the_offload_only_plan_is_reported_before_the_joint_milp() {
+        let text = "name: chain4\ngraph: forward\nnodes:\n\
+             - {name: f0, cost: 1, memory: 4, saves: [self]}\n\
+             - {name: f1, cost: 3, memory: 4, deps: [f0], saves: [self]}\n\
+             - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+             - {name: f3, cost: 2, memory: 3, deps: [f2], saves: [self]}\n\
+             - {name: loss, cost: 1, memory: 1, deps: [f3]}\n";
+        let g = Graph::from_file(&GraphFile::parse(text).unwrap(), "chain4.yaml").unwrap();
+        let dev = Device::parse(
+            "name: link\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
+             slow: {capacity: 1000, to_slow: 2, to_fast: 2, latency: 0, engines: duplex, direct_read: none}\n",
+        )
+        .unwrap();
+        let opts = SolveOptions::default();
+        let floor = crate::graph::analysis::min_feasible_budget(&g).get();
+        let mut reported = 0;
+        for b in floor..checkpoint_all_peak(&g).get() {
+            let budget = Bytes(b);
+            let seen: Mutex<Vec<Schedule>> = Mutex::new(Vec::new());
+            let report = |m: MilpMsg| {
+                if let MilpMsg::OffloadOnly(s) = m {
+                    seen.lock().unwrap().push(s);
+                }
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let out = milp_phase(&g, budget, &dev, None, deadline, &opts, &report).unwrap();
+            let seen = seen.into_inner().unwrap();
+            assert!(seen.len() <= 1, "budget {b}: {} reports", seen.len());
+            let Some(off) = seen.first() else { continue };
+            reported += 1;
+            assert_eq!(off.recomputations(), 0, "budget {b}");
+            let sim = simulate_on(&g, &generate_plan(&g, off).unwrap(), Some(&dev)).unwrap();
+            assert!(sim.peak <= budget, "budget {b}: peak {:?}", sim.peak);
+            let off_step = sim.timing.unwrap().step.get();
+            let joint = out
+                .schedule
+                .expect("the joint MILP has the warm start at least");
+            let jsim = simulate_on(&g, &generate_plan(&g, &joint).unwrap(), Some(&dev)).unwrap();
+            let joint_step = jsim.timing.unwrap().step.get();
+            assert!(
+                joint_step <= off_step * (1.0 + 1e-9),
+                "budget {b}: joint {joint_step} s, offload-only {off_step} s"
+            );
+            assert!(jsim.peak <= budget);
+        }
+        assert!(
+            reported >= 2,
+            "only {reported} budgets had an offload-only plan"
+        );
+    }
+}
