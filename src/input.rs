@@ -32,15 +32,22 @@ pub fn read_capped(reader: impl Read, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The file's text, if it is UTF-8 and at most `limit` bytes.
+/// The file's text, if it is UTF-8 and at most `limit` bytes, without a
+/// leading byte-order mark: editors on Windows start UTF-8 files with one,
+/// and the YAML parser took it for a key (`missing field 'compute'` of a
+/// device file that has it).
 pub fn read_text(path: &Path, limit: u64) -> io::Result<String> {
     let bytes = read_capped(std::fs::File::open(path)?, limit)?;
-    String::from_utf8(bytes).map_err(|_| {
+    let mut text = String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             "stream did not contain valid UTF-8",
         )
-    })
+    })?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 /// Far deeper than any input file nests (a graph file nests four levels,
@@ -325,5 +332,58 @@ mod tests {
         ] {
             assert_eq!(check_nesting(&text), Ok(()), "{text}");
         }
+    }
+}
+
+/// A serde message as a user reads it: on one line, with the names of
+/// remat's internal types and Rust's integer types replaced by what to
+/// write ("invalid type: sequence, expected struct RawDevice" told a user
+/// nothing about a device file).
+pub fn plain_serde_message(msg: &str) -> String {
+    let mut out = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    // `struct RawX` (the shape of a section): a mapping.
+    while let Some(at) = out.find("struct Raw") {
+        let end = out[at + "struct ".len()..]
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .map_or(out.len(), |e| at + "struct ".len() + e);
+        out.replace_range(at..end, "a mapping of keys");
+    }
+    for ty in [
+        "u128", "i128", "u64", "i64", "u32", "i32", "u16", "u8", "usize",
+    ] {
+        out = out
+            .replace(&format!(" as {ty}"), "")
+            .replace(&format!("expected {ty}"), "expected a whole number");
+    }
+    for ty in ["f64", "f32"] {
+        out = out.replace(&format!("expected {ty}"), "expected a number");
+    }
+    out
+}
+
+#[cfg(test)]
+mod plain_tests {
+    use super::plain_serde_message;
+
+    #[test]
+    fn internal_type_names_become_what_to_write() {
+        assert_eq!(
+            plain_serde_message("invalid type: sequence, expected struct RawDevice at line 1"),
+            "invalid type: sequence, expected a mapping of keys at line 1"
+        );
+        assert_eq!(
+            plain_serde_message("slow: invalid type: unit value, expected struct RawSlow"),
+            "slow: invalid type: unit value, expected a mapping of keys"
+        );
+        assert_eq!(
+            plain_serde_message(
+                "invalid type: integer `18446744073709551616` as u128,\n expected u64"
+            ),
+            "invalid type: integer `18446744073709551616`, expected a whole number"
+        );
+        assert_eq!(
+            plain_serde_message("invalid type: string \"1e9\", expected f64"),
+            "invalid type: string \"1e9\", expected a number"
+        );
     }
 }

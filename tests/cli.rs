@@ -2609,3 +2609,128 @@ fn cost_bounds_on_a_device_say_what_they_cover() {
     let o = remat(&["solve", ms, "-b", "5"]);
     assert!(stdout(&o).contains("lower bound") && !stdout(&o).contains("recompute-only"));
 }
+
+/// Inputs found wrong by a fuzzing pass (2026-11-28): each gets its one
+/// line and exit 2, and an output that is not ours is left as it was.
+#[test]
+fn fuzzed_inputs_get_one_line_and_leave_files_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = linear8(d);
+    let ms = m.to_str().unwrap();
+    let gh200 = concat!(env!("CARGO_MANIFEST_DIR"), "/devices/gh200.yaml");
+
+    // A file without a newline is not a torn log of ours: refused before
+    // any work, untouched (it was cut to nothing and overwritten).
+    let out = write(d, "out.csv", "hello");
+    for cmd in [
+        vec!["sweep", ms, "-b", "100%", "-s", "checkpoint-all"],
+        vec!["max-batch", ms, "--memory", "1KB", "-s", "checkpoint-all"],
+    ] {
+        let mut args = cmd.clone();
+        args.extend(["-o", out.to_str().unwrap(), "-q"]);
+        one_line_error(&remat(&args), "a CSV of another kind (header 'hello'");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "hello");
+    }
+
+    // --max-slowdown needs a device even beside --max-overhead (it ran a
+    // slowdown rule with no device).
+    let o = remat(&[
+        "max-batch",
+        ms,
+        "--memory",
+        "1KB",
+        "-s",
+        "checkpoint-all",
+        "--max-slowdown",
+        "1.25",
+        "--max-overhead",
+        "2",
+    ]);
+    one_line_error(&o, "--max-slowdown needs --device");
+
+    // A strategy that does not apply to the graph: a usage mistake (exit
+    // 2, was 1), naming the graph file.
+    let other = write(
+        d,
+        "other.yaml",
+        "name: other\ngraph: training\nnodes: [{name: a, cost: 1, memory: 1}, {name: b, cost: 1, memory: 1, deps: [a]}]\n",
+    );
+    let os = other.to_str().unwrap();
+    let o = remat(&["solve", os, "-b", "100%", "-s", "griewank-logn"]);
+    one_line_error(
+        &o,
+        &format!("{os}: griewank-logn does not apply to this graph"),
+    );
+
+    // A byte-order mark before a device file is layout, as before a graph.
+    let text = std::fs::read_to_string(gh200).unwrap();
+    let bom = write(d, "bom.yaml", &format!("\u{feff}{text}"));
+    let o = remat(&["solve", ms, "-b", "100%", "--device", bom.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // A device section of the wrong shape names no Rust type.
+    let bad = write(d, "bad.yaml", "- a\n");
+    let o = remat(&["solve", ms, "-b", "100%", "--device", bad.to_str().unwrap()]);
+    one_line_error(&o, "expected a mapping of keys");
+    assert!(!stderr(&o).contains("Raw"), "{}", stderr(&o));
+
+    // A text plan for another graph says so, as a JSON one does, rather
+    // than failing on the first name it does not know.
+    let plan = d.join("p.plan");
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "--plan",
+        plan.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&["simulate", os, plan.to_str().unwrap()]);
+    one_line_error(&o, "was made for another graph than");
+
+    // An unknown node in a compute statement is named with its line.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("compute f0,"))
+        .unwrap()
+        + 1;
+    let bad = write(
+        d,
+        "bad.plan",
+        &text.replacen("compute f0,", "compute f0x,", 1),
+    );
+    let o = remat(&["simulate", ms, bad.to_str().unwrap()]);
+    one_line_error(&o, &format!("line {line}: unknown node 'f0x'"));
+}
+
+/// AutoTM's models on a graph with no edges have no column at all; HiGHS
+/// calls that an empty model and gave no solution ("solver failure").
+#[test]
+fn autotm_plans_a_graph_without_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = write(
+        dir.path(),
+        "one.yaml",
+        "name: one\ngraph: training\nnodes: [{name: a, cost: 1, memory: 1}]\n",
+    );
+    let gh200 = concat!(env!("CARGO_MANIFEST_DIR"), "/devices/gh200.yaml");
+    for s in ["autotm-sync", "autotm-static", "autotm-async"] {
+        let o = remat(&[
+            "solve",
+            g.to_str().unwrap(),
+            "-b",
+            "100%",
+            "-s",
+            s,
+            "--device",
+            gh200,
+            "-q",
+        ]);
+        assert!(o.status.success(), "{s}: {}", stderr(&o));
+        out_says(&o, "peak memory      1 B (1 bytes)");
+    }
+}

@@ -34,6 +34,23 @@ pub fn plan_text(pf: &PlanFile) -> String {
 
 /// Parses the text form. Allocation sizes come from the graph (the text
 /// does not repeat them), so a node the graph lacks is an error here.
+/// A text plan's `# model:` and `# graph_fingerprint:` lines (the first of
+/// each), read before the statements, which need the graph's names.
+fn text_header(text: &str) -> (Option<&str>, Option<&str>) {
+    let (mut model, mut fingerprint) = (None, None);
+    for l in text.lines() {
+        let Some((k, v)) = l.trim().strip_prefix('#').and_then(|c| c.split_once(':')) else {
+            continue;
+        };
+        match k.trim() {
+            "model" => model = model.or(Some(v.trim())),
+            "graph_fingerprint" => fingerprint = fingerprint.or(Some(v.trim())),
+            _ => {}
+        }
+    }
+    (model, fingerprint)
+}
+
 fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
     let mut pf = PlanFile {
         model: String::new(),
@@ -46,8 +63,12 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
         statements: Vec::new(),
     };
     let reg = |s: &str, line: usize| -> Result<u32, String> {
+        // Digits only, as plans write them: `%+0` and `%00` are not %0.
         s.trim()
             .strip_prefix('%')
+            .filter(|r| {
+                r.bytes().all(|b| b.is_ascii_digit()) && (r.len() == 1 || !r.starts_with('0'))
+            })
             .and_then(|r| r.parse().ok())
             .ok_or_else(|| {
                 format!(
@@ -141,7 +162,7 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                 let (node, r) = text
                     .rsplit_once(", ")
                     .ok_or_else(|| format!("line {line}: expected 'compute NODE, %R'"))?;
-                Ok((node.to_string(), reg(r, line)?))
+                Ok((node.trim().to_string(), reg(r, line)?))
             };
             let plain = || parse(rest).map(|(n, r)| (n, r, Vec::new()));
             // Arguments are the registers after the last " <- ", unless the
@@ -160,6 +181,14 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
                     _ => other?,
                 },
             };
+            // Checked here, where the line is known: later it could only
+            // be named by its statement's index.
+            if g.find(&node).is_none() {
+                return Err(format!(
+                    "line {line}: unknown node '{}'",
+                    node.escape_debug()
+                ));
+            }
             FileStatement::Compute {
                 node,
                 register,
@@ -168,6 +197,9 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
         } else if l.starts_with('%') {
             let (r, rhs) = l.split_once(" = ").ok_or_else(unknown)?;
             if let Some(node) = rhs.strip_prefix("allocate ") {
+                // Names never start or end in spaces (graph files refuse
+                // them), so padding around one is layout.
+                let node = node.trim();
                 let id = g.find(node).ok_or_else(|| {
                     format!("line {line}: unknown node '{}'", node.escape_debug())
                 })?;
@@ -206,32 +238,45 @@ pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFi
     let name = path.display().to_string();
     let text = crate::input::read_text(path, crate::input::MAX_GRAPH_BYTES)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = text.as_str();
+    let ours = g.fingerprint();
+    let check_graph = |plan_model: &str, fingerprint: Option<&str>| -> anyhow::Result<()> {
+        let other_graph = match fingerprint {
+            Some(fp) => {
+                fp.parse::<Fingerprint>()
+                    .map_err(|e| input_err(format!("{name}: {e}")))?
+                    != ours
+            }
+            // Plans from before fingerprints: the model name is all there is.
+            None => !plan_model.is_empty() && plan_model != g.name,
+        };
+        if other_graph {
+            return Err(input_err(format!(
+                "{name} was made for another graph than {} (plan: model '{}', fingerprint {}; graph: model '{}', fingerprint {ours}); pass the graph it was made for, or solve again",
+                model.display(),
+                plan_model.escape_debug(),
+                fingerprint.unwrap_or("none"),
+                g.name.escape_debug(),
+            )));
+        }
+        Ok(())
+    };
     let file: PlanFile = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text)
-            .map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))?
+        serde_json::from_str(text).map_err(|e| {
+            input_err(format!(
+                "{name}: not a plan JSON file: {}",
+                crate::input::plain_serde_message(&e.to_string())
+            ))
+        })?
     } else {
+        // A text plan names nodes, so one made for another graph failed on
+        // its first unknown name ("line 9: unknown node 'input'") before
+        // its header could say which graph it is for: the header first.
+        let (plan_model, fingerprint) = text_header(text);
+        check_graph(plan_model.unwrap_or(""), fingerprint)?;
         parse_text(g, text).map_err(|e| input_err(format!("{name}: {e}")))?
     };
-    let ours = g.fingerprint();
-    let other_graph = match &file.graph_fingerprint {
-        Some(fp) => {
-            fp.parse::<Fingerprint>()
-                .map_err(|e| input_err(format!("{name}: {e}")))?
-                != ours
-        }
-        // Plans from before fingerprints: the model name is all there is.
-        None => !file.model.is_empty() && file.model != g.name,
-    };
-    if other_graph {
-        return Err(input_err(format!(
-            "{name} was made for another graph than {} (plan: model '{}', fingerprint {}; graph: model '{}', fingerprint {ours}); pass the graph it was made for, or solve again",
-            model.display(),
-            file.model.escape_debug(),
-            file.graph_fingerprint.as_deref().unwrap_or("none"),
-            g.name.escape_debug(),
-        )));
-    }
+    check_graph(&file.model, file.graph_fingerprint.as_deref())?;
     let plan = Plan::from_file_statements(g, &file.statements)
         .map_err(|e| input_err(format!("{name}: {e}")))?;
     Ok((file, plan))

@@ -87,11 +87,15 @@ fn plan_alone(plan: &std::path::Path) -> Result<remat::schedule::PlanFile> {
     let name = plan.display().to_string();
     let text = remat::input::read_text(plan, remat::input::MAX_GRAPH_BYTES)
         .map_err(|e| input_err(format!("{name}: cannot read: {e}")))?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if !text.trim_start().starts_with('{') {
         return Err(input_err(format!(
             "{name}: not a plan JSON file; without the graph, hints reads the JSON form (remat hints MODEL PLAN reads both)"
         )));
     }
-    serde_json::from_str(text).map_err(|e| input_err(format!("{name}: not a plan JSON file: {e}")))
+    serde_json::from_str(&text).map_err(|e| {
+        input_err(format!(
+            "{name}: not a plan JSON file: {}",
+            remat::input::plain_serde_message(&e.to_string())
+        ))
+    })
 }

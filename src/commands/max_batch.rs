@@ -60,6 +60,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         jobs,
         solver,
     } = args;
+    // clap's `requires` is not checked once another argument's conflict
+    // is (`--max-slowdown 1.25 --max-overhead 2` without --device ran a
+    // slowdown rule with no device and ignored the overhead), so the rule
+    // is stated here too.
+    if max_slowdown.is_some() && device.is_none() {
+        return Err(input_err(
+            "--max-slowdown needs --device (a slowdown is of the simulated step time on a device); without one, use --max-overhead",
+        ));
+    }
     if let Some(o) = &output {
         check_resumable_output(o, "max-batch")?;
         let inputs: Vec<&std::path::Path> = std::iter::once(model.as_path())

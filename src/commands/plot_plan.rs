@@ -53,9 +53,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     // would have on the device.
     let budget = budget.or(device.as_ref().map(|d| d.fast_capacity));
     let plot_err = |e: PlotError| match e {
-        PlotError::Plan(_) | PlotError::Format { .. } => {
-            input_err(format!("{}: {e}", plan.display()))
-        }
+        PlotError::Plan(_) => input_err(format!("{}: {e}", plan.display())),
+        // Names the output path itself; the plan is not at fault.
+        PlotError::Format { .. } => input_err(e.to_string()),
         e => e.into(),
     };
     if let Some(d) = &device {

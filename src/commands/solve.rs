@@ -9,7 +9,7 @@ use remat::cli::{
 use remat::cli::{plural, Budget, Interrupted};
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
-use remat::strategies::{self, Status, Strategy};
+use remat::strategies::{self, Status, Strategy, StrategyError};
 use remat::units::short_float;
 use remat::{Bytes, Graph};
 use std::io::IsTerminal;
@@ -125,6 +125,12 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
                     .map(|h| format!("; {h}"))
                     .unwrap_or_default();
                 return Err(input_err(format!("{e}{hint}")));
+            }
+            // A strategy asked for by name on a graph or device it does
+            // not apply to is a usage mistake, as is one that needs a
+            // device and has none (it exited 1, as if no plan were found).
+            Err(SolveError::Strategy(e @ StrategyError::NotApplicable { .. })) => {
+                return Err(input_err(format!("{}: {e}", model.display())));
             }
             Err(e) => return Err(e.into()),
         };

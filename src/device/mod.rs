@@ -284,7 +284,8 @@ impl Device {
         // Before the parser, which takes a minute on a few thousand
         // nested brackets.
         crate::input::check_nesting(text).map_err(|e| format!("not a device file: {e}"))?;
-        let raw: RawDevice = serde_yaml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+        let raw: RawDevice = serde_yaml::from_str(text)
+            .map_err(|e| crate::input::plain_serde_message(&e.to_string()))?;
         raw.check()
     }
 }
@@ -303,10 +304,6 @@ pub const MAX_TIME_RATIO: f64 = 1e12;
 pub struct DeviceError {
     pub file: String,
     pub msg: String,
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 // The file's shape. Sizes, rates and durations are strings with units

@@ -82,9 +82,7 @@ pub fn load(path: &Path) -> Result<Graph, GraphError> {
     let file = path.display().to_string();
     let text = crate::input::read_text(path, crate::input::MAX_GRAPH_BYTES)
         .map_err(|e| GraphError::new(&file, FormatError::Io(e)))?;
-    // Editors on Windows start UTF-8 files with a byte-order mark.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let parsed = GraphFile::parse(text).map_err(|e| GraphError::new(&file, e))?;
+    let parsed = GraphFile::parse(&text).map_err(|e| GraphError::new(&file, e))?;
     build(&parsed, &file)
 }
 

@@ -214,6 +214,26 @@ pub fn solve_mip(
     params: &Params,
     warm: Option<&[f64]>,
 ) -> Result<MipResult, SolverError> {
+    // A model without columns (AutoTM's on a graph with no edges has no
+    // value to place) is settled here: HiGHS answers it with "model empty"
+    // and no solution, which reached the user as a solver failure.
+    if model.num_cols() == 0 {
+        let feasible = model.max_violation(&[]) <= 0.0;
+        return Ok(MipResult {
+            status: if feasible {
+                MipStatus::Optimal
+            } else {
+                MipStatus::Infeasible
+            },
+            x: feasible.then(Vec::new),
+            objective: feasible.then_some(0.0),
+            bound: feasible.then_some(0.0),
+            first_solution_secs: feasible.then_some(0.0),
+            seconds: 0.0,
+            trace: Vec::new(),
+            failed: None,
+        });
+    }
     match backend {
         Backend::Highs => highs::solve_mip(model, params, warm),
         Backend::Cbc => cbc::solve_mip(model, params, warm),

@@ -155,9 +155,21 @@ impl BudgetList {
             .map(|s| BudgetSpec::parse(s).map(BudgetItem::Single))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| {
-                err(format!(
-                    "'{arg}' is neither a budget file nor a list of budgets like 90%,80%: {e}"
-                ))
+                // A path that names no file reads as a mistyped file name
+                // first ("invalid size 'nonexist.yaml'" never said that no
+                // such file exists).
+                let looks_like_a_file = [".yaml", ".yml", ".json", "/"]
+                    .iter()
+                    .any(|s| arg.to_ascii_lowercase().contains(s));
+                if looks_like_a_file {
+                    err(format!(
+                        "{arg}: no such budget file (nor is it a list of budgets like 90%,80%)"
+                    ))
+                } else {
+                    err(format!(
+                        "'{arg}' is neither a budget file nor a list of budgets like 90%,80%: {e}"
+                    ))
+                }
             })?;
         if items.is_empty() {
             return Err(err("no budgets given".into()));

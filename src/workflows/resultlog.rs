@@ -83,31 +83,54 @@ impl ResultLog {
             .map_err(io_err(path))?;
         let mut text = read_all(path, &mut file)?;
         // Keep only whole lines: a run killed mid-write leaves a tail
-        // without its newline.
+        // without its newline. The header is checked first, so that a file
+        // of someone else's is refused untouched: cutting 'hello' (no
+        // newline) to nothing and writing our header after it destroyed
+        // the file and then failed anyway.
+        let header_line = record_line(header.iter().copied());
         let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let rows = if keep == 0 {
+            // Nothing whole: an empty file, or a header torn as it was
+            // written (a prefix of ours); anything else is not our log.
+            if !header_line.as_bytes().starts_with(&text) {
+                return Err(LogError::OtherKind {
+                    path: path.to_path_buf(),
+                    found: shown(&String::from_utf8_lossy(&text)),
+                    expected: header.join(","),
+                    writing: true,
+                });
+            }
+            None
+        } else {
+            Some(
+                parse_rows(path, &text[..keep], header).map_err(|e| match e {
+                    LogError::OtherKind {
+                        path,
+                        found,
+                        expected,
+                        ..
+                    } => LogError::OtherKind {
+                        path,
+                        found,
+                        expected,
+                        writing: true,
+                    },
+                    e => e,
+                })?,
+            )
+        };
         if keep < text.len() {
             file.set_len(keep as u64).map_err(io_err(path))?;
             text.truncate(keep);
         }
-        let rows = if text.is_empty() {
-            let line = record_line(header.iter().copied());
-            file.write_all(line.as_bytes()).map_err(io_err(path))?;
-            Vec::new()
-        } else {
-            parse_rows(path, &text, header).map_err(|e| match e {
-                LogError::OtherKind {
-                    path,
-                    found,
-                    expected,
-                    ..
-                } => LogError::OtherKind {
-                    path,
-                    found,
-                    expected,
-                    writing: true,
-                },
-                e => e,
-            })?
+        let rows = match rows {
+            Some(rows) => rows,
+            None => {
+                file.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+                file.write_all(header_line.as_bytes())
+                    .map_err(io_err(path))?;
+                Vec::new()
+            }
         };
         file.seek(SeekFrom::End(0)).map_err(io_err(path))?;
         Ok((
@@ -144,9 +167,33 @@ pub fn record_line<'a>(fields: impl Iterator<Item = &'a str>) -> String {
     String::from_utf8(bytes).unwrap_or_default()
 }
 
+/// A foreign header as an error message shows it: on one line, control
+/// characters escaped, and at most 80 characters (a binary file's "header"
+/// made a message of 900).
+fn shown(found: &str) -> String {
+    let mut out: String = found
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if out.chars().count() > 80 {
+        out = out.chars().take(80).collect::<String>() + "…";
+    }
+    out
+}
+
 /// Reads a whole log file (header checked) into rows.
 pub fn read_rows(path: &Path, header: &[&str]) -> Result<Vec<Vec<String>>, LogError> {
-    let file = File::open(path).map_err(io_err(path))?;
+    // Said as every other input file's failed read is.
+    let file = File::open(path).map_err(|e| LogError::Format {
+        path: path.to_path_buf(),
+        msg: format!("cannot read: {e}"),
+    })?;
     parse_rows(path, &read_all(path, file)?, header)
 }
 
@@ -167,7 +214,7 @@ fn parse_rows(path: &Path, text: &[u8], header: &[&str]) -> Result<Vec<Vec<Strin
         return Err(LogError::OtherKind {
             path: path.to_path_buf(),
             writing: false,
-            found: got.iter().collect::<Vec<_>>().join(","),
+            found: shown(&got.iter().collect::<Vec<_>>().join(",")),
             expected: header.join(","),
         });
     }
@@ -333,5 +380,30 @@ mod tests {
         let e = read_rows(&p, H).err().unwrap();
         assert!(!e.to_string().contains("writing"), "{e}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "name,value\n1,2\n");
+    }
+
+    #[test]
+    fn a_file_without_a_whole_line_is_ours_only_if_it_is_a_torn_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        // Someone's text, a binary tail, a foreign header torn: refused,
+        // the file untouched, the message one short line.
+        let mut binary = vec![0u8; 200];
+        binary.extend_from_slice(b"\n\n\xff");
+        for content in [b"hello".to_vec(), b"a,c".to_vec(), vec![0u8; 200], binary] {
+            std::fs::write(&p, &content).unwrap();
+            let e = ResultLog::open(&p, H).err().expect("refused");
+            let msg = e.to_string();
+            assert!(msg.contains("not writing to it"), "{msg}");
+            assert!(msg.len() < 300 && !msg.contains('\n'), "{msg}");
+            assert_eq!(std::fs::read(&p).unwrap(), content);
+        }
+        // A header torn as it was written is ours: it is written again
+        // from the start of the file, with no bytes before it.
+        std::fs::write(&p, "a,").unwrap();
+        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        assert!(rows.is_empty());
+        log.append(&["1", "2"]).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
     }
 }
