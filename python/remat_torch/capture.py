@@ -69,7 +69,13 @@ from .errors import RematInputError
 
 
 class LossWrapper(torch.nn.Module):
-    """``forward(*batch) = loss_fn(model(batch[0]), *batch[1:])``: one scalar output."""
+    """``forward(*batch) = loss_fn(model(batch[0]), *batch[1:])``: one scalar output.
+
+    A buffer the forward rebinds (``self.step = self.step + 1``) instead of updating
+    in place is written back into the buffer it replaced, in place, at the end of the
+    forward: AOTAutograd only sees mutations of its inputs, and a rebinding is none,
+    so the joint graph would otherwise drop the new value (eager's module then holds
+    it, the executor's never would)."""
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any]):
         super().__init__()
@@ -77,7 +83,49 @@ class LossWrapper(torch.nn.Module):
         self.loss_fn = loss_fn
 
     def forward(self, *batch):
-        return self.loss_fn(self.model(batch[0]), *batch[1:])
+        bound = _bound_buffers(self.model)
+        loss = self.loss_fn(self.model(batch[0]), *batch[1:])
+        _write_back_rebound(bound)
+        return loss
+
+
+def _bound_buffers(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Module, str, Any]]:
+    """(qualified name, module, key, tensor) of every buffer slot, as bound now."""
+    out = []
+    for mname, m in model.named_modules():
+        if isinstance(m, torch.jit.ScriptModule):  # its buffers live in its C++ module
+            continue
+        for k, b in m._buffers.items():
+            if isinstance(b, torch.Tensor):
+                out.append((f"{mname}.{k}" if mname else k, m, k, b))
+    return out
+
+
+def _write_back_rebound(bound) -> None:
+    """Copy the value of each buffer the forward rebound into the tensor it replaced and
+    bind that one again (a mutation the joint graph records); refuse a rebinding the
+    buffer's storage cannot hold."""
+    for name, m, k, old in bound:
+        new = m._buffers.get(k)
+        if new is old:
+            continue
+        if not isinstance(new, torch.Tensor):
+            raise RematInputError(
+                f"the forward sets buffer '{name}' to {type(new).__name__} (rebinds it instead "
+                "of updating it in place): unsupported")
+        if new.shape != old.shape or new.dtype != old.dtype or new.device != old.device:
+            raise RematInputError(
+                f"the forward rebinds buffer '{name}' to a {_describe(new)} tensor, where "
+                f"it is a {_describe(old)} one: the new value is written into the buffer "
+                "in place, so it must keep the buffer's shape, dtype and device")
+        with torch.no_grad():
+            old.copy_(new.detach())
+        m._buffers[k] = old
+
+
+def _describe(t: torch.Tensor) -> str:
+    dev = "" if t.device.type == "cpu" else f" {t.device}"
+    return f"{str(t.dtype).replace('torch.', '')} {list(t.shape)}{dev}"
 
 
 # --------------------------------------------------------------------------- data model
@@ -204,14 +252,19 @@ def _quiet_torch_errors():
     FakeTensorMode (a shape mismatch...) makes ``torch._subclasses.fake_tensor`` log
     the whole traceback at ERROR level before raising; the exception itself is
     reported in one line. Loggers given their own level (``TORCH_LOGS``) still
-    print."""
+    print. AOTAutograd traces the backward in anomaly mode, so an exception there (a
+    module's backward hook that raises) also comes with torch's "Error detected in
+    ..." warning and the forward's traceback: silenced too."""
     import logging
+    import warnings
 
     root = logging.getLogger("torch")
     level = root.level
     root.setLevel(max(level, logging.CRITICAL))
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Error detected in ")
+            yield
     finally:
         root.setLevel(level)
 
@@ -302,43 +355,38 @@ def _no_onednn():
         torch._C._set_mkldnn_enabled(was)
 
 
-# fake kernels replaced while tracing (``_cpu_faithful_fakes``): never from the cache, which
-# the process shares with fake tensors made outside a capture
-_UNCACHED = {torch.ops.aten.native_dropout_backward.default}
-
-
 def _fake_mode():
-    """The FakeTensorMode a capture traces under: multi-output kernels bypass its
-    dispatch cache.
-
-    The cache (shared by every FakeTensorMode of the process) rebuilds a cached
-    kernel's outputs one by one from their shapes and strides: outputs that share a
-    storage come back as separate storages. So the second trace of such a kernel (a
-    second capture of the same model, as ``verify`` makes; or a second layer of the
-    same shapes) could split it into other members, of other sizes, than the first:
-    ``mkldnn_rnn_layer_backward`` returns one tensor as both bias gradients of an LSTM
-    layer, 128 bytes, which a cached trace made two members of 128 bytes each. The
-    cache stays on for kernels with one output (a capture takes a third longer
-    without it)."""
+    """The FakeTensorMode a capture traces under, without FakeTensorMode's dispatch
+    cache (see ``_no_fake_cache``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    if not all(hasattr(FakeTensorMode, a) for a in ("_cached_dispatch_impl",
-                                                     "_dispatch_impl")):
-        mode.cache_enabled = False  # another torch: no cache at all
-        return mode
-    cached = mode._cached_dispatch_impl
-
-    def dispatch(func, types, args, kwargs):
-        if isinstance(func, torch._ops.OpOverload) and (
-                len(func._schema.returns) > 1 or func in _UNCACHED):
-            return mode._dispatch_impl(func, types, args, kwargs)
-        return cached(func, types, args, kwargs)
-
-    # on the instance, not a subclass: higher-order ops (with_effects...) have rules
-    # registered for FakeTensorMode itself, which a subclass does not match
-    mode._cached_dispatch_impl = dispatch
+    mode.cache_enabled = False
     return mode
+
+
+@contextlib.contextmanager
+def _no_fake_cache():
+    """FakeTensorMode's dispatch cache off while tracing (every mode AOTAutograd makes
+    reads ``torch._dynamo.config.fake_tensor_cache_enabled`` when it is created).
+
+    The cache (shared by the whole process) rebuilds a cached kernel's outputs from
+    their shapes and strides alone: each output gets the smallest storage those allow,
+    and outputs that share a storage come back as separate storages. So the second
+    trace of the same model in a process (``verify`` re-captures; a graph exported
+    from a warm process) could differ from the first: an ``aten.copy`` whose output
+    is a strided view of a larger buffer (an in-place write into a slice, ``h[:, 0] =
+    0``) came back at the view's extent, another node size and fingerprint; an LSTM
+    layer's backward, returning one tensor as both bias gradients, came back as two
+    members. Without the cache a warm capture takes about half as long again."""
+    try:
+        import torch._dynamo.config as dynamo_config
+
+        patch = dynamo_config.patch(fake_tensor_cache_enabled=False)
+    except (ImportError, AttributeError):  # another torch: _fake_mode's own flag only
+        patch = contextlib.nullcontext()
+    with patch:
+        yield
 
 
 def _token_descs() -> Tuple[tuple, tuple]:
@@ -651,7 +699,8 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
 def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     import torch._functorch.aot_autograd as aa
 
-    model.train()
+    # the model is traced in the mode it is in (each module's own): a BatchNorm frozen
+    # with .eval() in a training model uses its running statistics, as in eager
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.RNNBase) and m.dropout > 0 and m.num_layers > 1:
             # torch's RNN decomposition tests ``num_layers < i - 1`` for the dropout
@@ -673,7 +722,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
     # backward then failed on an undefined workspace. Without it, the LSTM is traced
     # as the plain per-step ops (as nn.GRU always is), which run as captured.
     with _module_paths(model), _restore_tensors(model), _quiet_torch_errors(), _no_onednn(), \
-            _cpu_faithful_fakes():
+            _cpu_faithful_fakes(), _no_fake_cache():
         try:
             if use_desc:
                 gm, phs, loss, grads, muts, used = _joint_with_descriptors(wrapper, batch)
@@ -690,8 +739,9 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
                               f"(got {type(loss).__name__} {loss!r})")
     val = loss.meta.get("val")
     if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.is_floating_point()):
-        shape = list(val.shape) if isinstance(val, torch.Tensor) else type(val).__name__
-        raise RematInputError(f"the loss must be a floating-point scalar tensor (got {shape})")
+        got = (f"dtype {str(val.dtype).replace('torch.', '')}, shape {list(val.shape)}"
+               if isinstance(val, torch.Tensor) else type(val).__name__)
+        raise RematInputError(f"the loss must be a floating-point scalar tensor (got {got})")
     if not grads:
         # no backward at all: eager's loss.backward() fails, and there is nothing to train
         n_req = sum(p.requires_grad for p in model.parameters())
@@ -810,7 +860,19 @@ def normalize_inputs(model: Any, batch: Any, loss_fn: Any) -> Tuple[torch.Tensor
                               f"{type(batch).__name__})")
     if not callable(loss_fn):
         raise RematInputError(f"loss_fn is not callable (got {type(loss_fn).__name__})")
+    check_batch_grad(batch)
     return tuple(batch)
+
+
+def check_batch_grad(batch: Sequence[torch.Tensor]) -> None:
+    """Refuse a batch tensor that requires grad: the joint graph computes the
+    parameters' gradients only, so its ``.grad``, which eager sets, would stay None."""
+    for i, t in enumerate(batch):
+        if t.requires_grad:
+            raise RematInputError(
+                f"batch[{i}] requires grad: a plan computes the parameters' gradients "
+                f"only, never an input's (batch[{i}].grad would not be set, as eager sets "
+                "it); pass it without requires_grad (.detach())")
 
 
 def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],

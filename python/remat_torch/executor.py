@@ -22,6 +22,10 @@ Semantics (see docs/pytorch.md):
   register each time a kernel reads them, so no register pins a freed base;
 * a node's sink actions (copy into ``p.grad``, into a buffer, record the
   loss) run on its first computation only, never on a recomputation;
+* a parameter's own gradient hooks (``register_hook``, then
+  ``register_post_accumulate_grad_hook``), which the joint graph never sees, run
+  after the plan, once per parameter, on its whole gradient, as autograd runs them;
+* the loss is returned in its own dtype and on its own device (a detached copy);
 * a random kernel (``torch.Tag.nondeterministic_seeded``, e.g. dropout) that the
   plan recomputes gets the RNG state recorded before its first computation
   restored around every recomputation (the global state is restored after),
@@ -44,10 +48,12 @@ Semantics (see docs/pytorch.md):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 import os
 import weakref
+from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -59,6 +65,7 @@ from .capture import (
     GraphNode,
     base_nodes,
     capture,
+    check_batch_grad,
     normalize_inputs,
     storage_bytes,
 )
@@ -146,6 +153,9 @@ class Executor:
         self.plan = plan
         self.path = plan.get("_path", "plan")
         self.batch_shapes = [(tuple(t.shape), t.dtype) for t in batch]
+        # what the graph was captured from besides the batch: the step refuses to run once
+        # it changed (train_step re-captures instead)
+        self.model_state = model_state(model)
         self._check_plan(model_name)
         self._prepare()
         self.last_peak: Optional[int] = None
@@ -299,6 +309,12 @@ class Executor:
             raise RematInputError(
                 f"{self.path}: the batch's shapes {got} differ from the captured ones "
                 f"{self.batch_shapes}; re-export and re-solve for this batch")
+        check_batch_grad(batch)
+        changed = _state_change(self.model_state, model_state(self.model))
+        if changed:
+            raise RematInputError(
+                f"{self.path}: {changed} since the model was captured: the joint graph is "
+                "another one now; make a new Executor (train_step re-captures by itself)")
 
     def _ensure_grads(self) -> None:
         for p in self.cap.trained_params().values():
@@ -327,7 +343,7 @@ class Executor:
         result_of: Optional[fx.Node] = None  # ... and that kernel
         done: set = set()
         rng: Dict[str, Any] = {}
-        loss_value: List[float] = []
+        loss_value: List[torch.Tensor] = []
         self.computations = {}
         self.size_mismatches: Dict[str, tuple] = {}
         cuda = dev.type == "cuda"
@@ -369,6 +385,10 @@ class Executor:
                     f"from the real tensors ({str(e).splitlines()[0][:120]}){strides}") from e
 
         written: set = set()  # parameters whose p.grad this step has written
+        # partial gradients still to come per parameter (a tied one has several); the
+        # parameters whose gradient is complete, in the order they completed
+        pending = _partials(cap)
+        completed: List[str] = []
         # a buffer's new value is copied into it at its node's first computation; a kernel
         # that reads the buffer and is (re)computed after that must still see the old
         # value (spectral norm's power-iteration vectors feed the weight): the old value
@@ -386,6 +406,9 @@ class Executor:
                 else:
                     p.grad.copy_(t)
                     written.add(id(p))
+                pending[id(p)] -= 1
+                if not pending[id(p)]:
+                    completed.append(key)
             elif kind == "buffer":
                 buf = cap.buffers[key]
                 if last_read.get(id(buf), -1) > step[0]:
@@ -396,7 +419,10 @@ class Executor:
                             env[ph] = old
                 buf.copy_(t)
             else:
-                loss_value.append(t.item())
+                # a copy in the loss's own dtype and device, made outside the measurement:
+                # the register it came from is freed as the plan says
+                with (tracker.paused() if tracker is not None else _null()):
+                    loss_value.append(t.detach().clone())
 
         if cuda:
             torch.cuda.synchronize()
@@ -474,6 +500,12 @@ class Executor:
                 regs.clear()
                 tiers.clear()
                 result = None
+            # the parameters' gradient hooks, once each gradient is whole, as autograd runs
+            # them; after the plan, outside the measurement: a hook that updates its
+            # parameter (an optimizer step in backward) must not change what a later
+            # recomputation reads
+            for key in completed:
+                _run_grad_hooks(key, cap.params[key])
         if tracker is not None:
             # resident storages as they are (parameters, p.grad, buffers, batch, tangent):
             # the graph file's fixed_memory without optimizer state, when all is as captured
@@ -484,7 +516,7 @@ class Executor:
             self.last_cuda_peak = torch.cuda.max_memory_allocated() - cuda_base
         if not loss_value:
             raise RematInputError(f"{self.path}: the plan never computes the loss")
-        return torch.tensor(loss_value[0])
+        return loss_value[0]
 
 
 class _Tiers:
@@ -690,23 +722,127 @@ def no_remat_statements(cap: Capture) -> List[Dict[str, Any]]:
     return out
 
 
-# model -> {(plan, loss_fn id): Executor}; not on the module itself, so that deepcopy and
-# state_dict of the model are unaffected
-_EXECUTORS: weakref.WeakKeyDictionary[torch.nn.Module, Dict[tuple, Executor]] = (
+def model_state(model: torch.nn.Module) -> tuple:
+    """What a capture depends on besides the batch and the loss function: which
+    parameters require grad (the joint graph computes their gradients only) and
+    each module's training mode (dropout, BatchNorm)."""
+    return (tuple((k, p.requires_grad) for k, p in model.named_parameters(remove_duplicate=False)),
+            tuple((k, m.training) for k, m in model.named_modules()))
+
+
+def _state_change(was: tuple, now: tuple) -> str:
+    """The first difference between two ``model_state``s, in words ('' if none)."""
+    if was == now:
+        return ""
+    for (k, a), (k2, b) in zip(was[0], now[0]):
+        if k == k2 and a != b:
+            return f"parameter '{k}' has requires_grad={b} (it was {a})"
+    for (k, a), (k2, b) in zip(was[1], now[1]):
+        if k == k2 and a != b:
+            what = f"module '{k}' is" if k else "the model is"
+            return (f"{what} in {'training' if b else 'eval'} mode (it was in "
+                    f"{'training' if a else 'eval'} mode)")
+    return "the model's parameters or modules changed"
+
+
+def _partials(cap: Capture) -> Dict[int, int]:
+    """id(parameter) -> how many partial gradients of it the joint graph computes."""
+    out: Dict[int, int] = {}
+    for k in cap.grads:
+        out[id(cap.params[k])] = out.get(id(cap.params[k]), 0) + 1
+    return out
+
+
+def _run_grad_hooks(name: str, p: torch.Tensor) -> None:
+    """What autograd does with a parameter's gradient on one backward pass, past the
+    sum: its tensor hooks (``register_hook``), in registration order, each on the
+    previous one's result (None: unchanged), then its post-accumulate-grad hooks
+    (``register_post_accumulate_grad_hook``), with the parameter once ``p.grad`` holds
+    the result. The joint graph never sees them: AOTAutograd traces with other
+    tensors in the parameters' place."""
+    hooks = getattr(p, "_backward_hooks", None) or {}
+    post = getattr(p, "_post_accumulate_grad_hooks", None) or {}
+    if not hooks and not post:
+        return
+    g = p.grad
+    for hook in list(hooks.values()):
+        try:
+            out = hook(g)
+        except Exception as e:  # noqa: BLE001 - user code: say whose hook, in one line
+            raise RematInputError(f"the gradient hook of parameter '{name}' failed: "
+                                  f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                                  ) from e
+        if out is None:
+            continue
+        if not isinstance(out, torch.Tensor) or out.shape != g.shape or out.dtype != g.dtype:
+            got = (f"a {str(out.dtype).replace('torch.', '')} {list(out.shape)} tensor"
+                   if isinstance(out, torch.Tensor) else type(out).__name__)
+            raise RematInputError(
+                f"the gradient hook of parameter '{name}' returned {got}, where its gradient "
+                f"is {str(g.dtype).replace('torch.', '')} {list(g.shape)}")
+        g = out
+    if g is not p.grad and g.untyped_storage().data_ptr() == p.grad.untyped_storage().data_ptr():
+        g = g.clone()  # a view of p.grad (g.t() of a square one): not copied onto itself
+    if g is not p.grad:
+        p.grad.copy_(g)
+    for hook in list(post.values()):
+        try:
+            hook(p)
+        except Exception as e:  # noqa: BLE001
+            raise RematInputError(f"the post-accumulate-grad hook of parameter '{name}' "
+                                  f"failed: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}") from e
+
+
+# how many executors train_step keeps per model: a loss function made anew every step
+# (functools.partial(...) in the loop) is a new key each time, so the cache is bounded,
+# least recently used first out
+CACHE_SIZE = 4
+
+# model -> {key: Executor}, least recently used first; not on the module itself, so that
+# deepcopy and state_dict of the model are unaffected
+_EXECUTORS: weakref.WeakKeyDictionary[torch.nn.Module, OrderedDict[tuple, Executor]] = (
     weakref.WeakKeyDictionary())
+
+
+def _plan_key(plan: Any) -> tuple:
+    """(cache key, the plan to run). A plan is keyed by its contents: a plan file
+    rewritten on disk (a timestamp may not tell, at its granularity), or a dict edited
+    in place, is another plan; the executor of a dict gets its own copy, which later
+    edits cannot reach."""
+    if isinstance(plan, str):
+        try:
+            with open(plan, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError as e:
+            raise RematInputError(f"{plan}: no such file") from e
+        except OSError as e:
+            raise RematInputError(f"{plan}: cannot be read ({e.strerror or e})") from e
+        return ("file", os.path.abspath(plan), hashlib.sha256(blob).hexdigest()), plan
+    try:
+        text = json.dumps(plan, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: the Executor says what is wrong with it
+        return ("object", id(plan)), plan
+    return ("dict", hashlib.sha256(text.encode()).hexdigest()), json.loads(text)
 
 
 def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
                batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any]) -> torch.Tensor:
     """One training step of ``model`` on ``batch`` with a remat plan: fills ``p.grad``,
     updates buffers once, returns the loss. The executor (the capture and the checked
-    plan) is cached on the model, per plan and loss function."""
-    cache = _EXECUTORS.setdefault(model, {})
-    key = (plan if isinstance(plan, str) else id(plan), id(loss_fn))
+    plan) is cached per model, for the plan (its file's or dict's contents), the loss
+    function, which parameters require grad and each module's mode: a change of any
+    of these captures the model again. At most ``CACHE_SIZE`` executors are kept per
+    model (the least recently used goes)."""
+    cache = _EXECUTORS.setdefault(model, OrderedDict())
+    plan_key, plan = _plan_key(plan)
+    # the executor holds loss_fn, so its id is not reused while the entry lives
+    key = (plan_key, id(loss_fn), model_state(model))
     ex = cache.get(key)
     if ex is None:
-        if isinstance(plan, str) and not os.path.exists(plan):
-            raise RematInputError(f"{plan}: no such file")
         ex = Executor(model, loss_fn, batch, plan)
         cache[key] = ex
+        while len(cache) > CACHE_SIZE:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
     return ex(*batch)

@@ -5,12 +5,16 @@
 * the plan, with the executor (measuring live storages);
 * the no-remat run of the same joint graph (every node once, freed after its
   last reader), the reference for bitwise gradients and buffers;
-* eager PyTorch (``loss.backward()``), shown next to them.
+* eager PyTorch (``loss.backward()``), what the plan must train like.
 
 It checks that gradients and buffers equal the no-remat run's (``torch.equal``
 on CPU, ``assert_close`` on GPU), that BatchNorm's ``num_batches_tracked``
-advanced by exactly one per call of the module (as in eager), and that the
-measured peak equals the plan's simulated ``peak_memory`` to the byte.
+advanced by exactly one per call of the module (as in eager), that the
+gradients, the loss and the buffers equal eager's within ``EAGER_RTOL`` and
+``EAGER_ATOL`` (the joint graph may decompose or reorder what eager runs: an
+RNN traced per step differs by up to about 1e-7 relative; what the joint graph
+leaves out, such as a gradient hook it never saw, differs by far more), and
+that the measured peak equals the plan's simulated ``peak_memory`` to the byte.
 
 ``train`` runs N SGD steps with the plan and N eager steps from a copy of the
 same model, and compares the losses.
@@ -74,6 +78,15 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True
     except AssertionError:
         return False
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Within the eager tolerance (equal, for integer and bool tensors)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return torch.equal(a, b)
+    return torch.allclose(a, b, rtol=EAGER_RTOL, atol=EAGER_ATOL)
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -165,11 +178,16 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
              or not torch.equal(params[k].grad, eagp[k].grad)]
     e_diff = max([_max_diff(params[k].grad, eagp[k].grad) for k in cap.grads
                   if eagp[k].grad is not None] or [0.0])
-    e_close = all(eagp[k].grad is not None and torch.allclose(
-        params[k].grad, eagp[k].grad, rtol=EAGER_RTOL, atol=EAGER_ATOL) for k in cap.grads)
+    # eager gives a gradient to a parameter the joint graph does not: the plan leaves it out
+    trained = {id(p) for p in cap.trained_params().values()}
+    e_far = [k for k in eagp if eagp[k].grad is not None and id(params[k]) not in trained]
+    e_far += [k for k in cap.grads if eagp[k].grad is None
+              or not _close(params[k].grad, eagp[k].grad)]
     bufs, refb, eagb = (dict(m.named_buffers()) for m in (model, ref_model, eager_model))
     b_bad = [k for k in bufs if not _same(bufs[k], refb[k])]
     b_eager = [k for k in bufs if not torch.equal(bufs[k], eagb[k])]
+    b_far = [k for k in bufs if not _close(bufs[k], eagb[k])]
+    l_far = not _close(loss_plan.detach().cpu().double(), loss_eager.detach().cpu().double())
     # once per step: +1 per call of the module, as eager (a BatchNorm module the forward
     # calls twice, e.g. one shared by two paths, advances by 2 in eager too)
     calls = {k: eagb[k] - nbt0[k] for k in nbt0}
@@ -179,7 +197,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     rep.buffers_bitwise = not b_bad
     rep.buffers_once = once
     rep.eager_bitwise = not e_bad and not b_eager
-    rep.eager_close = e_close
+    rep.eager_close = not e_far and not b_far and not l_far
     opt_bytes = int((graph or {}).get("meta", {}).get("optimizer_bytes", 0) or 0)
     if graph is None:
         opt_bytes = int(plan.get("fixed_memory", 0)) - (ex.last_fixed or 0)
@@ -205,7 +223,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     peak_ok = rep.measured_peak == rep.simulated_peak
     sizes_ok = not ex.size_mismatches
     rep.ok = sizes_ok and rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
-        loss_plan.item() == loss_ref.item())
+        loss_plan.item() == loss_ref.item()) and rep.eager_close
     cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
     L = rep.lines = [] + rep.lines
     L.append(f"model            {plan.get('model')} ({len(cap.nodes)} nodes, "
@@ -226,7 +244,8 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
         L.append(f"{'cuda max alloc':16} {ex.last_cuda_peak:>18} {ref.last_cuda_peak:>18}")
     L.append(f"gradients        {_verdict(not g_bad, cmp)} vs no-remat"
              + (f" (differ: {', '.join(g_bad[:3])})" if g_bad else "")
-             + f"; vs eager: {'bitwise' if not e_bad else f'max |diff| {e_diff:.3g}'}")
+             + f"; vs eager: {'bitwise' if not e_bad else f'max |diff| {e_diff:.3g}'}"
+             + (f" (beyond the tolerance: {', '.join(e_far[:3])})" if e_far else ""))
     if not bufs:
         L.append("buffers          none")
     else:
@@ -235,13 +254,19 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
                  + (f"; num_batches_tracked +{','.join(map(str, advance))}"
                     + (" (as eager)" if advance != [1] else "")
                     + f": {'yes' if once else 'NO'}" if nbt0 else "")
-                 + f"; vs eager: {'bitwise' if not b_eager else 'differ'}")
+                 + "; vs eager: " + ("bitwise" if not b_eager else "within the tolerance"
+                                     if not b_far else f"DIFFER ({', '.join(b_far[:3])})"))
     L.append(f"peak memory      {'equal' if peak_ok else 'DIFFER'}: measured "
              f"{rep.measured_peak} bytes, simulated {rep.simulated_peak} bytes"
              + ("" if peak_ok else f" ({rep.measured_peak - rep.simulated_peak:+d})"))
     for node, (graph_bytes, real_bytes) in list(ex.size_mismatches.items())[:5]:
         L.append(f"node size        DIFFER: node '{node}' outputs {real_bytes} bytes of storage "
                  f"on this device, the graph says {graph_bytes}")
+    if not rep.eager_close:
+        what = [w for w, bad in (("gradients", e_far), ("loss", l_far), ("buffers", b_far))
+                if bad]
+        L.append(f"eager            DIFFER: {', '.join(what)} beyond rtol {EAGER_RTOL:g}, "
+                 f"atol {EAGER_ATOL:g}")
     L.append(f"verdict          {'OK' if rep.ok else 'FAILED'}")
     return rep
 

@@ -99,6 +99,14 @@ def gru_dropout(b):
             return self.rnn(x)[0][:, -1]
     return M(), (torch.randn(b, 2, 3), torch.randint(0, 4, (b,))), F.cross_entropy
 
+def int_loss(b):
+    return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,))), \
+        lambda out, y: (out.argmax(1) == y).sum()
+
+def input_requires_grad(b):
+    return _mlp(), (torch.randn(b, 4).requires_grad_(), torch.randint(0, 3, (b,))), \
+        F.cross_entropy
+
 def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
@@ -115,6 +123,9 @@ def factories(tmp_path_factory):
 
 @pytest.mark.parametrize("fn,needle", [
     ("float_loss", "the loss must be a floating-point scalar tensor (got float 1.0)"),
+    ("int_loss", "the loss must be a floating-point scalar tensor (got dtype int64, shape [])"),
+    ("input_requires_grad", "batch[0] requires grad: a plan computes the parameters' "
+                            "gradients only, never an input's"),
     ("reads_item", "the model reads a tensor's value in Python"),
     ("bn_cumulative", "BatchNorm with momentum=None"),
     ("mask_select", "output shape depends on the data"),
@@ -137,7 +148,9 @@ def factories(tmp_path_factory):
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
     an aten op; a mutated input printed a descriptor's repr; and a shape error printed
-    torch's own 40-line ERROR log of the fake kernel's traceback before the one line; a
+    torch's own 40-line ERROR log of the fake kernel's traceback before the one line; an
+    integer loss was '(got [])', without its dtype; an input that requires grad was
+    accepted, and its .grad silently left None; a
     sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
     with no trained parameter was exported, and verify's eager run was a RuntimeError
     traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module

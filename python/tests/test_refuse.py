@@ -121,7 +121,8 @@ def not_a_triple(b):
 
 
 @pytest.mark.parametrize("fn,needle", [
-    ("vector_loss", "the loss must be a floating-point scalar tensor (got [4])"),
+    ("vector_loss", "the loss must be a floating-point scalar tensor (got dtype float32, "
+                    "shape [4])"),
     ("raises", "factory failed: ValueError: no data here"),
     ("untraceable", "capturing the joint graph failed"),
     ("not_a_triple", "must return (model, batch, loss_fn)"),
