@@ -2,11 +2,12 @@
 //! longer than remat-fast gives them, printing each cheaper plan with its
 //! time, and the last one as the simulator replays it (docs/scale.md):
 //! `cargo run --release --example refine_trace -- GRAPH PCT START_SECS SECS MODE`
-//! (MODE: kicks, refine, perturb, or kp: kicks, then the walk).
+//! (MODE: kicks, refine, perturb, restarts: walks restarted on new random
+//! streams, or kp: kicks, then the walk).
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
 use remat::schedule::{generate_plan, simulate, Schedule};
-use remat::strategies::local_search::{kick_costliest_stages, perturb, refine};
+use remat::strategies::local_search::{kick_costliest_stages, perturb, perturb_restarts, refine};
 use remat::strategies::{by_name, SolveOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -48,6 +49,7 @@ fn main() {
             heard(&k);
             perturb(&g, k, budget, end, &mut heard)
         }
+        "restarts" => perturb_restarts(&g, start, budget, end, false, &mut heard),
         _ => kick_costliest_stages(&g, start, budget, end),
     };
     let sim = simulate(&g, &generate_plan(&g, &out).unwrap()).unwrap();
