@@ -49,7 +49,7 @@ fn main() {
             heard(&k);
             perturb(&g, k, budget, end, &mut heard)
         }
-        "restarts" => perturb_restarts(&g, start, budget, end, false, &mut heard),
+        "restarts" => perturb_restarts(&g, start, budget, end, &mut heard),
         _ => kick_costliest_stages(&g, start, budget, end),
     };
     let sim = simulate(&g, &generate_plan(&g, &out).unwrap()).unwrap();

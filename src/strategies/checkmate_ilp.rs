@@ -76,10 +76,6 @@ const LP_SECS_PER_COLUMN: f64 = 1e-4;
 /// on a graph with multi-output kernels (see `solve_milp`).
 const MERGED_SHARE: f64 = 0.4;
 
-/// Share of the time left after seeding that remat-exact's random walks
-/// get when the seed is far from the bound; the MILP has the rest.
-const WALK_SHARE: f64 = 0.5;
-
 /// Share of the seeding time the cover program's solution may take to be
 /// fitted and improved by the local search, before the portfolio runs.
 const BOUND_PLAN_SHARE: f64 = 0.25;
@@ -548,62 +544,6 @@ pub(crate) fn solve_milp(
         );
         return Ok(answer_without_milp(seed, floor, trace, note));
     }
-    // Far from the bound, random walks from the seed before the MILP
-    // (remat-exact only: checkmate-ilp is the paper's MILP as published).
-    // On random-layered-n100 at 60% neither the restricted MILPs nor
-    // HiGHS found anything below the seed in 1,200 s, while restarted
-    // walks did (docs/scale.md); a cheaper seed also lets the fixing bite.
-    let (seed, seed_note, timing) = match seed {
-        Some(s) if prepare.is_some() && s.cost > floor * (1.0 + local_search::PERTURB_MIN_GAP) => {
-            let walk_start = Instant::now();
-            let end = walk_start
-                + opts
-                    .time_limit
-                    .saturating_sub(start.elapsed())
-                    .mul_f64(WALK_SHARE);
-            let name = format!("{}, then random walks", s.name);
-            let mut heard = |sch: &Schedule| {
-                if let Some(w) = opts.watch.as_deref() {
-                    w.plan(sch.cost(g), sch, &name);
-                }
-            };
-            let sch = local_search::perturb_restarts(
-                g,
-                s.schedule.clone(),
-                budget,
-                end,
-                true,
-                &mut heard,
-            );
-            let secs = walk_start.elapsed().as_secs_f64();
-            let walked = evaluate(g, &sch)
-                .filter(|sim| sim.cost < s.cost && acceptable(sim, budget, opts.cost_bound))
-                .map(|sim| Seed {
-                    name: name.clone(),
-                    schedule: sch,
-                    cost: sim.cost,
-                });
-            let note = match &walked {
-                Some(w) => format!("; random walks from the seed: {} in {secs:.2} s", w.cost),
-                None => {
-                    format!("; random walks from the seed found nothing cheaper in {secs:.2} s")
-                }
-            };
-            if let Some(w) = &walked {
-                trace.push(Progress {
-                    secs: start.elapsed().as_secs_f64(),
-                    cost: Some(w.cost),
-                    bound: Some(floor),
-                });
-            }
-            (
-                Some(walked.unwrap_or(s)),
-                format!("{seed_note}{note}"),
-                format!("{timing}, walks {secs:.2} s"),
-            )
-        }
-        seed => (seed, seed_note, timing),
-    };
     let ctx = MilpPhase {
         g: std::sync::Arc::new(g.clone()),
         budget,

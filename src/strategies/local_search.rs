@@ -843,7 +843,7 @@ pub fn refine(
             // long as they find cheaper plans, where the plan is far from
             // its bound.
             if cost > bound * (1.0 + PERTURB_MIN_GAP) {
-                return perturb_restarts(g, best, budget, deadline, false, better);
+                return perturb_restarts(g, best, budget, deadline, better);
             }
             return best;
         }
@@ -888,38 +888,31 @@ pub fn perturb(
     )
 }
 
-/// [`perturb`] in restarts until `deadline`: when a walk stalls, another
-/// one starts on the next random stream, from `plan` or, in turn, from the
-/// first search's plans, with a shorter stall limit. With `walked` (the
-/// plan is one [`perturb`] already walked from: remat-fast's, seeding
-/// remat-exact) the first walk, which would repeat that one, is skipped.
-/// Answers the cheapest plan of all; `better` hears of each plan cheaper
-/// than every one before it.
+/// [`perturb`] in restarts until `deadline` (or [`RESTART_PATIENCE`] walks
+/// in a row without a cheaper plan): when a walk stalls, another one
+/// starts on the next random stream, from `plan` or, in turn, from the
+/// first search's plans, with a shorter stall limit. Answers the cheapest
+/// plan of all; `better` hears of each plan cheaper than every one before
+/// it.
 ///
 /// Why: one walk ends in the basin its stream found. On
-/// random-layered-n100 at 60%, fifteen walks from the same 66,612 plan
+/// random-layered-n100 at 60%, seventeen walks from the same 66,612 plan
 /// (500 perturbations without a cheaper plan each, 8 to 67 s) ended at
-/// 66,612 (seven), 58,977 to 59,239 (five), 58,314, 57,843 and 57,814: the
+/// 66,532–66,612 (ten), 58,977–59,239 (four), 58,314, 57,843 and 57,814: the
 /// cheap basins are found by some streams and not others, so where the
-/// time is there, more streams find more of them (docs/scale.md).
+/// time is there (`refine`, past the MILP's size), more streams find more
+/// of them (docs/scale.md).
 pub fn perturb_restarts(
     g: &Graph,
     plan: Schedule,
     budget: Bytes,
     deadline: Instant,
-    walked: bool,
     better: &mut dyn FnMut(&Schedule),
 ) -> Schedule {
-    let (stalls, first) = if walked {
-        let s = PERTURB_RESTART_STALL;
-        ((s, s), PERTURB_SEED.wrapping_add(1))
-    } else {
-        ((PERTURB_STALL, PERTURB_RESTART_STALL), PERTURB_SEED)
-    };
     let how = Restarts {
         streams: usize::MAX,
-        stalls,
-        first_seed: first,
+        stalls: (PERTURB_STALL, PERTURB_RESTART_STALL),
+        first_seed: PERTURB_SEED,
     };
     walks(g, plan, budget, deadline, how, better)
 }
@@ -956,10 +949,12 @@ fn walks(
     // found nothing), and the cheaper basins were found from the first
     // search's 66,612.
     let mut starts = vec![plan];
+    let mut since_gain = 0;
     for k in 0..streams {
-        if Instant::now() >= deadline || g.len() <= 1 {
+        if Instant::now() >= deadline || g.len() <= 1 || since_gain >= RESTART_PATIENCE {
             break;
         }
+        since_gain += 1;
         if k == 1 {
             for ranking in [Ranking::Forecast, Ranking::CostPerByte] {
                 starts.extend(search(g, budget, ranking, deadline));
@@ -976,6 +971,7 @@ fn walks(
         let s = perturb_until_stalled(g, from, budget, deadline, stall, seed, &mut heard);
         if s.cost(g) < best.cost(g) * (1.0 - 1e-12) {
             best = s;
+            since_gain = 0;
         }
         seed = seed.wrapping_add(1);
         stall = stalls.1;
@@ -1098,14 +1094,19 @@ const PERTURB_STALL: usize = 2_000;
 /// random-layered n250 and n500 at 80% (gaps 0.9% and 1.3%) it found
 /// nothing and took the whole limit (5.7 → 59.8 s and 19 → 59.8 s); at
 /// n100 and n1000 at 60% (gaps of 20–40%) it is where the plans improve.
-pub(crate) const PERTURB_MIN_GAP: f64 = 0.03;
+const PERTURB_MIN_GAP: f64 = 0.03;
 const PERTURB_RESTART: usize = 300;
 /// [`perturb_restarts`]' stall limit after the first walk: a quarter of
 /// the first's, so that the time goes to more streams (measured on
-/// random-layered-n100 at 60%: walks of 500 took 8–67 s and found
-/// 57,814–59,239 in 8 of 15 streams; walks of 2,000 took 140–230 s under
-/// the same load and found 57,734 in 1 of 3).
+/// random-layered-n100 at 60%: walks of 500 took 8–67 s and ended below
+/// 59,300 in 7 of 17 streams; walks of 2,000 took 140–230 s under the
+/// same load and did in 2 of 3; results/walk_streams_n100.csv).
 const PERTURB_RESTART_STALL: usize = 500;
+/// [`perturb_restarts`] stops after this many walks in a row without a
+/// cheaper plan, short of its deadline: on a small graph whose bound is
+/// weak, walks that end in milliseconds would otherwise spin until the
+/// deadline.
+const RESTART_PATIENCE: usize = 8;
 const PERTURB_SLACK: f64 = 0.05;
 const PERTURB_TAKE_WORSE: f64 = 0.2;
 const PERTURB_REPAIR: Duration = Duration::from_secs(2);
