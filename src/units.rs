@@ -415,6 +415,14 @@ impl Bandwidth {
             reason: reason.to_string(),
             kind,
         };
+        // `25GB` is a size: a rate with a unit says per second, as a
+        // datasheet does (a plain number is bytes per second).
+        if size.len() == s.len() && s.ends_with(['B', 'b']) {
+            return Err(err(
+                "a size, not a rate: write it per second (25GB/s)",
+                SizeErrorKind::Other,
+            ));
+        }
         // The size is parsed as a budget is; its errors spoke of budgets
         // ("a budget must be positive") and offered NN% for a rate.
         match BudgetSpec::parse(size) {
@@ -529,6 +537,8 @@ mod tests {
         assert_eq!(Bandwidth::parse("1KiB/s").unwrap().get(), 1024.0);
         assert!(Bandwidth::parse("0GB/s").is_err());
         assert!(Bandwidth::parse("50%").is_err());
+        assert!(Bandwidth::parse("25GB").is_err());
+        assert_eq!(Bandwidth::parse("2500").unwrap().get(), 2500.0);
         assert!((parse_seconds("10us").unwrap().get() - 10e-6).abs() < 1e-18);
         assert_eq!(parse_seconds("2").unwrap(), Seconds(2.0));
         assert!(parse_seconds("-1s").is_err());

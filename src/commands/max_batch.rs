@@ -78,6 +78,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     let g = load_graph(&model)?;
     let device = device.as_deref().map(|d| load_device(d, &g)).transpose()?;
+    let memory_arg = memory.clone();
     let memory = match (memory.as_deref().map(BudgetSpec::parse), &device) {
         (Some(Ok(BudgetSpec::Absolute(b))), _) => b,
         (Some(Ok(_)), _) => {
@@ -100,8 +101,13 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         return Err(input_err("--memory must be more than 0 bytes"));
     }
     if g.fixed_memory >= memory {
+        // Named as the user gave it: a device's capacity is not --memory.
+        let whose = match (&memory_arg, &device) {
+            (None, Some(d)) => format!("device '{}''s fast-tier capacity", d.name),
+            _ => "--memory".to_string(),
+        };
         return Err(input_err(format!(
-            "{}: the fixed memory (parameters, gradients, optimizer state) alone needs {} ({} bytes), all of --memory {} ({} bytes) or more: no batch fits",
+            "{}: the fixed memory (parameters, gradients, optimizer state) alone needs {} ({} bytes), all of {whose} {} ({} bytes) or more: no batch fits",
             model.display(),
             g.fixed_memory.human(),
             g.fixed_memory,
