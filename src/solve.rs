@@ -148,7 +148,7 @@ pub fn run(
     let start = Instant::now();
     let proved;
     let opts = match prove_nothing_fits(g, budget, opts) {
-        Proof::NothingFits(states) => {
+        Proof::NothingFits(why) => {
             let seconds = start.elapsed().as_secs_f64();
             return Ok(Outcome {
                 strategy: strategy.name().to_string(),
@@ -158,9 +158,7 @@ pub fn run(
                 schedule: None,
                 sim: None,
                 lower_bound: None,
-                detail: Some(format!(
-                    "no schedule in the file's node order fits: proven by an exhaustive search ({states} states in {seconds:.2} s)"
-                )),
+                detail: Some(why),
                 seconds,
                 trace: vec![Progress {
                     secs: seconds,
@@ -317,7 +315,8 @@ pub fn run(
 /// What [`prove_nothing_fits`] settled.
 enum Proof {
     /// No schedule fits; the search's size in states.
-    NothingFits(u64),
+    /// No plan fits: why, for the detail line.
+    NothingFits(String),
     /// Undecided (or some schedule fits): the options with the search's
     /// time taken off the strategy's limit.
     Open(SolveOptions),
@@ -340,13 +339,28 @@ fn prove_nothing_fits(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Proof {
         .device
         .as_ref()
         .is_none_or(|d| d.slow.capacity == Bytes::ZERO);
-    if !recompute_only || g.len() > 20_000 || budget >= analysis::checkpoint_all_peak(g) {
+    let peak = analysis::checkpoint_all_peak(g);
+    if !recompute_only || budget >= peak {
+        return Proof::NotTried;
+    }
+    // Neither recomputation nor a slow tier: checkpoint-all is the only
+    // plan (this said "no-fit ... try a longer --time-limit").
+    if opts.no_recompute {
+        return Proof::NothingFits(format!(
+            "without recomputation (--no-recompute) and with no slow tier to offload to, the only plan is checkpoint-all, whose peak is {} ({peak} bytes)",
+            peak.human()
+        ));
+    }
+    if g.len() > 20_000 {
         return Proof::NotTried;
     }
     let start = Instant::now();
     let slice = (opts.time_limit / 50).min(std::time::Duration::from_secs(1));
     match crate::schedule::feasible::decide(g, budget, start + slice) {
-        Feasibility::NoSchedule { states } => Proof::NothingFits(states),
+        Feasibility::NoSchedule { states } => Proof::NothingFits(format!(
+            "no schedule in the file's node order fits: proven by an exhaustive search ({states} states in {:.2} s)",
+            start.elapsed().as_secs_f64()
+        )),
         _ => {
             let mut rest = opts.clone();
             rest.time_limit = rest.time_limit.saturating_sub(start.elapsed());

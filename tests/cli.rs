@@ -2669,6 +2669,30 @@ fn fuzzed_inputs_get_one_line_and_leave_files_alone() {
     let o = remat(&["solve", ms, "-b", "100%", "--device", bom.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
 
+    // Neither recomputation nor a slow tier: checkpoint-all is the only
+    // plan, so a budget below its peak is infeasible (it said no-fit, try
+    // a longer --time-limit).
+    let no_slow = write(
+        d,
+        "noslow.yaml",
+        &text.replacen("capacity: 480GB", "capacity: 0", 1),
+    );
+    assert_ne!(std::fs::read_to_string(&no_slow).unwrap(), text);
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "60%",
+        "-s",
+        "remat-tiered",
+        "--no-recompute",
+        "--device",
+        no_slow.to_str().unwrap(),
+        "-q",
+    ]);
+    one_line_error(&o, "infeasible: no plan fits");
+    out_says(&o, "the only plan is checkpoint-all");
+
     // A device section of the wrong shape names no Rust type.
     let bad = write(d, "bad.yaml", "- a\n");
     let o = remat(&["solve", ms, "-b", "100%", "--device", bad.to_str().unwrap()]);
