@@ -74,7 +74,10 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
         s.checkpoint_all_peak
     )?;
     outln!(
-        "smallest budget  {} ({} bytes, {}): no plan fits below this",
+        // A floor, not a promise: it is the largest node with all its
+        // inputs plus the fixed memory, and on tight graphs no plan reaches
+        // it (a tester read it as the budget to solve at).
+        "smallest budget  {} ({} bytes, {}): no plan fits below this (the largest node with its inputs, plus fixed memory); a plan at it is not guaranteed",
         s.min_budget.human(),
         s.min_budget,
         percent_of_peak(&g, s.min_budget)
