@@ -2174,6 +2174,15 @@ mod tests {
     use super::*;
     use crate::zoo::synthetic::{self, RandomDag};
 
+    /// `sch`'s plan as the simulator replays it, held to fit `budget` and to
+    /// cost what the schedule says.
+    fn fitting(g: &Graph, sch: &Schedule, budget: Bytes, what: &str) -> crate::schedule::SimReport {
+        let sim = simulate(g, &generate_plan(g, sch).unwrap()).unwrap();
+        assert!(sim.peak <= budget, "{what}: peak {}", sim.peak);
+        assert_eq!(sim.cost, sch.cost(g), "{what}");
+        sim
+    }
+
     /// A 60-node random training DAG with long skips: at 80% and 65% of
     /// its peak, stages re-run dropped ancestries.
     fn tight_dag(seed: u64) -> Graph {
@@ -2208,18 +2217,12 @@ mod tests {
                 };
                 let before = start.cost(&g);
                 let kicked = kick_costliest_stages(&g, start, budget, far);
-                let sim = simulate(&g, &generate_plan(&g, &kicked).unwrap()).unwrap();
-                assert!(
-                    sim.peak <= budget,
-                    "seed {seed} at {pct}%: peak {}",
-                    sim.peak
-                );
+                let sim = fitting(&g, &kicked, budget, &format!("seed {seed} at {pct}%"));
                 assert!(
                     sim.cost <= before,
                     "seed {seed} at {pct}%: {} > {before}",
                     sim.cost
                 );
-                assert_eq!(sim.cost, kicked.cost(&g));
                 tried += 1;
                 cheaper += usize::from(sim.cost < before * (1.0 - 1e-9));
             }
@@ -2252,13 +2255,7 @@ mod tests {
             let soon = Instant::now() + Duration::from_secs(6);
             let refined = refine(&g, start, budget, 0.0, soon, &mut |s| heard = s.cost(&g));
             assert_eq!(heard, refined.cost(&g), "the last plan heard is the answer");
-            let sim = simulate(&g, &generate_plan(&g, &refined).unwrap()).unwrap();
-            assert!(
-                sim.peak <= budget,
-                "seed {seed} at {pct}%: peak {}",
-                sim.peak
-            );
-            assert_eq!(sim.cost, refined.cost(&g));
+            let sim = fitting(&g, &refined, budget, &format!("seed {seed} at {pct}%"));
             assert!(
                 sim.cost < kicked,
                 "seed {seed} at {pct}%: refined {} against kicked {kicked}",
@@ -2294,13 +2291,7 @@ mod tests {
                     heard = s.cost(&g)
                 });
             assert_eq!(heard, walked.cost(&g), "the last plan heard is the answer");
-            let sim = simulate(&g, &generate_plan(&g, &walked).unwrap()).unwrap();
-            assert!(
-                sim.peak <= budget,
-                "seed {seed} at {pct}%: peak {}",
-                sim.peak
-            );
-            assert_eq!(sim.cost, walked.cost(&g));
+            let sim = fitting(&g, &walked, budget, &format!("seed {seed} at {pct}%"));
             assert!(sim.cost <= before, "seed {seed} at {pct}%");
             cheaper += usize::from(sim.cost < before);
         }
@@ -2340,13 +2331,7 @@ mod tests {
             let walked = walks(&g, start.clone(), budget, far, how, &mut |s| {
                 heard = Some(s.cost(&g))
             });
-            let sim = simulate(&g, &generate_plan(&g, &walked).unwrap()).unwrap();
-            assert!(
-                sim.peak <= budget,
-                "seed {seed} at {pct}%: peak {}",
-                sim.peak
-            );
-            assert_eq!(sim.cost, walked.cost(&g));
+            let sim = fitting(&g, &walked, budget, &format!("seed {seed} at {pct}%"));
             assert_eq!(heard.unwrap_or(start.cost(&g)), sim.cost, "seed {seed}");
             assert!(
                 sim.cost <= one,
