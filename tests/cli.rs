@@ -2660,7 +2660,7 @@ fn fuzzed_inputs_get_one_line_and_leave_files_alone() {
     let o = remat(&["solve", os, "-b", "100%", "-s", "griewank-logn"]);
     one_line_error(
         &o,
-        &format!("{os}: griewank-logn does not apply to this graph"),
+        &format!("{os}: griewank-logn does not apply: revolve reverses a forward pass"),
     );
 
     // A byte-order mark before a device file is layout, as before a graph.
@@ -2692,6 +2692,20 @@ fn fuzzed_inputs_get_one_line_and_leave_files_alone() {
     ]);
     one_line_error(&o, "infeasible: no plan fits");
     out_says(&o, "the only plan is checkpoint-all");
+
+    // offload-all with a slow tier of no bytes has nowhere to move
+    // anything: it does not apply (it said it found no plan that fits).
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "100%",
+        "-s",
+        "offload-all",
+        "--device",
+        no_slow.to_str().unwrap(),
+    ]);
+    one_line_error(&o, "offload-all does not apply: it moves every activation");
 
     // A device section of the wrong shape names no Rust type.
     let bad = write(d, "bad.yaml", "- a\n");

@@ -207,7 +207,7 @@ impl Solution {
 pub enum StrategyError {
     /// The strategy does not apply to this graph (e.g. Chen's heuristics on
     /// a non-linear graph).
-    #[error("{strategy} does not apply to this graph: {reason}")]
+    #[error("{strategy} does not apply: {reason}")]
     NotApplicable {
         strategy: &'static str,
         reason: String,

@@ -50,6 +50,18 @@ impl Strategy for OffloadAll {
         opts: &SolveOptions,
     ) -> Result<Solution, StrategyError> {
         let dev = tiered::device(opts, self.name())?;
+        // Every activation goes to the slow tier, so one of no bytes leaves
+        // the policy nothing to do: its plan could only overflow it, which
+        // read as "found no plan that fits" a budget checkpoint-all meets.
+        if dev.slow.capacity == Bytes::ZERO {
+            return Err(StrategyError::NotApplicable {
+                strategy: self.name(),
+                reason: format!(
+                    "it moves every activation to the slow tier, and device '{}' has one of 0 bytes",
+                    dev.name
+                ),
+            });
+        }
         offload_policy(g, budget, dev, self.name(), &opts.stop, |_| false)
     }
 }
