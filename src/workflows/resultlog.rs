@@ -81,7 +81,7 @@ impl ResultLog {
             .truncate(false)
             .open(path)
             .map_err(io_err(path))?;
-        let mut text = read_all(path, &mut file)?;
+        let text = read_all(path, &mut file)?;
         // Keep only whole lines: a run killed mid-write leaves a tail
         // without its newline. The header is checked first, so that a file
         // of someone else's is refused untouched: cutting 'hello' (no
@@ -121,7 +121,6 @@ impl ResultLog {
         };
         if keep < text.len() {
             file.set_len(keep as u64).map_err(io_err(path))?;
-            text.truncate(keep);
         }
         let rows = match rows {
             Some(rows) => rows,
