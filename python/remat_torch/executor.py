@@ -147,7 +147,11 @@ class Executor:
         if not isinstance(plan, dict):
             raise RematInputError(f"the plan must be a file name or a dict (got "
                                   f"{type(plan).__name__})")
-        self.model = model
+        # the model is reached through a weak reference: train_step's cache, keyed weakly by
+        # the model, holds its executors, so a strong one there would keep every model it
+        # ever saw alive; it drops `_keep`, an executor built directly keeps it
+        self._model = weakref.ref(model)
+        self._keep: Optional[torch.nn.Module] = model
         self.loss_fn = loss_fn
         self.cap = cap if cap is not None else capture(model, batch, loss_fn)
         self.plan = plan
@@ -164,6 +168,14 @@ class Executor:
         self.computations: Dict[str, int] = {}
         # debugging hook: trace(statement index, live bytes, peak so far) after each statement
         self.trace: Optional[Callable[[int, int, int], None]] = None
+
+    @property
+    def model(self) -> torch.nn.Module:
+        model = self._model()
+        if model is None:
+            raise RematInputError(f"{self.path}: the model this step was built for no "
+                                  "longer exists")
+        return model
 
     # ------------------------------------------------------------------ checks
 
@@ -841,6 +853,7 @@ def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
     ex = cache.get(key)
     if ex is None:
         ex = Executor(model, loss_fn, batch, plan)
+        ex._keep = None
         cache[key] = ex
         while len(cache) > CACHE_SIZE:
             cache.popitem(last=False)

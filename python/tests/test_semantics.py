@@ -443,3 +443,36 @@ def test_a_raising_backward_hook_prints_no_anomaly_warning():
         with pytest.raises(RematInputError, match="ValueError: hook says no"):
             capture(model, xy(), F.cross_entropy)
     assert not [str(w.message) for w in seen if "Error detected in" in str(w.message)]
+
+
+def test_train_step_lets_its_models_go():
+    """Before: train_step's cache is keyed weakly by the model, but its executors held the
+    model strongly, so every model ever given to train_step (a model per trial of a
+    hyperparameter search) stayed in memory with its capture."""
+    import gc
+    import weakref
+
+    data = xy()
+    plan = None
+    alive = []
+    for _ in range(3):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+        plan = plan or plan_for(capture(model, data, F.cross_entropy))
+        train_step(model, plan, data, F.cross_entropy)
+        alive.append(weakref.ref(model))
+        del model
+        gc.collect()
+    assert [r() for r in alive] == [None, None, None]
+    # an executor built directly keeps its model: the caller may hold only the executor
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+    eager = copy.deepcopy(model)
+    ex = Executor(model, F.cross_entropy, data, plan)
+    params = list(model.parameters())
+    del model
+    gc.collect()
+    loss = ex(*data)
+    assert torch.equal(loss, run_eager(eager, data, F.cross_entropy))
+    for p, q in zip(params, eager.parameters()):
+        assert torch.equal(p.grad, q.grad)
