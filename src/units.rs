@@ -45,6 +45,16 @@ impl Bytes {
 
     /// Human-readable form with decimal units, e.g. `3.29 GB`.
     pub fn human(self) -> String {
+        self.human_rounded(f64::round)
+    }
+
+    /// [`Bytes::human`] rounded up: for a floor, which typed back must not
+    /// fall below it (`14.260 GB` for 14,260,197,696 bytes was refused).
+    pub fn human_up(self) -> String {
+        self.human_rounded(f64::ceil)
+    }
+
+    fn human_rounded(self, round: fn(f64) -> f64) -> String {
         let v = self.0 as f64;
         let (div, unit) = if v >= 1e12 {
             (1e12, "TB")
@@ -57,7 +67,7 @@ impl Bytes {
         } else {
             return format!("{} B", self.0);
         };
-        format!("{:.3} {}", v / div, unit)
+        format!("{:.3} {}", round(v / div * 1e3) / 1e3, unit)
     }
 
     /// Human-readable form with binary units, e.g. `16.000 GiB`, for
@@ -485,6 +495,15 @@ pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A floor is shown rounded up: typed back, it must not fall below.
+    #[test]
+    fn floors_round_up() {
+        assert_eq!(Bytes(14_260_197_696).human(), "14.260 GB");
+        assert_eq!(Bytes(14_260_197_696).human_up(), "14.261 GB");
+        assert_eq!(Bytes(14_260_000_000).human_up(), "14.260 GB");
+        assert_eq!(Bytes(999).human_up(), "999 B");
+    }
 
     #[test]
     fn seconds_print_readably_at_any_size() {

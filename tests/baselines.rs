@@ -520,7 +520,15 @@ fn check_all_baselines(g: &Graph, linear_graph: bool) -> Result<(), TestCaseErro
                 let least = points.iter().map(|p| p.peak).min().unwrap();
                 let out = remat::solve::run(g, s.as_ref(), least, &SolveOptions::default())
                     .map_err(|e| TestCaseError::fail(format!("{}: {e}", s.name())))?;
-                prop_assert_eq!(out.status, Status::Feasible);
+                // A heuristic's plan is optimal only when it meets its bound.
+                let gap = out.gap().unwrap_or(1.0);
+                prop_assert!(
+                    out.status == Status::Feasible
+                        || out.status == Status::Optimal && gap <= remat::solve::OPTIMAL_GAP,
+                    "{} says {:?} at gap {gap}",
+                    s.name(),
+                    out.status
+                );
             }
             Err(StrategyError::NotApplicable { strategy, .. }) => {
                 prop_assert!(

@@ -2772,3 +2772,115 @@ fn autotm_plans_a_graph_without_edges() {
         out_says(&o, "peak memory      1 B (1 bytes)");
     }
 }
+
+/// An interrupt while the bound still runs: where DTR has no plan
+/// (random-layered-n250 at 80%), remat-exact had none to keep for the first
+/// 15 s of a 60 s limit, where `--time-limit 5` gives one. The local
+/// search's first plan now comes before the bound.
+#[test]
+fn an_early_interrupt_still_has_a_plan() {
+    let graph = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/benchmarks/random-layered-n250.yaml"
+    );
+    if !Path::new(graph).exists() {
+        eprintln!("skipping: {graph} not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args([
+            "solve",
+            graph,
+            "-b",
+            "80%",
+            "-s",
+            "remat-exact",
+            "--time-limit",
+            "60",
+        ])
+        .args(["--plan", plan.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    out_says(&o, "interrupted after");
+    let o = remat(&["simulate", graph, plan.to_str().unwrap(), "-b", "80%"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A policy that moves values to a slow tier, named without a device: the
+/// same exit 2 in `sweep` as in `solve` and `max-batch` (sweep wrote a
+/// not-applicable row and exited 0).
+#[test]
+fn sweep_refuses_a_tier_policy_without_a_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let csv = dir.path().join("s.csv");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "-b",
+        "90%",
+        "-s",
+        "offload-all",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    one_line_error(
+        &o,
+        "-s offload-all: it moves values to a slow tier; pass --device FILE",
+    );
+    assert!(!csv.exists());
+}
+
+/// The smallest budget is a floor: shown rounded up, so that typed back it
+/// is accepted (14.260 GB and 84.2% for VGG16 were both refused).
+#[test]
+fn the_smallest_budget_typed_back_is_accepted() {
+    let o = remat(&["inspect", "models/vgg16.yaml"]);
+    let s = stdout(&o);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("smallest budget"))
+        .unwrap();
+    let size: String = line["smallest budget".len()..]
+        .trim()
+        .split(" (")
+        .next()
+        .unwrap()
+        .into();
+    let pct = line
+        .split(", ")
+        .nth(1)
+        .unwrap()
+        .split('%')
+        .next()
+        .unwrap()
+        .to_string();
+    for b in [size.replace(' ', ""), format!("{pct}%")] {
+        let o = remat(&[
+            "solve",
+            "models/vgg16.yaml",
+            "-b",
+            &b,
+            "-s",
+            "checkpoint-all",
+        ]);
+        // Not refused as below the floor (a proof that no plan fits may
+        // still follow: a floor is not a promise).
+        assert!(
+            !stderr(&o).contains("needs at least"),
+            "{b}: {}",
+            stderr(&o)
+        );
+    }
+}

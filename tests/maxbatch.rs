@@ -142,7 +142,7 @@ fn csv_rows_are_kept_and_reused() {
     // rejected without a solve, so at most 10 solves.
     assert!((6..=10).contains(&probes), "{probes} probes");
     let text = std::fs::read_to_string(&out).unwrap();
-    assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds,device,slowdown\n"));
+    assert!(text.starts_with("model,strategy,memory_bytes,cost_rule,status,max_batch,ratio_to_checkpoint_all,overhead,peak_bytes,solve_seconds,device,slowdown,graph_fingerprint,device_fingerprint\n"));
     assert!(
         text.contains(&format!(
             ",checkpoint-all,{},one-extra-forward,found,20,1.0000,1.000000,{},",
@@ -188,4 +188,72 @@ fn cli_max_batch() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Rows answer for the graph they were searched on, by content: a graph of
+/// the same name with other sizes was answered with the old batch. A row
+/// capped below a new, larger cap is searched again, further, and replaced.
+#[test]
+fn rows_are_reused_only_for_the_same_graph_and_a_cap_as_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mb.csv");
+    let g = graph(1, 1000);
+    let per = analysis::checkpoint_all_peak(&g).get() - 1000;
+    let mut cfg = config(Bytes(1000 + 20 * per));
+    cfg.output = Some(out.clone());
+    assert_eq!(maxbatch::run(&g, &cfg).unwrap()[0].max_batch, 20);
+    // The same name, every size doubled: half the batch fits.
+    let g2 = graph(1, 1000);
+    let mut f = g2.to_file();
+    for n in &mut f.nodes {
+        n.memory *= 2.0;
+    }
+    let g2 = Graph::from_file(&f, "<test>").unwrap();
+    assert_eq!(g2.name, g.name);
+    assert_eq!(maxbatch::run(&g2, &cfg).unwrap()[0].max_batch, 10);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.contains(&g.fingerprint().to_string()) && text.contains(&g2.fingerprint().to_string())
+    );
+    // Capped at 8, then searched again with room for more.
+    let capped = dir.path().join("cap.csv");
+    cfg.output = Some(capped.clone());
+    cfg.max_batch = 8;
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!((r[0].status.as_str(), r[0].max_batch), ("capped", 8));
+    cfg.max_batch = 64;
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!((r[0].status.as_str(), r[0].max_batch), ("found", 20));
+    let text = std::fs::read_to_string(&capped).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "the capped row is replaced: {text}"
+    );
+}
+
+/// Two runs into one CSV: the second is refused while the first holds it
+/// (each rewrites the file whole at its end, so the last one's rows won).
+#[test]
+fn a_csv_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mb.csv");
+    let g = graph(1, 1000);
+    let mut cfg = config(Bytes(1_000_000));
+    cfg.output = Some(out.clone());
+    let held = remat::workflows::resultlog::RunLock::acquire(&out).unwrap();
+    let e = maxbatch::run(&g, &cfg).unwrap_err();
+    assert!(
+        e.to_string().contains("another run is writing to it"),
+        "{e}"
+    );
+    drop(held);
+    assert!(maxbatch::run(&g, &cfg).is_ok());
+    // The lock file goes with the run.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, vec!["mb.csv".to_string()]);
 }

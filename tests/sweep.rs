@@ -443,3 +443,38 @@ fn csvs_from_before_fingerprints_are_read_but_not_resumed() {
         .filter(|r| r.model == "fan3")
         .all(|r| r.graph == Some(g.fingerprint())));
 }
+
+/// Rows solved with `--no-recompute` answer another question (offload
+/// only): they carry their own label, so a re-run with or without the flag
+/// does not resume the other's rows (it said "1 of 1 pairs already done"
+/// and kept the joint row).
+#[test]
+fn rows_without_recomputation_are_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.csv");
+    let g = fan(4, 0);
+    let dev = remat::device::Device::parse(
+        "name: d\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
+         slow: {capacity: 1000, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    let mut cfg = SweepConfig::new(vec![analysis::checkpoint_all_peak(&g)], out.clone());
+    cfg.strategies = vec![remat::strategies::by_name("remat-tiered").unwrap()];
+    cfg.quiet = true;
+    cfg.opts.device = Some(Arc::new(dev));
+    cfg.opts.time_limit = std::time::Duration::from_secs(2);
+    sweep::run(&g, &cfg).unwrap();
+    cfg.opts.no_recompute = true;
+    let s = sweep::run(&g, &cfg).unwrap();
+    assert!(
+        s.rows
+            .iter()
+            .any(|r| r.strategy == "remat-tiered+no-recompute"),
+        "{:?}",
+        s.rows
+    );
+    let rows = sweep::read_csv(&out).unwrap();
+    let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["remat-tiered", "remat-tiered+no-recompute"]);
+}

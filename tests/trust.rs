@@ -177,3 +177,53 @@ fn budget_files_belong_to_their_model_and_folder() {
     assert_eq!(inline.resolve(&fan(3, 0)), vec![Bytes(241), Bytes(271)]);
     assert!(BudgetList::from_arg("90%,lots").is_err());
 }
+
+/// A link of 10 B/s (copies 10^9 times slower than compute): the step cover
+/// program came out infeasible there, its infinite bound passed for a proof,
+/// and remat-tiered called checkpoint-all's offload plan optimal at 2.2e9 s,
+/// 3.35x slower than AutoTM's. No bound may lie above a plan, and a policy's
+/// MILP is optimal within its own model only: on a device, `optimal` means
+/// within 0.01% of the step bound.
+#[test]
+fn statuses_on_a_device_keep_their_promise_on_a_very_slow_link() {
+    use remat::device::Device;
+    let g = Graph::load(std::path::Path::new("models/vgg16.yaml")).unwrap();
+    let budget = remat::graph::analysis::checkpoint_all_peak(&g).scale_ceil(87, 100);
+    let dev = Device::parse(
+        "name: bw10\ncompute: {throughput: 6.05e13}\nfast: {capacity: 40GB}\n\
+         slow: {capacity: 512GB, to_slow: 10, to_fast: 10, latency: 10us, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    let opts = SolveOptions {
+        device: Some(std::sync::Arc::new(dev)),
+        time_limit: std::time::Duration::from_secs(5),
+        ..SolveOptions::default()
+    };
+    let run = |name: &str, no_recompute: bool| {
+        let s = remat::strategies::by_name(name).unwrap();
+        let o = SolveOptions {
+            no_recompute,
+            ..opts.clone()
+        };
+        remat::solve::run(&g, s.as_ref(), budget, &o).unwrap()
+    };
+    let autotm = run("autotm-async", false);
+    let tiered = run("remat-tiered", true);
+    let step = |o: &remat::solve::Outcome| o.timing().unwrap().step.get();
+    assert!(
+        step(&tiered) <= step(&autotm) * (1.0 + 1e-9),
+        "{} > {}",
+        step(&tiered),
+        step(&autotm)
+    );
+    for o in [&autotm, &tiered] {
+        let gap = o.step_gap().unwrap();
+        assert!(o.step_bound.unwrap().get() <= step(o));
+        assert!(
+            o.status == Status::Feasible || gap <= remat::solve::OPTIMAL_GAP,
+            "{} says {:?} at a step gap of {gap}",
+            o.strategy,
+            o.status
+        );
+    }
+}

@@ -894,6 +894,11 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
     for n in gm.graph.nodes:
         if n.op == "get_attr":  # a tensor constant: resident, as a placeholder
             const = getattr(gm, n.target, None)
+            if isinstance(const, torch.Generator) or "Generator" in type(const).__name__:
+                raise RematInputError(
+                    "a torch.Generator of the model's own is used in forward: a plan replays "
+                    "random ops from the global RNG only; draw from it (torch.manual_seed) "
+                    "instead of passing generator=")
             if not isinstance(const, torch.Tensor):
                 raise RematInputError(f"unsupported FX node {n.name} (get_attr of "
                                       f"{type(const).__name__})")
@@ -1054,8 +1059,11 @@ def _scalar_outputs(val) -> bool:
 
 
 # kernels whose real CPU kernel allocates more storage than its fake kernel says: run once
-# for real at export, on inputs of the real shapes (``_probe_real_sized``)
-_REAL_SIZED = ("_embedding_bag", "_embedding_bag_forward_only")
+# for real at export, on inputs of the real shapes (``_probe_real_sized``). ``col2im``
+# (F.unfold's backward) holds a larger buffer than its output; ``native_layer_norm``
+# returns float32 mean and rstd for a bf16 input with float32 weights (autocast), where
+# the fake kernel says bf16.
+_REAL_SIZED = ("_embedding_bag", "_embedding_bag_forward_only", "col2im", "native_layer_norm")
 
 
 def _probe_real_sized(n: fx.Node) -> Optional[List[int]]:

@@ -48,6 +48,7 @@ Semantics (see docs/pytorch.md):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import operator
@@ -344,6 +345,11 @@ class Executor:
     def run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],
             measure: bool = False) -> torch.Tensor:
         self._check_batch(batch)
+        with _autocast_off():
+            return self._run(statements, batch, measure)
+
+    def _run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],
+             measure: bool) -> torch.Tensor:
         self._ensure_grads()
         cap = self.cap
         dev = next((p.device for p in cap.params.values()), torch.device("cpu"))
@@ -734,12 +740,32 @@ def no_remat_statements(cap: Capture) -> List[Dict[str, Any]]:
     return out
 
 
+def _autocast_state() -> tuple:
+    """torch.autocast around the call, per device type: (type, enabled, dtype)."""
+    return tuple((d, torch.is_autocast_enabled(d),
+                  str(torch.get_autocast_dtype(d)).replace("torch.", ""))
+                 for d in ("cpu", "cuda"))
+
+
 def model_state(model: torch.nn.Module) -> tuple:
     """What a capture depends on besides the batch and the loss function: which
-    parameters require grad (the joint graph computes their gradients only) and
-    each module's training mode (dropout, BatchNorm)."""
+    parameters require grad (the joint graph computes their gradients only), each
+    module's training mode (dropout, BatchNorm) and the torch.autocast state around
+    the call (the capture traces its casts into the graph)."""
     return (tuple((k, p.requires_grad) for k, p in model.named_parameters(remove_duplicate=False)),
-            tuple((k, m.training) for k, m in model.named_modules()))
+            tuple((k, m.training) for k, m in model.named_modules()),
+            _autocast_state())
+
+
+@contextlib.contextmanager
+def _autocast_off():
+    """The executor runs the captured kernels as they are: their casts are in the graph
+    already, and an autocast around the step would cast them again."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.autocast("cpu", enabled=False))
+        if torch.cuda.is_available():
+            stack.enter_context(torch.autocast("cuda", enabled=False))
+        yield
 
 
 def _state_change(was: tuple, now: tuple) -> str:
@@ -754,6 +780,12 @@ def _state_change(was: tuple, now: tuple) -> str:
             what = f"module '{k}' is" if k else "the model is"
             return (f"{what} in {'training' if b else 'eval'} mode (it was in "
                     f"{'training' if a else 'eval'} mode)")
+    for (d, on, dtype), (_, on2, dtype2) in zip(was[2], now[2]):
+        if (on, dtype) != (on2, dtype2):
+            def say(o, t):
+                return f"on ({t})" if o else "off"
+            return (f"torch.autocast('{d}') is {say(on2, dtype2)} (it was {say(on, dtype)} "
+                    "when the model was captured)")
     return "the model's parameters or modules changed"
 
 

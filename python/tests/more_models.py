@@ -225,3 +225,40 @@ def embedding_bag(batch_size: int):
     torch.manual_seed(0)
     return Bags(), (torch.randint(0, 30, (batch_size, 6)), torch.randint(0, 3, (batch_size,))), \
         F.cross_entropy
+
+
+class Unfold(nn.Module):
+    """F.unfold (im2col) after a convolution: its backward is ``aten.col2im``."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 6, 3, padding=1)
+        self.l = nn.Linear(6 * 4, 2)
+
+    def forward(self, x):
+        p = F.unfold(torch.relu(self.c(x)), 2)
+        return self.l(torch.tanh(p).mean(2))
+
+
+def unfold(batch_size: int):
+    torch.manual_seed(0)
+    return Unfold(), (torch.randn(batch_size, 3, 8, 8),
+                      torch.randint(0, 2, (batch_size,))), F.cross_entropy
+
+
+class AutocastNorm(nn.Module):
+    """LayerNorm under CPU bf16 autocast: a bf16 input with fp32 weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.ln, self.l2 = nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.l2(torch.tanh(self.ln(torch.tanh(self.l1(x))))).float()
+
+
+def autocast_norm(batch_size: int):
+    torch.manual_seed(0)
+    return AutocastNorm(), (torch.randn(batch_size, 8),
+                            torch.randint(0, 4, (batch_size,))), F.cross_entropy

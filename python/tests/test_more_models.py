@@ -374,3 +374,12 @@ def test_embedding_bag_offset2bag_has_its_real_size(remat_bin, workdir):
     # mean and max keep offset2bag (24 indices, 25 int64 allocated); sum has none
     assert [g.memory for g in off] == [(4 * 6 + 1) * 8, (4 * 6 + 1) * 8, 0], [
         (g.name, g.memory) for g in off]
+
+
+def test_col2im_and_autocast_layer_norm_have_their_real_sizes(remat_bin, workdir):
+    """Two kernels whose real CPU output is larger than the fake kernel says: F.unfold's
+    backward ``col2im`` (6,144 bytes said, 18,816 held: every plan measured up to a third
+    above its simulated peak) and LayerNorm's mean and rstd under bf16 autocast (bf16
+    said, float32 returned). Both are run once for real at export; verify said DIFFER."""
+    for name in ("unfold", "autocast_norm"):
+        assert_plan_exact(remat_bin, workdir, name, 4, 60)

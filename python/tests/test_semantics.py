@@ -476,3 +476,55 @@ def test_train_step_lets_its_models_go():
     assert torch.equal(loss, run_eager(eager, data, F.cross_entropy))
     for p, q in zip(params, eager.parameters()):
         assert torch.equal(p.grad, q.grad)
+
+
+def test_autocast_around_the_step_is_part_of_what_was_captured():
+    """torch.autocast around train_step was not in its cache key: a step outside autocast
+    reused the executor captured under it (bf16 training where eager was float32, loss
+    and gradients off by 3e-3, silently), and a float32 plan run under autocast failed
+    with a dtype traceback from inside a kernel. The autocast state is part of what a
+    capture depends on, and the executor runs its kernels with autocast off (their casts
+    are in the graph)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3))
+    data = xy()
+    loss_fn = F.cross_entropy
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cap = capture(model, data, loss_fn)
+        plan = plan_for(cap)
+        eager = copy.deepcopy(model)
+        loss = train_step(model, plan, data, loss_fn)
+        loss_e = run_eager(eager, data, loss_fn)
+    assert torch.equal(loss, loss_e)
+    assert_same_grads(model, eager)
+    # outside autocast: another graph, so this plan is refused in one line
+    with pytest.raises(RematInputError, match="fingerprint does not match"):
+        train_step(model, plan, data, loss_fn)
+    # an executor made under autocast names the change
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ex = Executor(model, loss_fn, data, dict(plan, _path="p.json"), cap=cap)
+    with pytest.raises(RematInputError, match=r"^p.json: torch.autocast\('cpu'\) is off "
+                       r"\(it was on \(bfloat16\)"):
+        ex(*data)
+    # a float32 plan run under autocast: refused, not a traceback
+    plain = plan_for(capture(model, data, loss_fn))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(RematInputError, match="fingerprint does not match"):
+            train_step(model, plain, data, loss_fn)
+
+
+def test_a_private_generator_is_refused_by_name():
+    """It said 'unsupported FX node _opaque_obj0 (get_attr of Generator)'."""
+
+    class GenDrop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = nn.Linear(8, 8), nn.Linear(8, 3)
+            self.g = torch.Generator().manual_seed(123)
+
+        def forward(self, x):
+            h = torch.relu(self.l1(x))
+            return self.l2(h * (torch.rand(h.shape, generator=self.g) > 0.5))
+
+    with pytest.raises(RematInputError, match="a torch.Generator of the model's own"):
+        capture(GenDrop(), xy(), F.cross_entropy)

@@ -412,6 +412,16 @@ pub fn percent_of_peak(g: &Graph, size: Bytes) -> String {
     )
 }
 
+/// [`percent_of_peak`] rounded up to a tenth, for a floor: typed back as a
+/// budget it must not fall below it.
+pub fn percent_of_peak_up(g: &Graph, size: Bytes) -> String {
+    let peak = analysis::checkpoint_all_peak(g).as_f64().max(1.0);
+    format!(
+        "{:.1}% of the checkpoint-all peak",
+        (size.as_f64() * 1000.0 / peak).ceil() / 10.0
+    )
+}
+
 /// Writes a file atomically: a crash never leaves a half-written file.
 ///
 /// Only regular files are replaced. A device or a FIFO that is already

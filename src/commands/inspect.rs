@@ -1,7 +1,7 @@
 //! `remat inspect`: what a graph costs and the budgets it allows.
 
 use anyhow::Result;
-use remat::cli::{load_graph, percent_of_peak};
+use remat::cli::{load_graph, percent_of_peak_up};
 use remat::graph::analysis;
 use remat::units::short_float;
 use std::path::PathBuf;
@@ -78,9 +78,9 @@ pub fn run(args: Args, _: &super::Ctx) -> Result<()> {
         // inputs plus the fixed memory, and on tight graphs no plan reaches
         // it (a tester read it as the budget to solve at).
         "smallest budget  {} ({} bytes, {}): no plan fits below this (the largest node with its inputs, plus fixed memory); a plan at it is not guaranteed",
-        s.min_budget.human(),
+        s.min_budget.human_up(),
         s.min_budget,
-        percent_of_peak(&g, s.min_budget)
+        percent_of_peak_up(&g, s.min_budget)
     )?;
     Ok(())
 }

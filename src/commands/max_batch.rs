@@ -150,9 +150,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     cfg.quiet = ctx.quiet;
     cfg.output = output.clone();
     let rows = maxbatch::run(&g, &cfg).map_err(|e| match e {
-        MaxBatchError::Log(LogError::Format { .. } | LogError::OtherKind { .. }) => {
-            input_err(e.to_string())
-        }
+        MaxBatchError::Log(
+            LogError::Format { .. } | LogError::OtherKind { .. } | LogError::Busy { .. },
+        ) => input_err(e.to_string()),
         e => e.into(),
     })?;
     outln!(
@@ -173,30 +173,14 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
 /// Strategies named in `-s` that cannot answer a max-batch search are
 /// refused as `solve` refuses them: lp-bound makes no plan (it was dropped
 /// from the table without a word), and a policy that moves values to a
-/// slow tier has none without --device (it was shown as n/a, no reason
-/// given). The group `all` means the strategies that make plans.
+/// slow tier has none without --device ([`super::check_device_named`]). The
+/// group `all` means the strategies that make plans.
 fn check_runnable(list: &str, device: bool) -> Result<()> {
+    super::check_device_named(list, device)?;
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if name == "tiered" && !device {
-            return Err(input_err(
-                "-s tiered: its strategies move values to a slow tier; pass --device FILE (devices/*.yaml) to give them one",
-            ));
-        }
-        let Some(s) = strategies::by_name(name) else {
-            continue;
-        };
-        if !s.makes_plans() {
+        if strategies::by_name(name).is_some_and(|s| !s.makes_plans()) {
             return Err(input_err(format!(
                 "-s {name}: it makes no plan, so it has no batch to find; drop it from -s"
-            )));
-        }
-        if !device
-            && strategies::tiered_policies()
-                .iter()
-                .any(|t| t.name() == name)
-        {
-            return Err(input_err(format!(
-                "-s {name}: it moves values to a slow tier; pass --device FILE (devices/*.yaml) to give it one"
             )));
         }
     }

@@ -188,6 +188,33 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A policy that moves values to a slow tier, named in `-s` without
+/// `--device`, is a usage mistake (exit 2) in every command: `sweep` wrote a
+/// `not-applicable` row and exited 0 where `solve` and `max-batch` refuse.
+pub fn check_device_named(list: &str, device: bool) -> anyhow::Result<()> {
+    use remat::cli::input_err;
+    use remat::strategies;
+    if device {
+        return Ok(());
+    }
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "tiered" {
+            return Err(input_err(
+                "-s tiered: its strategies move values to a slow tier; pass --device FILE (devices/*.yaml) to give them one",
+            ));
+        }
+        if strategies::tiered_policies()
+            .iter()
+            .any(|t| t.name() == name)
+        {
+            return Err(input_err(format!(
+                "-s {name}: it moves values to a slow tier; pass --device FILE (devices/*.yaml) to give it one"
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -134,6 +134,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     for n in list.slips(&g, named).iter().filter(|_| !quiet) {
         eprintln!("note: {n}");
     }
+    super::check_device_named(&strategies, device.is_some())?;
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
@@ -162,7 +163,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         );
     }
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
-        SweepError::Log(LogError::Format { .. } | LogError::OtherKind { .. })
+        SweepError::Log(
+            LogError::Format { .. } | LogError::OtherKind { .. } | LogError::Busy { .. },
+        )
         | SweepError::GraphChanged { .. }
         | SweepError::DeviceChanged { .. } => input_err(e.to_string()),
         e => e.into(),

@@ -96,7 +96,9 @@ pub enum Copies {
 #[derive(Debug, Clone)]
 pub struct StepCover {
     /// A lower bound on every plan's step time; infinite when the program
-    /// proves that no plan fits.
+    /// proves that no plan fits, which is trusted only below the budget's
+    /// hard floor (the largest node with what it must read, see
+    /// [`step_cover_bound`]).
     pub bound: Seconds,
     /// Whether the program was solved to optimality (else the solver's
     /// best bound when it stopped).
@@ -1421,15 +1423,31 @@ pub fn step_cover_bound(
         };
         let staged = match staged(g, budget, dev, no_recompute, copies) {
             Some(prog) => solve(g, dev, &prog, &p)?,
-            None => all_fast,
+            None => all_fast.clone(),
         };
         if best.as_ref().is_none_or(|b| staged.bound >= b.bound) {
             best = Some(staged);
         }
     }
-    Ok(best.map(|b| StepCover {
-        seconds: start.elapsed().as_secs_f64(),
-        ..b
+    // "Infeasible" is HiGHS's verdict within its tolerances. Below the floor
+    // no plan exists and it is right; above it, with copies 10^9 times
+    // slower than compute (a 10 B/s link), it called programs infeasible
+    // where AutoTM had a plan, and the infinite bound passed for a proof
+    // that remat-tiered's first plan was optimal. There it gives no bound.
+    let floor = crate::solve::budget_floor(g, Some(dev));
+    Ok(best.map(|b| {
+        let b = if b.bound.get().is_infinite() && budget >= floor {
+            StepCover {
+                proven: false,
+                ..all_fast
+            }
+        } else {
+            b
+        };
+        StepCover {
+            seconds: start.elapsed().as_secs_f64(),
+            ..b
+        }
     }))
 }
 

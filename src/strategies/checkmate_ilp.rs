@@ -327,6 +327,23 @@ pub(crate) fn solve_milp(
     if let (Some(w), Some((cost, sch, _))) = (watch, &quick) {
         w.plan(*cost, sch, "DTR eviction");
     }
+    // Without DTR's plan, the local search's first plan, for an interrupt
+    // during the bound (see `quick_plan`); it seeds where nothing else does.
+    let early = quick
+        .is_none()
+        .then(|| super::quick_plan(g, budget, start + opts.time_limit / 20))
+        .flatten()
+        .and_then(|(sch, name)| {
+            let sim = evaluate(g, &sch)?;
+            acceptable(&sim, budget, opts.cost_bound).then_some(Seed {
+                name,
+                schedule: sch,
+                cost: sim.cost,
+            })
+        });
+    if let (Some(w), Some(s)) = (watch, &early) {
+        w.plan(s.cost, &s.schedule, &s.name);
+    }
     let mut trace = vec![Progress {
         secs: start.elapsed().as_secs_f64(),
         cost: quick.as_ref().map(|q| q.0),
@@ -440,6 +457,7 @@ pub(crate) fn solve_milp(
                 cost,
             })
     });
+    let seed = seed.or(early);
     // Still nothing: the exact feasibility search's schedule, searched
     // from, in two thirds of what is left (remat-fast's fallback; a MILP
     // with no incumbent rarely finds one on such budgets).

@@ -41,7 +41,7 @@ use crate::solver::Backend;
 pub use crate::solver::Progress;
 use crate::units::Bytes;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a strategy's answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -354,6 +354,45 @@ pub fn baselines() -> Vec<Box<dyn knobs::TradeOff>> {
         .collect();
     v.push(Box::new(griewank::Griewank));
     v
+}
+
+/// A plan in a small slice of the time, before anything slow starts: DTR,
+/// else (tight budgets on random DAGs, where DTR has none) the local search
+/// from checkpoint-all. An interrupt during a long bound then still has a
+/// plan to keep (random-layered-n250 at 80% interrupted 5 s into a 60 s
+/// limit had none, where `--time-limit 5` gives 130,919).
+pub(crate) fn quick_plan(
+    g: &Graph,
+    budget: Bytes,
+    deadline: Instant,
+) -> Option<(Schedule, String)> {
+    if let Some((_, sch, how)) = dtr::best_until(g, budget, deadline) {
+        return Some((sch, format!("DTR eviction ({how})")));
+    }
+    if g.has_groups() {
+        return None;
+    }
+    let sch = local_search::search_from(
+        g,
+        Schedule::checkpoint_all(g),
+        budget,
+        local_search::Ranking::Forecast,
+        deadline,
+    )?;
+    let sim = portfolio::evaluate(g, &sch)?;
+    (sim.peak <= budget).then(|| (sch, "local search from checkpoint-all".into()))
+}
+
+/// A strategy's name as rows of a sweep or max-batch CSV carry it: with
+/// `--no-recompute` it answers another question (offload only), so its rows
+/// are told apart from the joint ones, and resuming does not mix the two.
+/// checkpoint-all recomputes nothing either way.
+pub fn row_label(name: &str, opts: &SolveOptions) -> String {
+    if opts.no_recompute && name != "checkpoint-all" {
+        format!("{name}+no-recompute")
+    } else {
+        name.to_string()
+    }
 }
 
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {

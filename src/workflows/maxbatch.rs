@@ -18,13 +18,14 @@
 //! included. The cost bound is still passed to the strategy: a step never
 //! takes less than its compute, so it only prunes plans that cannot pass.
 
-use crate::graph::{analysis, Graph};
+use crate::graph::{Fingerprint, Graph};
 use crate::solve::{self, SolveError};
 use crate::strategies::{
     self, checkpoint_all::CheckpointAll, SolveOptions, Strategy, StrategyError,
 };
 use crate::units::Bytes;
 use crate::workflows::resultlog::{self, LogError, ResultLog};
+use crate::workflows::sweep::fingerprint;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -114,7 +115,10 @@ impl MaxBatchConfig {
 
 /// The CSV columns, in order. `device` and `slowdown` (step time over the
 /// all-fast step, from the timed simulator) are empty without `--device`.
-pub const HEADER: [&str; 12] = [
+/// A row answers for one graph and one device, by content: a graph of the
+/// same name at another resolution, or an edited device file, is another
+/// row (they were resumed by name, and answered with the old batch).
+pub const HEADER: [&str; 14] = [
     "model",
     "strategy",
     "memory_bytes",
@@ -127,11 +131,19 @@ pub const HEADER: [&str; 12] = [
     "solve_seconds",
     "device",
     "slowdown",
+    "graph_fingerprint",
+    "device_fingerprint",
 ];
 
-/// Max-batch CSVs from before `--device` had the first ten columns alone;
-/// their rows are untimed, and are read with the last two empty.
-const UNTIMED_COLUMNS: usize = 10;
+/// Max-batch CSVs from before `--device` had the first ten columns alone,
+/// and those from before the fingerprints the first twelve; their rows are
+/// read with the rest empty, and are never resumed (their graph is
+/// unknown), only kept.
+const OLDER_COLUMNS: [usize; 2] = [12, 10];
+
+/// Status of a search that ended on a batch whose solve ran out of time
+/// without a plan: `max_batch` fits, and larger ones may too.
+pub const TIMED_OUT: &str = "time-limit";
 
 /// One strategy's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +152,8 @@ pub struct MaxBatch {
     pub strategy: String,
     pub memory: Bytes,
     pub rule: String,
-    /// `found`, `capped` (fits the largest batch tried) or `not-applicable`.
+    /// `found`, `capped` (fits the largest batch tried), [`TIMED_OUT`] or
+    /// `not-applicable`.
     pub status: String,
     /// 0 when not even batch 1 is allowed.
     pub max_batch: u32,
@@ -154,16 +167,31 @@ pub struct MaxBatch {
     pub device: Option<String>,
     /// Step time / all-fast step time of the plan at max_batch.
     pub slowdown: Option<f64>,
+    pub graph: Option<Fingerprint>,
+    pub device_fingerprint: Option<Fingerprint>,
 }
 
 impl MaxBatch {
-    fn key(&self) -> (String, String, Bytes, String, Option<String>) {
+    #[allow(clippy::type_complexity)]
+    fn key(
+        &self,
+    ) -> (
+        String,
+        String,
+        Bytes,
+        String,
+        Option<String>,
+        Option<Fingerprint>,
+        Option<Fingerprint>,
+    ) {
         (
             self.model.clone(),
             self.strategy.clone(),
             self.memory,
             self.rule.clone(),
             self.device.clone(),
+            self.graph,
+            self.device_fingerprint,
         )
     }
 
@@ -181,6 +209,10 @@ impl MaxBatch {
             format!("{:.3}", self.seconds),
             self.device.clone().unwrap_or_default(),
             self.slowdown.map(|o| format!("{o:.6}")).unwrap_or_default(),
+            self.graph.map(|f| f.to_string()).unwrap_or_default(),
+            self.device_fingerprint
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
         ]
     }
 
@@ -200,6 +232,8 @@ impl MaxBatch {
             seconds: num(&f[9], "solve_seconds")?.unwrap_or(0.0),
             device: Some(f[10].clone()).filter(|d| !d.is_empty()),
             slowdown: num(&f[11], "slowdown")?,
+            graph: fingerprint(&f[12], "graph_fingerprint")?,
+            device_fingerprint: fingerprint(&f[13], "device_fingerprint")?,
         })
     }
 }
@@ -227,16 +261,21 @@ struct Fit {
 }
 
 /// Is `batch` allowed for `strat`? `Ok(None)`: no.
+/// `timed_out` is set when the answer is "no plan" only because the time
+/// limit ran out first (`no-solution`): the batch may still fit.
 fn probe(
     g: &Graph,
     strat: &dyn Strategy,
     batch: u32,
     cfg: &MaxBatchConfig,
+    timed_out: &std::cell::Cell<bool>,
 ) -> Result<Option<Fit>, SolveError> {
     // `search` has checked that the scaled graph keeps the limits.
     let gb = g.at_batch(batch);
-    // Cheap necessary condition; also what ends the exponential phase.
-    if analysis::min_feasible_budget(&gb) > cfg.memory {
+    // Cheap necessary condition; also what ends the exponential phase. It is
+    // `solve`'s own: with direct reads from the slow tier, batches past the
+    // recompute-only floor fit (it stopped every device search there).
+    if solve::budget_floor(&gb, cfg.opts.device.as_deref()) > cfg.memory {
         return Ok(None);
     }
     let bound = cfg.rule.bound(&gb);
@@ -249,6 +288,9 @@ fn probe(
         Err(e) => return Err(e),
     };
     let (Some(cost), Some(peak)) = (out.cost(), out.peak()) else {
+        if out.status == crate::strategies::Status::NoSolution {
+            timed_out.set(true);
+        }
         return Ok(None);
     };
     // Tolerate float round-off in the bound, not real excess.
@@ -286,7 +328,7 @@ pub fn search(
     let start = Instant::now();
     let mut result = MaxBatch {
         model: g.name.clone(),
-        strategy: strat.name().to_string(),
+        strategy: strategies::row_label(strat.name(), &cfg.opts),
         memory: cfg.memory,
         rule: cfg.rule.label(),
         status: "found".into(),
@@ -297,6 +339,8 @@ pub fn search(
         seconds: 0.0,
         device: cfg.opts.device.as_ref().map(|d| d.name.clone()),
         slowdown: None,
+        graph: Some(g.fingerprint()),
+        device_fingerprint: cfg.opts.device.as_ref().map(|d| d.fingerprint()),
     };
     let cap = cfg.max_batch.max(1);
     // Not-applicable is a property of the graph's shape, not of the batch:
@@ -307,6 +351,11 @@ pub fn search(
     // that size): not tried; if the search ends below it, the answer is a
     // lower bound, reported as capped.
     let beyond_limits = std::cell::Cell::new(None::<u32>);
+    // Batches whose solve ran out of time without a plan: if the search
+    // ends on one, the answer is only a lower bound (it said "found, 0"
+    // where checkpoint-all fits batch 178).
+    let timed_out = std::cell::Cell::new(false);
+    let unsure = std::cell::RefCell::new(std::collections::BTreeSet::<u32>::new());
     let try_batch = |b: u32| -> Result<Option<Fit>, MaxBatchError> {
         if not_applicable.get() {
             return Ok(None);
@@ -316,7 +365,12 @@ pub fn search(
             return Ok(None);
         }
         on_probe(b);
-        match probe(g, strat, b, cfg) {
+        timed_out.set(false);
+        let answer = probe(g, strat, b, cfg, &timed_out);
+        if timed_out.get() {
+            unsure.borrow_mut().insert(b);
+        }
+        match answer {
             Err(SolveError::Strategy(StrategyError::NotApplicable { .. })) => {
                 not_applicable.set(true);
                 Ok(None)
@@ -362,6 +416,11 @@ pub fn search(
         if beyond_limits.get() == Some(hi) {
             result.status = "capped".into();
         }
+        if unsure.borrow().contains(&hi) {
+            result.status = TIMED_OUT.into();
+        }
+    } else if best.is_none() && unsure.borrow().contains(&1) {
+        result.status = TIMED_OUT.into();
     }
     if not_applicable.get() {
         result.status = crate::workflows::sweep::NOT_APPLICABLE.into();
@@ -410,11 +469,19 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
     if !strats.iter().any(|s| s.name() == reference.name()) {
         strats.insert(0, &reference);
     }
+    let _lock = cfg
+        .output
+        .as_deref()
+        .map(resultlog::RunLock::acquire)
+        .transpose()?;
     let (log, existing) = match &cfg.output {
         Some(p) => {
-            // A CSV from before --device: its rows stay valid (untimed), so
-            // the header gains the two columns in place.
-            if let Ok(mut rows) = resultlog::read_rows(p, &HEADER[..UNTIMED_COLUMNS]) {
+            // A CSV in an older format: its rows stay (untimed, or of an
+            // unknown graph), and the header gains the new columns in place.
+            if let Some(mut rows) = OLDER_COLUMNS
+                .iter()
+                .find_map(|&n| resultlog::read_rows(p, &HEADER[..n]).ok())
+            {
                 for r in &mut rows {
                     r.resize(HEADER.len(), String::new());
                 }
@@ -425,6 +492,7 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
         }
         None => (None, Vec::new()),
     };
+    let label = |name: &str| strategies::row_label(name, &cfg.opts);
     let want_key = |name: &str| {
         (
             g.name.clone(),
@@ -432,17 +500,22 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
             cfg.memory,
             cfg.rule.label(),
             cfg.opts.device.as_ref().map(|d| d.name.clone()),
+            Some(g.fingerprint()),
+            cfg.opts.device.as_ref().map(|d| d.fingerprint()),
         )
     };
     let mut done: Vec<MaxBatch> = existing
         .iter()
-        .filter(|r| strats.iter().any(|s| r.key() == want_key(s.name())))
+        .filter(|r| strats.iter().any(|s| r.key() == want_key(&label(s.name()))))
+        // A row capped below this run's cap is searched again, further.
+        .filter(|r| !(r.status == "capped" && r.max_batch < cfg.max_batch))
+        .filter(|r| r.status != TIMED_OUT)
         .cloned()
         .collect();
     let pending: Vec<&dyn Strategy> = strats
         .iter()
         .copied()
-        .filter(|s| !done.iter().any(|r| r.strategy == s.name()))
+        .filter(|s| !done.iter().any(|r| r.strategy == label(s.name())))
         .collect();
 
     let bar = resultlog::progress_bar(
@@ -526,6 +599,10 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
     drop(log);
     if let Some(p) = &cfg.output {
         let mut all = parse_all(p, resultlog::read_rows(p, &HEADER)?)?;
+        // A key searched again (a capped row, further) keeps its last row.
+        let mut seen = std::collections::HashSet::new();
+        all.reverse();
+        all.retain(|r| seen.insert(r.key()));
         sort_results(&mut all);
         let fields: Vec<Vec<String>> = all.iter().map(MaxBatch::to_fields).collect();
         resultlog::rewrite(p, &HEADER, &fields)?;
@@ -557,6 +634,7 @@ pub fn render(rows: &[MaxBatch]) -> String {
     for r in rows {
         let batch = match r.status.as_str() {
             "capped" => format!(">={}", r.max_batch),
+            TIMED_OUT => format!(">={} (time)", r.max_batch),
             "not-applicable" => "n/a".into(),
             _ => r.max_batch.to_string(),
         };
@@ -577,6 +655,9 @@ pub fn render(rows: &[MaxBatch]) -> String {
                 (true, None) => format!(" {:>10}", "–"),
             },
         ));
+    }
+    if rows.iter().any(|r| r.status == TIMED_OUT) {
+        s.push_str("(time): the solve at the next batch ran out of time without a plan; a longer --time-limit may find a larger batch\n");
     }
     s
 }

@@ -23,6 +23,9 @@ pub enum LogError {
         path: PathBuf,
         error: std::io::Error,
     },
+    /// Another run is writing this CSV now.
+    #[error("{path}: another run is writing to it; wait for it to end, or write to another -o")]
+    Busy { path: PathBuf },
     /// A line of the log does not parse.
     #[error("{path}: {msg}")]
     Format { path: PathBuf, msg: String },
@@ -36,6 +39,49 @@ pub enum LogError {
         /// Refused as the output of a run, not only skipped as an input.
         writing: bool,
     },
+}
+
+/// Held by a run for as long as it writes its CSV: two runs into one file
+/// lost rows, since each rewrites the file whole at its end (the last
+/// writer's rows won, and both said they had written theirs). A lock file
+/// beside the CSV, not the CSV itself: a rewrite renames a new file over
+/// the CSV, which a lock on the old one would not cover. Removed when the
+/// run ends.
+pub struct RunLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl RunLock {
+    pub fn acquire(csv: &Path) -> Result<RunLock, LogError> {
+        let name = csv
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = csv.with_file_name(format!(".{name}.lock"));
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        match file.try_lock() {
+            Ok(()) => Ok(RunLock { path, _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(LogError::Busy {
+                path: csv.to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+        }
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {

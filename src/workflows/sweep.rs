@@ -259,7 +259,7 @@ impl Row {
     }
 }
 
-fn fingerprint(s: &str, col: &str) -> Result<Option<Fingerprint>, String> {
+pub(crate) fn fingerprint(s: &str, col: &str) -> Result<Option<Fingerprint>, String> {
     match s {
         "" => Ok(None),
         s => s
@@ -518,6 +518,7 @@ fn pair_label(strategy: &str, budget: Bytes) -> String {
 
 /// Runs the sweep of `g` described by `cfg`.
 pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
+    let _lock = resultlog::RunLock::acquire(&cfg.output)?;
     let fingerprint = g.fingerprint();
     if cfg.output.is_file() && is_legacy(&cfg.output) {
         let rows = read_csv(&cfg.output)?;
@@ -553,7 +554,19 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let mut existing = rows_from_fields(&cfg.output, existing)?;
     let ours = |r: &Row| r.model == g.name;
     if cfg.fresh && existing.iter().any(ours) {
+        let before = existing.len();
         existing.retain(|r| !ours(r));
+        // Every row of the model goes, not only this run's pairs: said, so
+        // that rows of strategies and budgets not solved again are not lost
+        // unawares.
+        if !cfg.quiet {
+            eprintln!(
+                "note: {}: --fresh dropped {} earlier rows of '{}'",
+                cfg.output.display(),
+                before - existing.len(),
+                g.name
+            );
+        }
         let fields: Vec<Vec<String>> = existing.iter().map(Row::to_fields).collect();
         drop(log);
         resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
@@ -598,7 +611,8 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         .iter()
         .flat_map(|&b| (0..cfg.strategies.len()).map(move |s| (s, b)))
         .filter(|&(s, b)| {
-            !done.contains(&(g.name.clone(), cfg.strategies[s].name().to_string(), b))
+            let label = strategies::row_label(cfg.strategies[s].name(), &cfg.opts);
+            !done.contains(&(g.name.clone(), label, b))
         })
         .collect();
     let total_pairs = budgets.len() * cfg.strategies.len();
@@ -656,7 +670,8 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         }
         let (si, budget) = pending[i];
         let strat = cfg.strategies[si].as_ref();
-        let label = pair_label(strat.name(), budget);
+        let name = strategies::row_label(strat.name(), &cfg.opts);
+        let label = pair_label(&name, budget);
         {
             let mut r = running.lock().unwrap_or_else(|e| e.into_inner());
             r.insert((i, label.clone()));
@@ -678,7 +693,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         }));
         let mut row = Row {
             model: g.name.clone(),
-            strategy: strat.name().to_string(),
+            strategy: name.clone(),
             budget,
             status: String::new(),
             cost: None,
@@ -755,7 +770,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         });
                 }
                 if let (Some(dir), Some(pf)) = (&cfg.plans_dir, out.plan_file(g)) {
-                    let path = dir.join(format!("{}-{}.json", strat.name(), budget));
+                    let path = dir.join(format!("{name}-{budget}.json"));
                     let written = serde_json::to_vec_pretty(&pf)
                         .map_err(anyhow::Error::from)
                         .and_then(|bytes| crate::cli::write_atomic(&path, &bytes));
