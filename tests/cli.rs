@@ -491,6 +491,21 @@ fn max_batch_says_when_parameters_alone_overflow() {
     err_says(&o, "alone needs 1.100 GB");
 }
 
+/// `remat ARGS`, sent SIGINT after `secs` seconds.
+fn interrupted_after(secs: u64, args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(secs));
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn an_interrupt_keeps_the_best_plan_so_far() {
     let dir = tempfile::tempdir().unwrap();
@@ -498,8 +513,9 @@ fn an_interrupt_keeps_the_best_plan_so_far() {
     // ResNet-50 at 30%: a plan within seconds, then minutes of search and
     // MILP with a gap of 5%. (MobileNet at 60% used to be this instance;
     // the cover program with inputs now proves its plan optimal in 7 s.)
-    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args([
+    let o = interrupted_after(
+        8,
+        &[
             "solve",
             "models/resnet50.yaml",
             "-b",
@@ -508,16 +524,8 @@ fn an_interrupt_keeps_the_best_plan_so_far() {
             "600",
             "--plan",
             plan.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(8));
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
-    let o = child.wait_with_output().unwrap();
+        ],
+    );
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let s = stdout(&o);
     assert!(
@@ -2789,8 +2797,10 @@ fn an_early_interrupt_still_has_a_plan() {
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.json");
-    let child = Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args([
+    let plan_arg = plan.to_str().unwrap();
+    let o = interrupted_after(
+        6,
+        &[
             "solve",
             graph,
             "-b",
@@ -2799,17 +2809,10 @@ fn an_early_interrupt_still_has_a_plan() {
             "remat-exact",
             "--time-limit",
             "60",
-        ])
-        .args(["--plan", plan.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(6));
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
-    let o = child.wait_with_output().unwrap();
+            "--plan",
+            plan_arg,
+        ],
+    );
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     out_says(&o, "interrupted after");
     let o = remat(&["simulate", graph, plan.to_str().unwrap(), "-b", "80%"]);

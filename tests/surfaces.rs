@@ -658,7 +658,9 @@ fn direct_reads_fit_below_the_recompute_floor() {
     ]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("status           optimal"), "{out}");
+    // Optimal within AutoTM's model, not against the step bound: feasible.
+    assert!(out.contains("status           feasible"), "{out}");
+    assert!(out.contains("optimal among this strategy's plans"), "{out}");
     assert!(out.contains("step time"), "{out}");
     let o = remat(&[
         "solve",

@@ -145,6 +145,19 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             }
         )
     });
+    // As in solve: a --memory above the device's fast tier is searched as
+    // given, and the batches found fit it, not the card.
+    if let Some(d) = device
+        .as_ref()
+        .filter(|d| memory > d.fast_capacity && !ctx.quiet)
+    {
+        eprintln!(
+            "note: --memory {} is more than {}'s fast memory ({}): the batches fit the memory given, not the device",
+            memory.human(),
+            d.name,
+            d.fast_capacity.human()
+        );
+    }
     cfg.opts.device = device.map(std::sync::Arc::new);
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.quiet = ctx.quiet;
@@ -190,14 +203,26 @@ fn check_runnable(list: &str, device: bool) -> Result<()> {
 /// `1.25` or `25%` (a quarter slower than all-fast). A bare number below 1
 /// would mean faster than all fast memory, which no plan is: refused, with
 /// the percentage it probably meant.
+/// The largest slowdown taken as a bare number (see [`parse_slowdown`]).
+const MAX_BARE_SLOWDOWN: f64 = 10.0;
+
 fn parse_slowdown(s: &str) -> Result<f64, String> {
     let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().ok().map(|p| 1.0 + p / 100.0),
-        None => t.parse::<f64>().ok(),
+    let factor = t.strip_suffix(['x', 'X']).map(str::trim);
+    let v = match (t.strip_suffix('%'), factor) {
+        (Some(p), _) => p.trim().parse::<f64>().ok().map(|p| 1.0 + p / 100.0),
+        (None, Some(f)) => f.parse::<f64>().ok(),
+        (None, None) => t.parse::<f64>().ok(),
     }
     .filter(|v| v.is_finite())
-    .ok_or("expected a slowdown such as 1.25 or 25%")?;
+    .ok_or("expected a slowdown such as 1.25, 1.25x or 25%")?;
+    // A bare 25 is more likely 25% than a step 25 times as long: asked for,
+    // as --gap asks for 5%; a factor that large is written 25x.
+    if factor.is_none() && !t.ends_with('%') && v > MAX_BARE_SLOWDOWN {
+        return Err(format!(
+            "{t} would allow steps {t} times as long; write {t}% for {t}% slower, or {t}x for the factor"
+        ));
+    }
     if v < 1.0 {
         return Err(match t.strip_suffix('%') {
             Some(_) => "a slowdown below 0% means faster than all-fast memory".into(),
@@ -217,6 +242,11 @@ mod tests {
         assert_eq!(super::parse_slowdown("1.25"), Ok(1.25));
         assert_eq!(super::parse_slowdown("25%"), Ok(1.25));
         assert!(super::parse_slowdown("0.25").unwrap_err().contains("25%"));
+        assert!(super::parse_slowdown("25")
+            .unwrap_err()
+            .contains("write 25% for 25% slower, or 25x"));
+        assert_eq!(super::parse_slowdown("25x"), Ok(25.0));
+        assert_eq!(super::parse_slowdown("2"), Ok(2.0));
         for bad in ["-5%", "x", "inf", "nan"] {
             assert!(super::parse_slowdown(bad).is_err(), "{bad}");
         }

@@ -134,6 +134,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     for n in list.slips(&g, named).iter().filter(|_| !quiet) {
         eprintln!("note: {n}");
     }
+    // As solve says of one budget: past the peak nothing is recomputed.
+    let peak = remat::graph::analysis::checkpoint_all_peak(&g);
+    let above = list.resolve(&g).into_iter().filter(|&b| b > peak).count();
+    if above > 0 && !quiet {
+        eprintln!(
+            "note: {above} of the budgets are more than the checkpoint-all peak ({}): no recomputation is needed there",
+            peak.human()
+        );
+    }
     super::check_device_named(&strategies, device.is_some())?;
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
