@@ -630,7 +630,16 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 "{}: {resumed} of {total_pairs} pairs already done, {} to go",
                 cfg.output.display(),
                 pending.len()
-            )
+            );
+            // Plans are written as pairs are solved; the resumed rows' plans
+            // were written (or not) by the run that solved them.
+            if let Some(dir) = &cfg.plans_dir {
+                eprintln!(
+                    "note: --plans writes {} plans for the pairs solved now; the {resumed} resumed pairs get none in {} (--fresh solves them again)",
+                    pending.len(),
+                    dir.display()
+                );
+            }
         });
     }
 
