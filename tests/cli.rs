@@ -2887,3 +2887,27 @@ fn the_smallest_budget_typed_back_is_accepted() {
         );
     }
 }
+
+/// A sweep interrupted says what it keeps and how to go on, and leaves no
+/// lock file (it was killed without a word).
+#[test]
+fn an_interrupted_sweep_says_how_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("s.csv");
+    let o = interrupted_after(
+        3,
+        &["sweep", "models/resnet50.yaml", "-b", "30%", "-s", "remat-exact"]
+            .into_iter()
+            .chain(["--time-limit", "600", "--no-lp-bound", "-o", csv.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    err_says(&o, "interrupted: the rows finished so far are in");
+    err_says(&o, "run the same command again to resume");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".lock"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -25,3 +25,20 @@ pub fn install() {
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }
+
+/// For runs that write their rows as they finish (sweep, max-batch): on
+/// SIGINT or SIGTERM, say what is kept and exit with 130 at once. The
+/// default action killed them without a word; the finished rows were safe,
+/// but nothing said so, nor how to go on. The rows being solved are lost
+/// (their plans are not answers yet), and the CSVs' lock files go.
+pub fn exit_on_interrupt(message: String) {
+    install();
+    std::thread::spawn(move || loop {
+        if requested() {
+            crate::workflows::resultlog::release_locks();
+            eprintln!("{message}");
+            std::process::exit(130);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    });
+}

@@ -162,6 +162,13 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.quiet = ctx.quiet;
     cfg.output = output.clone();
+    remat::cli::interrupt::exit_on_interrupt(match &output {
+        Some(o) => format!(
+            "interrupted: the strategies finished so far are in {}; run the same command again to resume",
+            o.display()
+        ),
+        None => "interrupted".into(),
+    });
     let rows = maxbatch::run(&g, &cfg).map_err(|e| match e {
         MaxBatchError::Log(
             LogError::Format { .. } | LogError::OtherKind { .. } | LogError::Busy { .. },

@@ -171,6 +171,10 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
                 .unwrap_or_default()
         );
     }
+    remat::cli::interrupt::exit_on_interrupt(format!(
+        "interrupted: the rows finished so far are in {}; run the same command again to resume",
+        output.display()
+    ));
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
         SweepError::Log(
             LogError::Format { .. } | LogError::OtherKind { .. } | LogError::Busy { .. },

@@ -52,6 +52,17 @@ pub struct RunLock {
     _file: File,
 }
 
+/// The lock files held now, for [`release_locks`].
+static HELD: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the lock files of the runs in this process: for an exit that
+/// skips destructors (an interrupt; see `cli::interrupt`).
+pub fn release_locks() {
+    for p in HELD.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 impl RunLock {
     pub fn acquire(csv: &Path) -> Result<RunLock, LogError> {
         let name = csv
@@ -69,7 +80,12 @@ impl RunLock {
             .open(&path)
             .map_err(io_err(&path))?;
         match file.try_lock() {
-            Ok(()) => Ok(RunLock { path, _file: file }),
+            Ok(()) => {
+                HELD.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(path.clone());
+                Ok(RunLock { path, _file: file })
+            }
             Err(std::fs::TryLockError::WouldBlock) => Err(LogError::Busy {
                 path: csv.to_path_buf(),
             }),
@@ -80,6 +96,9 @@ impl RunLock {
 
 impl Drop for RunLock {
     fn drop(&mut self) {
+        HELD.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| p != &self.path);
         let _ = std::fs::remove_file(&self.path);
     }
 }
