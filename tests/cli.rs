@@ -2896,10 +2896,23 @@ fn an_interrupted_sweep_says_how_to_resume() {
     let csv = dir.path().join("s.csv");
     let o = interrupted_after(
         3,
-        &["sweep", "models/resnet50.yaml", "-b", "30%", "-s", "remat-exact"]
-            .into_iter()
-            .chain(["--time-limit", "600", "--no-lp-bound", "-o", csv.to_str().unwrap()])
-            .collect::<Vec<_>>(),
+        &[
+            "sweep",
+            "models/resnet50.yaml",
+            "-b",
+            "30%",
+            "-s",
+            "remat-exact",
+        ]
+        .into_iter()
+        .chain([
+            "--time-limit",
+            "600",
+            "--no-lp-bound",
+            "-o",
+            csv.to_str().unwrap(),
+        ])
+        .collect::<Vec<_>>(),
     );
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     err_says(&o, "interrupted: the rows finished so far are in");

@@ -662,6 +662,38 @@ struct PlanData {
     fixed: Bytes,
 }
 
+/// A plot's title and its second line (the nodes recomputed), each cut
+/// with an ellipsis to the width of the image: a list of long layer names
+/// ran off its right edge.
+fn draw_title<DB: DrawingBackend>(
+    head: &DrawingArea<DB, Shift>,
+    title: &str,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let room = head.dim_in_pixel().0.saturating_sub(32);
+    for (k, line) in title.lines().enumerate() {
+        let color = if line.contains("EXCEEDS") {
+            COLORS[3]
+        } else {
+            BLACK
+        };
+        let font = ("sans-serif", if k == 0 { 20 } else { 14 })
+            .into_font()
+            .color(&color);
+        let chars: Vec<char> = line.chars().collect();
+        let (mut keep, mut text) = (chars.len(), line.to_string());
+        while keep > 8
+            && head
+                .estimate_text_size(&text, &font)
+                .is_ok_and(|(w, _)| w > room)
+        {
+            keep = keep * 9 / 10;
+            text = chars[..keep].iter().collect::<String>() + "…";
+        }
+        head.draw(&Text::new(text, (16, 12 + 26 * k as i32), font))?;
+    }
+    Ok(())
+}
+
 fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> Result<(), String> {
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
@@ -670,20 +702,7 @@ fn draw_plan<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, d: &PlanData) -> 
     let top = peak.max(d.budget.unwrap_or_default()).as_f64() / d.div * 1.3;
     // The title and the list of recomputed nodes, above the chart.
     let (head, body) = root.split_vertically(64);
-    for (k, line) in d.title.lines().enumerate() {
-        let size = if k == 0 { 20 } else { 14 };
-        let color = if line.contains("EXCEEDS") {
-            COLORS[3]
-        } else {
-            BLACK
-        };
-        head.draw(&Text::new(
-            line.to_string(),
-            (16, 12 + 26 * k as i32),
-            ("sans-serif", size).into_font().color(&color),
-        ))
-        .map_err(e)?;
-    }
+    draw_title(&head, &d.title).map_err(e)?;
     let mut chart = ChartBuilder::on(&body)
         .margin(16)
         .x_label_area_size(50)
@@ -924,21 +943,7 @@ fn draw_timed<DB: DrawingBackend>(
     let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
     root.fill(&WHITE).map_err(e)?;
     let (head, body) = root.split_vertically(64);
-    for (k, line) in d.title.lines().enumerate() {
-        let color = if line.contains("EXCEEDS") {
-            COLORS[3]
-        } else {
-            BLACK
-        };
-        head.draw(&Text::new(
-            line.to_string(),
-            (16, 12 + 26 * k as i32),
-            ("sans-serif", if k == 0 { 20 } else { 14 })
-                .into_font()
-                .color(&color),
-        ))
-        .map_err(e)?;
-    }
+    draw_title(&head, &d.title).map_err(e)?;
     let lanes = 1 + d.engines.len();
     // At least three lane heights, so that the lanes' legend fits below a
     // lone compute lane (a synchronous device) too.
