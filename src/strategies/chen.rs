@@ -218,6 +218,13 @@ impl Strategy for Chen {
     ) -> Result<Solution, StrategyError> {
         solve_by_points(self, g, budget, opts)
     }
+
+    /// The knob machinery merges each multi-output kernel itself, and
+    /// judges every setting by its plan lifted back to the graph
+    /// (`knobs::solve_by_points`).
+    fn handles_groups(&self) -> bool {
+        true
+    }
 }
 
 impl TradeOff for Chen {

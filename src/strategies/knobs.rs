@@ -110,12 +110,55 @@ pub fn evaluate(g: &Graph, strategy: &str, p: &KnobPoint) -> Result<Evaluated, S
 
 /// Evaluates every point of a trade-off strategy, calling `tick` after each
 /// with (done, total).
+/// `f` on the settings of `strategy` on `g`, as both `baselines` and
+/// `solve` see them. On a graph with multi-output kernels the heuristic runs
+/// on the graph with each kernel merged into one node (its candidates and
+/// chains are about values, and a kernel's outputs are made together), and
+/// every setting's schedule is lifted back to `g`, where it is simulated: a
+/// setting is judged by the plan it gives. `baselines` used to run the
+/// heuristics on the unmerged graph and `solve` on the merged one, judging
+/// each setting by the merged graph's peak: none of a grouped graph's
+/// trade-off points could be reproduced with `solve`.
+fn with_points<T>(
+    strategy: &dyn TradeOff,
+    g: &Graph,
+    f: impl FnOnce(Points<'_>) -> Result<T, StrategyError>,
+) -> Result<T, StrategyError> {
+    if !g.has_groups() {
+        return f(strategy.points(g)?);
+    }
+    let merged = crate::schedule::groups::Merged::of(g);
+    let inner = strategy.points(&merged.graph)?;
+    let lifted = Points {
+        len: inner.len,
+        monotone: inner.monotone,
+        at: Box::new(|i| {
+            let p = (inner.at)(i);
+            KnobPoint {
+                schedule: merged.lift(g, &p.schedule),
+                ..p
+            }
+        }),
+    };
+    f(lifted)
+}
+
 pub fn evaluate_all(
     g: &Graph,
     strategy: &dyn TradeOff,
     tick: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Evaluated>, StrategyError> {
-    let points = strategy.points(g)?;
+    with_points(strategy, g, |points| {
+        evaluate_points(g, strategy, &points, tick)
+    })
+}
+
+fn evaluate_points(
+    g: &Graph,
+    strategy: &dyn TradeOff,
+    points: &Points<'_>,
+    tick: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Evaluated>, StrategyError> {
     let total = points.len;
     let mut out = Vec::with_capacity(total);
     for i in 0..total {
@@ -134,9 +177,20 @@ pub fn solve_by_points(
     budget: Bytes,
     opts: &SolveOptions,
 ) -> Result<Solution, StrategyError> {
+    with_points(strategy, g, |points| {
+        solve_with(strategy, g, budget, opts, points)
+    })
+}
+
+fn solve_with(
+    strategy: &dyn TradeOff,
+    g: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    points: Points<'_>,
+) -> Result<Solution, StrategyError> {
     let name = strategy.name();
     let deadline = Instant::now() + opts.time_limit;
-    let points = strategy.points(g)?;
     let total = points.len;
     let mut tried = 0;
     let mut least_peak: Option<Evaluated> = None;

@@ -145,7 +145,7 @@ pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
     let (file, header) = generate(name, args)?;
     // Sizes and costs come from the flags (`--memory`, `--cost`), so a
     // graph that fails validation is the flags' doing as often as not.
-    Graph::from_file(&file, name).map_err(|e| {
+    let g = Graph::from_file(&file, name).map_err(|e| {
         input_err(format!(
             "the graph these flags generate is invalid: {}",
             e.to_string().replace('\n', " ")
@@ -156,7 +156,9 @@ pub fn run(args: &ZooArgs, quiet: bool) -> anyhow::Result<()> {
         Some(path) => {
             write_atomic(path, text.as_bytes())?;
             if !quiet {
-                eprintln!("wrote {} ({} nodes)", path.display(), file.nodes.len());
+                // The graph's nodes, as `inspect` and the header count
+                // them: a forward file's listed nodes are a fraction.
+                eprintln!("wrote {} ({} nodes)", path.display(), g.len());
             }
         }
         None => crate::cli::write_stdout(format_args!("{text}"))?,
