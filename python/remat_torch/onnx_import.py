@@ -337,6 +337,8 @@ def _load(path: str):
     import onnx
     from google.protobuf.message import DecodeError
 
+    if os.path.isdir(path):
+        raise ImportFailure("cannot read: a directory, not an ONNX file")
     if not os.path.isfile(path):
         raise ImportFailure("cannot read: no such file")
     try:
@@ -354,6 +356,7 @@ def _load(path: str):
         onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
+    _check_initializers(model)
     _strip_weights(model)
     if model.functions:
         import onnx.inliner
@@ -363,6 +366,34 @@ def _load(path: str):
         except (RuntimeError, ValueError) as e:
             raise ImportFailure(f"cannot inline its local functions: {_one_line(e)}") from None
     return model
+
+
+def _check_initializers(model):
+    """Each initializer's data holds as many elements as its dims say. The checker does
+    not look: a weight whose dims were edited (32x5x3x3 over 32x16x3x3 floats) was
+    imported, with the parameter count and the convolution's MACs of the phantom
+    shape."""
+    from onnx import TensorProto
+
+    typed = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+    for t in model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            continue
+        numel = _numel(list(t.dims))
+        where = f"initializer '{t.name}'"
+        if t.raw_data:
+            want = _nbytes(numel, t.data_type, where)
+            if len(t.raw_data) != want:
+                raise ImportFailure(f"{where} has dims {list(t.dims)} ({want} bytes) but holds "
+                                    f"{len(t.raw_data)} bytes of data")
+            continue
+        if _dtype_name(t.data_type) in ("complex64", "complex128"):
+            continue
+        for f in typed:
+            n = len(getattr(t, f))
+            if n and n != numel:
+                raise ImportFailure(f"{where} has dims {list(t.dims)} ({numel} elements) but "
+                                    f"holds {n} values")
 
 
 def _strip_weights(model):

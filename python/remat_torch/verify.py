@@ -23,6 +23,7 @@ same model, and compares the losses.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -70,11 +71,23 @@ def batch_from(plan: Dict, graph: Optional[Dict], batch: Optional[int]) -> int:
     raise RematInputError(f"{plan.get('_path', 'plan')}: cannot tell the batch size: pass --batch")
 
 
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``torch.equal``, with NaN equal to NaN in the same places: a model that has
+    diverged gives NaN gradients in eager too, and ``torch.equal`` blamed the plan for
+    them (verify said FAILED for bitwise-identical NaN gradients)."""
+    if torch.equal(a, b):
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype or not (a.is_floating_point() or a.is_complex()):
+        return False
+    na, nb = torch.isnan(a), torch.isnan(b)
+    return bool(torch.equal(na, nb) and torch.equal(a[~na], b[~nb]))
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.device.type == "cpu":
-        return torch.equal(a, b)
+        return _equal(a, b)
     try:
-        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, b, equal_nan=True)
         return True
     except AssertionError:
         return False
@@ -86,7 +99,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if not (a.is_floating_point() or a.is_complex()):
         return torch.equal(a, b)
-    return torch.allclose(a, b, rtol=EAGER_RTOL, atol=EAGER_ATOL)
+    return torch.allclose(a, b, rtol=EAGER_RTOL, atol=EAGER_ATOL, equal_nan=True)
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -175,7 +188,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     eagp = dict(eager_model.named_parameters(remove_duplicate=False))
     g_bad = [k for k in cap.grads if not _same(params[k].grad, refp[k].grad)]
     e_bad = [k for k in cap.grads if eagp[k].grad is None
-             or not torch.equal(params[k].grad, eagp[k].grad)]
+             or not _equal(params[k].grad, eagp[k].grad)]
     e_diff = max([_max_diff(params[k].grad, eagp[k].grad) for k in cap.grads
                   if eagp[k].grad is not None] or [0.0])
     # eager gives a gradient to a parameter the joint graph does not: the plan leaves it out
@@ -185,7 +198,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
               or not _close(params[k].grad, eagp[k].grad)]
     bufs, refb, eagb = (dict(m.named_buffers()) for m in (model, ref_model, eager_model))
     b_bad = [k for k in bufs if not _same(bufs[k], refb[k])]
-    b_eager = [k for k in bufs if not torch.equal(bufs[k], eagb[k])]
+    b_eager = [k for k in bufs if not _equal(bufs[k], eagb[k])]
     b_far = [k for k in bufs if not _close(bufs[k], eagb[k])]
     l_far = not _close(loss_plan.detach().cpu().double(), loss_eager.detach().cpu().double())
     # once per step: +1 per call of the module, as eager (a BatchNorm module the forward
@@ -223,7 +236,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     peak_ok = rep.measured_peak == rep.simulated_peak
     sizes_ok = not ex.size_mismatches
     rep.ok = sizes_ok and rep.grads_bitwise and rep.buffers_bitwise and once and peak_ok and (
-        loss_plan.item() == loss_ref.item()) and rep.eager_close
+        _equal(loss_plan.detach().cpu(), loss_ref.detach().cpu())) and rep.eager_close
     cmp = "bitwise" if data[0].device.type == "cpu" else "assert_close"
     L = rep.lines = [] + rep.lines
     L.append(f"model            {plan.get('model')} ({len(cap.nodes)} nodes, "
@@ -296,8 +309,9 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
         le.backward()
         opt_e.step()
         a, b = lp.item(), le.item()
-        same = a == b
-        close = abs(a - b) <= EAGER_ATOL + EAGER_RTOL * abs(b)
+        both_nan = math.isnan(a) and math.isnan(b)
+        same = a == b or both_nan
+        close = same or abs(a - b) <= EAGER_ATOL + EAGER_RTOL * abs(b)
         rep.ok = rep.ok and close
         rep.losses[f"step{step}"] = a
         rep.losses[f"eager{step}"] = b

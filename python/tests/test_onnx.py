@@ -648,3 +648,19 @@ def test_resnet18_remat_inspect_and_solve(resnet18_graph):
     res = _remat("solve", path, "-b", str(budget), "-s", "remat-fast", "--time-limit", "10")
     assert res.returncode == 0, res.stderr
     assert re.search(r"status\s+(optimal|feasible)", res.stdout), res.stdout
+
+
+def test_initializer_dims_must_match_its_data(tmp_path):
+    """A weight whose dims were edited (16x3 over 16x8 floats) was imported with the
+    phantom shape's parameter count and MACs; a directory said 'no such file'."""
+    path = mlp(tmp_path)
+    model = onnx.load(path)
+    w1 = next(t for t in model.graph.initializer if t.name == "w1")
+    full = onnx.numpy_helper.to_array(w1)
+    w1.CopyFrom(onnx.numpy_helper.from_array(full, "w1"))  # raw_data form
+    del w1.dims[:]
+    w1.dims.extend([16, 3])
+    onnx.save(model, path)
+    _one_line_error(_run_cli(path, "-o", str(tmp_path / "x.yaml")),
+                    "initializer 'w1' has dims [16, 3] (192 bytes) but holds 512 bytes")
+    _one_line_error(_run_cli(str(tmp_path), "-o", str(tmp_path / "y.yaml")), "a directory")

@@ -51,6 +51,17 @@ class StepNet(nn.Module):
 def buffer_rebind(b):
     torch.manual_seed(0)
     return StepNet(), (torch.randn(b, 16), torch.randint(0, 4, (b,))), F.cross_entropy
+
+class Diverged(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.l, s.o = nn.Linear(8, 8), nn.Linear(8, 1)
+    def forward(s, x):
+        return s.o(torch.sqrt(s.l(x))).squeeze(1)
+
+def diverged(b):
+    torch.manual_seed(0)
+    return Diverged(), (torch.randn(b, 8), torch.randn(b)), F.mse_loss
 '''
 
 
@@ -528,3 +539,12 @@ def test_a_private_generator_is_refused_by_name():
 
     with pytest.raises(RematInputError, match="a torch.Generator of the model's own"):
         capture(GenDrop(), xy(), F.cross_entropy)
+
+
+def test_verify_does_not_blame_a_plan_for_nan(factories, workdir, remat_bin):
+    """A model that has diverged (sqrt of negatives) has NaN loss and gradients in eager
+    too: torch.equal never holds for NaN, so verify said FAILED for gradients whose bits
+    were eager's."""
+    graph, plan = _solved(factories, "diverged", workdir, remat_bin)
+    rep = verify(f"{factories}:diverged", plan, graph)
+    assert rep.ok and rep.grads_bitwise and rep.eager_bitwise, "\n".join(rep.lines)
