@@ -218,13 +218,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
     names.dedup();
 
     let timed = rows.iter().any(|r| r.timing.is_some());
-    let y_of = |r: &Row| {
-        if timed {
-            r.timing.as_ref().map(|t| t.step_overhead)
-        } else {
-            r.overhead
-        }
-    };
+    let y_of = |r: &Row| r.compared(timed).1;
     let mut curves: Vec<StepCurve> = Vec::new();
     let mut no_plan = Vec::new();
     let mut not_applicable = Vec::new();

@@ -184,13 +184,7 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
             // ratio (0.998 for offload-all at 3.25x the step) said nothing
             // of its stalls.
             let timed = rows.iter().any(|r| r.timing.is_some());
-            let metric = |r: &Row| {
-                if timed {
-                    r.timing.as_ref().map(|t| t.step_seconds)
-                } else {
-                    r.cost
-                }
-            };
+            let metric = |r: &Row| r.compared(timed).0;
             let plans_of = |name: &str| -> HashMap<Bytes, f64> {
                 rows.iter()
                     .filter(|r| r.strategy == name)

@@ -129,6 +129,18 @@ impl RowTiming {
 }
 
 impl Row {
+    /// What reports compare a row by: its step time (and step overhead)
+    /// when the sweep was timed on a device, else its cost (and cost
+    /// overhead). A plan that offloads computes no more than checkpoint-all,
+    /// so its cost says nothing of its stalls.
+    pub fn compared(&self, timed: bool) -> (Option<f64>, Option<f64>) {
+        match (timed, &self.timing) {
+            (false, _) => (self.cost, self.overhead),
+            (true, Some(t)) => (Some(t.step_seconds), Some(t.step_overhead)),
+            (true, None) => (None, None),
+        }
+    }
+
     /// The resume key.
     pub fn key(&self) -> (String, String, Bytes) {
         (self.model.clone(), self.strategy.clone(), self.budget)
