@@ -430,7 +430,15 @@ fn draw_sweep<DB: DrawingBackend>(
     let (left, side) = root.split_horizontally(SIZE.0 - 270);
     let mut chart = ChartBuilder::on(&left)
         .caption(
-            format!("{}: compute overhead vs memory budget", d.model),
+            format!(
+                "{}: {} vs memory budget",
+                d.model,
+                if d.timed {
+                    "step time"
+                } else {
+                    "compute overhead"
+                }
+            ),
             ("sans-serif", 22),
         )
         .margin(16)
