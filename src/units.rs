@@ -304,8 +304,10 @@ impl BudgetSpec {
             }
         };
         let (num, den) = parse_decimal(number).map_err(|e| err(e.reason()))?;
-        // Twenty digits and eighteen decimals times a TB pass u128.
-        let bytes = num.checked_mul(mult).map_or(u128::MAX, |p| p.div_ceil(den));
+        // Twenty digits and eighteen decimals times a TB pass u128. A byte
+        // budget is a cap, so a fraction of a byte rounds down: 64.5 bytes
+        // let a 65-byte plan "fit" when it rounded up.
+        let bytes = num.checked_mul(mult).map_or(u128::MAX, |p| p / den);
         if bytes > u64::MAX as u128 {
             return Err(err("too large"));
         }

@@ -334,7 +334,7 @@ fn budgets_that_are_probably_mistakes() {
     let dir = tempfile::tempdir().unwrap();
     let m = linear8(dir.path());
     let m = m.to_str().unwrap();
-    // 0.9 bytes round up to 1, below the smallest budget (3): a slip for 90%.
+    // 0.9 bytes round down to 0, below the smallest budget (3): a slip for 90%.
     let o = remat(&["solve", m, "-b", "0.9"]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
@@ -2577,7 +2577,7 @@ fn budget_files_ask_about_percentages_as_inline_lists_do() {
     let err = stderr(&o);
     assert!(
         err.contains(
-            "pct.yaml: 0.5 is 1 B (1 bytes), below the smallest budget; did you mean 50%?"
+            "pct.yaml: 0.5 is 0 B (0 bytes), below the smallest budget; did you mean 50%?"
         ),
         "{err}"
     );
@@ -2596,7 +2596,7 @@ fn budget_files_ask_about_percentages_as_inline_lists_do() {
     ]);
     assert!(
         stderr(&o).contains(
-            "--budgets: 0.9 is 1 B (1 bytes), below the smallest budget; did you mean 90%?"
+            "--budgets: 0.9 is 0 B (0 bytes), below the smallest budget; did you mean 90%?"
         ),
         "{}",
         stderr(&o)
@@ -2923,4 +2923,246 @@ fn an_interrupted_sweep_says_how_to_resume() {
         .filter(|n| n.ends_with(".lock"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// remat keeps the file's order of first computations (as Checkmate does),
+/// and the simulator rightly accepts plans in any order: a tester's plan in
+/// another order cost 13 where `solve` said `optimal` at 23, and fit 72 B
+/// where every strategy said "infeasible: no plan fits". The claims now
+/// say which plans they cover, and `simulate` says when a plan is outside.
+#[test]
+fn claims_name_the_file_order_where_another_order_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ord = write(
+        d,
+        "ord.yaml",
+        "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: x2, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n  - {name: y2, cost: 1, memory: 1, deps: [x2]}\n  - {name: z, cost: 1, memory: 1, deps: [y1, y2]}\n",
+    );
+    let o = remat(&["solve", ord.to_str().unwrap(), "-b", "12"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(&o, "cost             23 ");
+    out_says(
+        &o,
+        "lower bound      23 cost units, plans in the file's node order",
+    );
+    let hand = write(
+        d,
+        "hand.plan",
+        "# model: ord\n%0 = allocate x1\ncompute x1, %0\n%1 = allocate y1\ncompute y1, %1 <- %0\ndeallocate %0\n%2 = allocate x2\ncompute x2, %2\n%3 = allocate y2\ncompute y2, %3 <- %2\ndeallocate %2\n%4 = allocate z\ncompute z, %4 <- %1, %3\ndeallocate %1\ndeallocate %3\ndeallocate %4\n",
+    );
+    let o = remat(&[
+        "simulate",
+        ord.to_str().unwrap(),
+        hand.to_str().unwrap(),
+        "-b",
+        "12",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(&o, "cost             13 ");
+    out_says(
+        &o,
+        "first computes the nodes in another order than the graph file's",
+    );
+
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/order");
+    let f2 = data.join("f2.yaml");
+    let o = remat(&["solve", f2.to_str().unwrap(), "-b", "72", "-q"]);
+    one_line_error(
+        &o,
+        "infeasible: no plan that first computes the nodes in the file's order fits 72 B (72 bytes); reordering the graph file may let one fit",
+    );
+    let plan = data.join("f2-at72.plan");
+    let o = remat(&[
+        "simulate",
+        f2.to_str().unwrap(),
+        plan.to_str().unwrap(),
+        "-b",
+        "72",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(&o, "budget           72 B (72 bytes): fits");
+    out_says(&o, "another order than the graph file's");
+
+    // On a chain the file's order is the only one: no qualifier, no note.
+    let m = linear8(d);
+    let plan = d.join("chain.plan");
+    let o = remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-b",
+        "60%",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("file's node order"), "{}", stdout(&o));
+    let o = remat(&["simulate", m.to_str().unwrap(), plan.to_str().unwrap()]);
+    assert!(!stdout(&o).contains("another order"), "{}", stdout(&o));
+}
+
+/// Small slips a tester found in the figures and notes around a plan.
+#[test]
+fn fractions_notes_and_ratios_say_what_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tiny = write(
+        d,
+        "tiny.yaml",
+        "name: tiny\ngraph: training\nnodes:\n  - {name: a, cost: 1, memory: 10}\n  - {name: b, cost: 2, memory: 20, deps: [a]}\n  - {name: c, cost: 3, memory: 30, deps: [b]}\n  - {name: gc, cost: 4, memory: 5, deps: [c, b], backward: true}\n  - {name: gb, cost: 5, memory: 7, deps: [gc, a], backward: true}\n",
+    );
+    let t = tiny.to_str().unwrap();
+    let plan = d.join("all.plan");
+    let o = remat(&[
+        "solve",
+        t,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p = plan.to_str().unwrap();
+    // A fraction of a byte rounds down: the 65-byte plan does not fit
+    // 64.5 bytes (it "fit" a budget rounded up to 65).
+    let o = remat(&["simulate", t, p, "-b", "64.5"]);
+    one_line_error(&o, "peak 65 exceeds the budget 64");
+    // Without a budget, a peak past the device's memory does not "fit the
+    // budget".
+    let dev = write(
+        d,
+        "dev.yaml",
+        "name: tinydev\ncompute:\n  cost_is_seconds: true\nfast:\n  capacity: 20\nslow:\n  capacity: 20\n  to_slow: 10\n  to_fast: 10\n  latency: 0\n  engines: duplex\n  direct_read: none\n",
+    );
+    let stripped: String = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("# budget"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let nb = write(d, "nobudget.plan", &stripped);
+    let o = remat(&[
+        "simulate",
+        t,
+        nb.to_str().unwrap(),
+        "--device",
+        dev.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    err_says(
+        &o,
+        "more than tinydev's fast memory (20 B): it does not fit on the device",
+    );
+    assert!(!stderr(&o).contains("fits the budget"), "{}", stderr(&o));
+    // A bare number above the smallest budget is bytes, with no "did you
+    // mean N%?" (docs/format.md, Budgets).
+    let o = remat(&["solve", t, "-b", "60", "-s", "checkpoint-all"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+    // A graph that costs nothing: every plan is 1x checkpoint-all, in
+    // simulate as in solve.
+    let zero = write(
+        d,
+        "zero.yaml",
+        "name: zero\ngraph: training\nnodes:\n  - {name: a, cost: 0, memory: 1}\n  - {name: b, cost: 0, memory: 1, deps: [a]}\n",
+    );
+    let zp = d.join("zero.plan");
+    let o = remat(&[
+        "solve",
+        zero.to_str().unwrap(),
+        "-b",
+        "100%",
+        "--plan",
+        zp.to_str().unwrap(),
+    ]);
+    out_says(&o, "(1.0000x checkpoint-all");
+    let o = remat(&["simulate", zero.to_str().unwrap(), zp.to_str().unwrap()]);
+    out_says(&o, "(1.0000x checkpoint-all)");
+}
+
+/// A bound is never above a plan: the LP's 13.000000000000004 was written
+/// as the bound of a plan costing 13 (whole costs make whole bounds, and
+/// 21.5 rounds up to 22); a trade-off point is listed once, not once per
+/// setting that reaches it.
+#[test]
+fn bounds_are_tidy_and_trade_off_points_are_listed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ord = write(
+        d,
+        "ord.yaml",
+        "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: x2, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n  - {name: y2, cost: 1, memory: 1, deps: [x2]}\n  - {name: z, cost: 1, memory: 1, deps: [y1, y2]}\n",
+    );
+    let csv = d.join("lp.csv");
+    let o = remat(&[
+        "sweep",
+        ord.to_str().unwrap(),
+        "-b",
+        "100%,12",
+        "-s",
+        "lp-bound,checkmate-ilp",
+        "-o",
+        csv.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let bounds: Vec<(String, String, String)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].to_string(), f[2].to_string(), f[7].to_string())
+        })
+        .collect();
+    for want in [
+        ("checkmate-ilp", "21", "13"),
+        ("checkmate-ilp", "12", "23"),
+        ("lp-bound", "21", "13"),
+        ("lp-bound", "12", "22"),
+    ] {
+        assert!(
+            bounds
+                .iter()
+                .any(|(s, b, lb)| (s.as_str(), b.as_str(), lb.as_str()) == want),
+            "{want:?} in {text}"
+        );
+    }
+    let o = remat(&["baselines", ord.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shown = stdout(&o);
+    let lin: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("lin-greedy "))
+        .collect();
+    assert_eq!(lin.len(), 2, "{shown}");
+    assert!(
+        lin.iter().any(|l| l.contains(" 13 ")) && lin.iter().any(|l| l.contains(" 18 ")),
+        "{shown}"
+    );
+}
+
+/// A rule broken in a hand-edited text plan is found by its line, not
+/// only by the statement's index counted from 0 past the header.
+#[test]
+fn a_text_plan_error_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ord = write(
+        d,
+        "ord.yaml",
+        "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n",
+    );
+    let bad = write(
+        d,
+        "bad.plan",
+        "# model: ord\n\n%0 = allocate x1\ncompute x1, %0\ndeallocate %0\n# a comment\n%1 = allocate y1\ncompute y1, %1 <- %0\n",
+    );
+    let o = remat(&["simulate", ord.to_str().unwrap(), bad.to_str().unwrap()]);
+    one_line_error(
+        &o,
+        "bad.plan: line 8 (plan statement 4): compute 'y1' reads %0, which was already deallocated",
+    );
 }

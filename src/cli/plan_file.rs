@@ -88,6 +88,7 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
         if l.is_empty() {
             continue;
         }
+        // Keep in step with `statement_lines`.
         if let Some(c) = l.strip_prefix('#') {
             // Other `#` lines are comments, free text.
             if let Some((k, v)) = c.split_once(':') {
@@ -232,6 +233,33 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
     Ok(pf)
 }
 
+/// The line of each statement of a text plan, in order: every line that
+/// is neither blank nor a `#` line, as `parse_text` reads them.
+fn statement_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = l.trim();
+            !l.is_empty() && !l.starts_with('#')
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// Where a replay error lies in the file the user edits: a text plan's
+/// line beside the statement's index (the index alone, counted from 0,
+/// sent a reader of a hand-edited plan to the wrong line).
+fn locate(plan: &Path, e: &crate::schedule::simulator::SimError) -> String {
+    let line = crate::input::read_text(plan, crate::input::MAX_GRAPH_BYTES)
+        .ok()
+        .filter(|t| !t.trim_start().starts_with('{'))
+        .and_then(|t| statement_lines(&t).get(e.index).copied());
+    match line {
+        Some(l) => format!("line {l} (plan statement {}): {}", e.index, e.msg),
+        None => e.to_string(),
+    }
+}
+
 /// Reads a plan file (JSON or text) for the graph read from `model`, and
 /// refuses one made for another graph, naming both files.
 pub fn load_plan(g: &Graph, model: &Path, path: &Path) -> anyhow::Result<(PlanFile, Plan)> {
@@ -296,7 +324,7 @@ pub fn check_plan(
     budget: Option<crate::units::Bytes>,
 ) -> anyhow::Result<(crate::schedule::SimReport, Option<crate::units::Bytes>)> {
     let rep = crate::schedule::simulate_on(g, p, device)
-        .map_err(|e| input_err(format!("{}: {e}", plan.display())))?;
+        .map_err(|e| input_err(format!("{}: {}", plan.display(), locate(plan, &e))))?;
     // A plan is made for a budget: the one asked for, else its own.
     let (limit, whose) = match budget {
         Some(b) => (Some(b), "the budget"),

@@ -50,7 +50,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             let (rep, _) = check_plan(&g, plan, &file, &p, device.as_ref(), None)?;
             if let Some(n) = device
                 .as_ref()
-                .and_then(|d| super::over_device(rep.peak, d))
+                .and_then(|d| super::over_device(rep.peak, d, file.budget.map(remat::Bytes)))
             {
                 notes.push(n);
             }

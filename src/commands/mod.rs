@@ -44,10 +44,20 @@ pub use remat::cli::write_stdout;
 /// overflows: it fits the budget it was made for, not the card. `solve`
 /// says so of a budget over the device; the commands that replay a plan
 /// file said nothing and reported "fits".
-pub fn over_device(peak: remat::Bytes, d: &remat::device::Device) -> Option<String> {
+pub fn over_device(
+    peak: remat::Bytes,
+    d: &remat::device::Device,
+    budget: Option<remat::Bytes>,
+) -> Option<String> {
     (peak > d.fast_capacity).then(|| {
+        let what = match budget {
+            Some(b) if peak <= b => "the plan fits the budget, not the device",
+            // Without a budget there is nothing else it fits (the note
+            // said "fits the budget" with none given).
+            _ => "it does not fit on the device",
+        };
         format!(
-            "the plan's peak {} is more than {}'s fast memory ({}): the plan fits the budget, not the device",
+            "the plan's peak {} is more than {}'s fast memory ({}): {what}",
             peak.human(),
             d.name,
             d.fast_capacity.human()

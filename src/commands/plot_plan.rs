@@ -51,6 +51,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     };
     // A plan file without a budget is still drawn against the memory it
     // would have on the device.
+    let given = budget;
     let budget = budget.or(device.as_ref().map(|d| d.fast_capacity));
     let plot_err = |e: PlotError| match e {
         PlotError::Plan(_) => input_err(format!("{}: {e}", plan.display())),
@@ -62,7 +63,9 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         let (sim, tl) =
             plot::plot_plan_timed(&g, &p, d, budget, &file.strategy, &output).map_err(plot_err)?;
         warn_over(&plan, sim.peak, budget);
-        if let Some(n) = super::over_device(sim.peak, d).filter(|_| !ctx.quiet) {
+        // Against the device's own capacity the warning above has said it.
+        let note = given.and_then(|b| super::over_device(sim.peak, d, Some(b)));
+        if let Some(n) = note.filter(|_| !ctx.quiet) {
             eprintln!("note: {n}");
         }
         if !ctx.quiet {

@@ -2,6 +2,8 @@
 
 use anyhow::Result;
 use remat::cli::{check_plan, load_device, load_graph, load_plan, parse_budget};
+use remat::graph::analysis::first_computations_in_file_order;
+use remat::schedule::plan::Statement;
 use remat::units::short_float;
 use std::path::PathBuf;
 
@@ -54,7 +56,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     outln!(
         "cost             {} {unit} ({:.4}x checkpoint-all)",
         short_float(rep.cost),
-        rep.cost / g.total_cost().max(f64::MIN_POSITIVE)
+        g.overhead(rep.cost)
     )?;
     outln!("peak memory      {} ({} bytes)", rep.peak.human(), rep.peak)?;
     if let (Some(t), Some(d)) = (&rep.timing, &device) {
@@ -85,9 +87,20 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             g.fixed_memory.get()
         )?;
     }
+    // solve's bounds, statuses and infeasibility proofs keep the file's
+    // order of first computations (as Checkmate does); a plan in another
+    // order may beat an "optimal" answer or fit an "infeasible" budget,
+    // and the user comparing the two should know why.
+    let computed = p.statements.iter().filter_map(|s| match s {
+        Statement::Compute { node, .. } => Some(*node),
+        _ => None,
+    });
+    if !first_computations_in_file_order(&g, computed) {
+        outln!("note             the plan first computes the nodes in another order than the graph file's; solve's bounds and statuses are about plans in the file's order")?;
+    }
     let over = device
         .as_ref()
-        .and_then(|d| super::over_device(rep.peak, d));
+        .and_then(|d| super::over_device(rep.peak, d, limit));
     if let Some(b) = limit {
         let fits = match &device {
             Some(d) if over.is_some() => format!(

@@ -7,6 +7,7 @@ use remat::cli::{
     check_output, input_err, interrupt, load_device, load_graph, plan_text, write_output,
 };
 use remat::cli::{plural, Budget, Interrupted};
+use remat::graph::analysis::order_is_forced;
 use remat::solve::{self, Outcome, SolveError};
 use remat::strategies::watch::Watch;
 use remat::strategies::{self, Status, Strategy, StrategyError};
@@ -147,8 +148,13 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if let (Some(t), Some(d)) = (out.timing(), &device) {
         let mut lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
         if let (Some(lb), Some(gap)) = (out.step_bound, out.step_gap()) {
+            let which = if order_is_forced(&g) {
+                "no plan within the budget"
+            } else {
+                "no plan within the budget that first computes the nodes in the file's order"
+            };
             lines.push_str(&format!(
-                "step bound       {lb} (gap {:.3}%: no plan within the budget is faster)\n",
+                "step bound       {lb} (gap {:.3}%: {which} is faster)\n",
                 gap * 100.0
             ));
         }
@@ -174,7 +180,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if interrupted {
         return Err(Interrupted.into());
     }
-    status_result(&out, &budget, device.is_some())
+    status_result(&out, &budget, device.is_some(), order_is_forced(&g))
 }
 
 /// How a watched solve ended.
@@ -257,19 +263,25 @@ fn run_watched(
 }
 
 /// The exit code of an answer, as the README's table gives it.
-fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
-    let hint = budget
-        .did_you_mean()
-        .map(|h| format!("; {h}"))
-        .unwrap_or_default();
+fn status_result(out: &Outcome, budget: &Budget, tiers: bool, forced: bool) -> Result<()> {
+    // No "did you mean N%?" here: below the smallest budget the pipeline
+    // refused the budget before any strategy ran (with the hint); above
+    // it, a bare number is taken at its word (docs/format.md, Budgets).
     match out.status {
         Status::Optimal | Status::Feasible | Status::Bound => Ok(()),
+        Status::Infeasible if forced => Err(input_err(format!(
+            "infeasible: no plan fits {}",
+            budget.show()
+        ))),
+        // The proof covers the file's order of first computations only;
+        // another topological order may fit (a tester's reordered plan
+        // did, and `simulate` rightly accepted it).
         Status::Infeasible => Err(input_err(format!(
-            "infeasible: no plan fits {}{hint}",
+            "infeasible: no plan that first computes the nodes in the file's order fits {}; reordering the graph file may let one fit",
             budget.show()
         ))),
         Status::NoFit => anyhow::bail!(
-            "{} found no plan that fits {}; that does not mean none exists: try {}{hint}",
+            "{} found no plan that fits {}; that does not mean none exists: try {}",
             out.strategy,
             budget.show(),
             if tiers && out.strategy == "remat-tiered" {
@@ -288,10 +300,10 @@ fn status_result(out: &Outcome, budget: &Budget, tiers: bool) -> Result<()> {
         // remat-exact seeds from a share of its limit and gives the rest to
         // the MILP; remat-fast spends all of it on finding plans.
         Status::NoSolution if out.strategy == "remat-exact" && !tiers => anyhow::bail!(
-            "no plan found within the time limit; -s remat-fast or a longer --time-limit may find one{hint}"
+            "no plan found within the time limit; -s remat-fast or a longer --time-limit may find one"
         ),
         Status::NoSolution => anyhow::bail!(
-            "no plan found within the time limit; a longer --time-limit may find one{hint}"
+            "no plan found within the time limit; a longer --time-limit may find one"
         ),
     }
 }
@@ -312,12 +324,11 @@ fn print_summary(
     writeln!(w, "budget           {}", budget.show())?;
     writeln!(w, "status           {}", out.status)?;
     if let Some(sim) = &out.sim {
-        let base = g.total_cost();
         writeln!(
             w,
             "cost             {} {unit} ({:.4}x checkpoint-all, {})",
             short_float(sim.cost),
-            if base > 0.0 { sim.cost / base } else { 1.0 },
+            g.overhead(sim.cost),
             plural(
                 sim.computations - g.len(),
                 "recomputation",
@@ -337,10 +348,14 @@ fn print_summary(
         // Cost bounds come from recomputation alone: on a device with a
         // slow tier, a plan that offloads may compute less than the bound
         // (another strategy's plan beat it, unqualified, in one summary).
-        let scope = if device.is_some_and(|d| d.slow.capacity > Bytes::ZERO) {
-            ", recompute-only plans"
-        } else {
-            ""
+        let scope = match (
+            device.is_some_and(|d| d.slow.capacity > Bytes::ZERO),
+            order_is_forced(g),
+        ) {
+            (true, true) => ", recompute-only plans",
+            (true, false) => ", recompute-only plans in the file's node order",
+            (false, true) => "",
+            (false, false) => ", plans in the file's node order",
         };
         match ratio {
             Some(r) => writeln!(

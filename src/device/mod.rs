@@ -397,6 +397,7 @@ impl Quantity {
             Quantity::Number(v) if v.is_finite() && *v >= 0.0 && v.fract() == 0.0 => {
                 Ok(Bytes(*v as u64))
             }
+            Quantity::Number(v) if *v < 0.0 => Err(format!("{key}: {v}: a capacity must not be negative")),
             Quantity::Number(v) => Err(format!("{key}: {v} is not a whole number of bytes")),
             // Parsed as a budget is, but said as a capacity: the budget's
             // own words ("a budget must be positive", "or NN%") misled.
@@ -429,6 +430,9 @@ impl Quantity {
     fn seconds(&self, key: &str) -> Result<Seconds, String> {
         match self {
             Quantity::Number(v) if v.is_finite() && *v >= 0.0 => Ok(Seconds(*v)),
+            Quantity::Number(v) if *v < 0.0 => {
+                Err(format!("{key}: {v}: a duration must not be negative"))
+            }
             Quantity::Number(v) => Err(format!("{key}: {v} is not a duration")),
             Quantity::Text(s) => parse_seconds(s).map_err(|e| format!("{key}: {e}")),
         }

@@ -17,6 +17,40 @@ pub fn last_use(g: &Graph) -> Vec<NodeId> {
         .collect()
 }
 
+/// Whether the file's order is the graph's only topological order: each
+/// node reads the one before it (or shares its kernel). The solvers, their
+/// bounds and the feasibility search keep the file's order of first
+/// computations, as Checkmate does; where another order exists, a plan in
+/// it may be cheaper or fit where none in the file's order does, so every
+/// claim about "every plan" must say which plans it covers.
+pub fn order_is_forced(g: &Graph) -> bool {
+    g.ids().skip(1).all(|i| {
+        let prev = NodeId::from(i.idx() - 1);
+        g.group_start(i) == g.group_start(prev) || g.deps(i).contains(&prev)
+    })
+}
+
+/// Whether a plan's first computations come in the file's order, the
+/// order every bound and status of `solve` is about.
+pub fn first_computations_in_file_order(
+    g: &Graph,
+    computed: impl IntoIterator<Item = NodeId>,
+) -> bool {
+    let mut seen = vec![false; g.len()];
+    let mut next = 0usize;
+    for n in computed {
+        if n.idx() >= seen.len() || seen[n.idx()] {
+            continue;
+        }
+        seen[n.idx()] = true;
+        if n.idx() != next {
+            return false;
+        }
+        next += 1;
+    }
+    true
+}
+
 /// Peak of computing every node once in order, freeing each value right
 /// after its last reader, counting the output being computed. This is an
 /// independent formula; the simulator must agree with it on checkpoint-all

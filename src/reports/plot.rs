@@ -860,7 +860,6 @@ pub fn plot_plan(
         .unwrap_or_default()
         .max(budget.unwrap_or_default());
     let (div, unit) = byte_unit(max.as_f64());
-    let base = g.total_cost();
     let recomputed: Vec<(usize, String)> = trace
         .recomputations
         .iter()
@@ -872,7 +871,7 @@ pub fn plot_plan(
     let mut title = format!(
         "{} ({strategy}): cost {:.3}x checkpoint-all, {}",
         g.name,
-        if base > 0.0 { sim.cost / base } else { 1.0 },
+        g.overhead(sim.cost),
         crate::cli::plural(
             trace.recomputations.len(),
             "recomputation",

@@ -73,9 +73,20 @@ fn mark_pareto(points: Vec<Evaluated>) -> Vec<Point> {
             .iter()
             .any(|q| q.cost <= p.cost && q.peak <= p.peak && (q.cost < p.cost || q.peak < p.peak))
     };
+    // A setting that lands on the same point as an earlier one is not a
+    // trade-off point of its own (lin-greedy listed one point five times).
+    let repeats = |i: usize, p: &Evaluated| {
+        points[..i]
+            .iter()
+            .any(|q| q.cost == p.cost && q.peak == p.peak)
+    };
     // Quadratic, but curves have at most a few thousand points and this is
     // negligible next to simulating them.
-    let flags: Vec<bool> = points.iter().map(|p| !dominated(p)).collect();
+    let flags: Vec<bool> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| !dominated(p) && !repeats(i, p))
+        .collect();
     points
         .into_iter()
         .zip(flags)
@@ -176,11 +187,7 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                         "{:<15} {:>9} {:>9.4}x {:>18} {:>7.2}% {:>7}  {}{}\n",
                         c.strategy,
                         trim(e.cost),
-                        if base_cost > 0.0 {
-                            e.cost / base_cost
-                        } else {
-                            1.0
-                        },
+                        g.overhead(e.cost),
                         e.peak.get(),
                         if base_peak.get() > 0 {
                             100.0 * e.peak.as_f64() / base_peak.as_f64()
@@ -198,7 +205,7 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                 }
                 if shown.len() < points.len() {
                     s.push_str(&format!(
-                        "{:<15} ({} of {} settings shown: the rest are dominated; --all lists them)\n",
+                        "{:<15} ({} of {} settings shown: the rest are dominated or repeat a shown point; --all lists them)\n",
                         "",
                         shown.len(),
                         points.len()

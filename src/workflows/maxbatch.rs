@@ -309,9 +309,8 @@ fn probe(
         (Some(_), None) => unreachable!("a plan solved with a device is timed"),
         (None, _) => None,
     };
-    let base = gb.total_cost();
     Ok(Some(Fit {
-        overhead: if base > 0.0 { cost / base } else { 1.0 },
+        overhead: gb.overhead(cost),
         peak,
         slowdown,
     }))

@@ -655,7 +655,6 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         });
     }
 
-    let checkpoint_all_cost = g.total_cost();
     let min_budget = analysis::min_feasible_budget(g);
     let bounds: HashMap<Bytes, OnceLock<Option<f64>>> =
         pending.iter().map(|&(_, b)| (b, OnceLock::new())).collect();
@@ -731,7 +730,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         let mut keep = true;
         match result {
             Ok(Ok(out)) => {
-                fill_row(&mut row, &out, checkpoint_all_cost, cfg.zero_timings);
+                fill_row(&mut row, &out, &g, cfg.zero_timings);
                 if let (Some(t), Some(base)) = (out.timing(), all_fast) {
                     row.timing = Some(RowTiming::of(t, base));
                 }
@@ -779,6 +778,15 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 // values to the slow tier may cost less than them, and its
                 // "gap" would only look like a proof of optimality.
                 let moves = out.timing().is_some_and(|t| t.copies > 0);
+                // A bound a hair above a plan the simulator checked is the
+                // solver's noise (solve.rs refuses anything past 1e-6).
+                row.lp_bound = row.lp_bound.map(|b| {
+                    let b = g.tidy_bound(b);
+                    match row.cost {
+                        Some(c) if !moves && c < b => c,
+                        _ => b,
+                    }
+                });
                 if let (Some(c), Some(lb), false) = (row.cost, row.lp_bound, moves) {
                     row.gap = Some(if c > 0.0 {
                         ((c - lb) / c).max(0.0)
@@ -896,10 +904,10 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     })
 }
 
-fn fill_row(row: &mut Row, out: &Outcome, base: f64, zero_timings: bool) {
+fn fill_row(row: &mut Row, out: &Outcome, g: &Graph, zero_timings: bool) {
     row.status = out.status.as_str().to_string();
     row.cost = out.cost();
-    row.overhead = out.cost().map(|c| if base > 0.0 { c / base } else { 1.0 });
+    row.overhead = out.cost().map(|c| g.overhead(c));
     row.peak = out.peak();
     row.solve_seconds = Some(if zero_timings { 0.0 } else { out.seconds });
 }
