@@ -7,12 +7,12 @@ one line naming the file and the node, with exit code 2 and no traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import List, Optional
 
 from .errors import RematInputError
+from .files import write_text
 
 
 def _export(a) -> int:
@@ -40,11 +40,8 @@ def _export(a) -> int:
                   peak_flops=a.peak_tflops * 1e12 if a.peak_tflops else None,
                   bandwidth=a.bandwidth_gbs * 1e9 if a.bandwidth_gbs else None,
                   optimizer=a.optimizer, factory=a.factory)
-    tmp = a.output + ".tmp"
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, a.output)
+        write_text(a.output, text)
     except OSError as e:
         raise RematInputError(f"{a.output}: cannot be written ({e.strerror or e})") from e
     print(f"{a.output}: {name}, {len(cap.nodes)} nodes ({len(cap.kernels())} kernels), "
@@ -65,6 +62,8 @@ def _verify(a) -> int:
 def _train(a) -> int:
     from .verify import train
 
+    if a.steps < 1:
+        raise RematInputError(f"--steps must be at least 1 (got {a.steps})")
     rep = train(a.factory, a.plan, graph_path=a.graph, batch=a.batch, steps=a.steps,
                 lr=a.lr, seed=a.seed)
     print("\n".join(rep.lines))

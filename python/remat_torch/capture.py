@@ -750,7 +750,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
             + ("the model has no parameter that requires grad" if not n_req else
                f"the loss does not depend on any of its {n_req} parameters that require grad")
             + " (nothing to train)")
-    cap = _build(gm, phs, loss, grads, muts, used, model, batch, groups)
+    cap = _build(gm, phs, loss, grads, muts, used, model, batch, groups, loss_fn)
     trained = [(k, t) for k, t in cap.constants.items() if t.requires_grad]
     if trained:
         t = trained[0][1]
@@ -884,7 +884,7 @@ def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Ten
         raise RematInputError(f"{spec.rpartition(':')[0]}: {spec.rpartition(':')[2]}: {e}") from e
 
 
-def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Capture:
+def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True, loss_fn=None) -> Capture:
     node_of: Dict[fx.Node, Optional[GraphNode]] = {}
     bases: Dict[fx.Node, List[GraphNode]] = {}
     members: Dict[fx.Node, List[GraphNode]] = {}
@@ -987,6 +987,15 @@ def _build(gm, phs, loss, grads, muts, api, model, batch, groups=True) -> Captur
     # its own input (and gives each its own partial gradient), all bound to the one tensor
     params = {_strip("model." + k): p for k, p in model.named_parameters(remove_duplicate=False)}
     buffers = {_strip("model." + k): b for k, b in model.named_buffers(remove_duplicate=False)}
+    # a loss that is a module (CrossEntropyLoss(weight=...), a loss with a learnable
+    # weighting) is a child of the wrapper: AOTAutograd lifts its tensors as
+    # ``loss_fn.*`` inputs like the model's (the executor looked them up among the
+    # model's and failed)
+    if isinstance(loss_fn, torch.nn.Module):
+        params.update({"loss_fn." + k: p
+                       for k, p in loss_fn.named_parameters(remove_duplicate=False)})
+        buffers.update({"loss_fn." + k: b
+                        for k, b in loss_fn.named_buffers(remove_duplicate=False)})
     batch_meta = [(list(map(int, t.shape)), str(t.dtype).replace("torch.", "")) for t in batch]
     cap = Capture(gm=gm, nodes=nodes, by_name=by_name, node_of=node_of, placeholders=phs,
                   loss=loss, grads=grads, mutations=muts, params=params, buffers=buffers,

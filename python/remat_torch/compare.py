@@ -51,6 +51,7 @@ import torch.fx as fx
 from . import binary
 from .capture import Capture
 from .errors import RematInputError
+from .files import write_text
 
 DEFAULT_FRACTIONS = [round(0.1 * i, 1) for i in range(11)]  # 0.0 .. 1.0 (1.0: no budget)
 
@@ -263,10 +264,7 @@ def write_plan(path: str, model: str, fixed_memory: int, strategy: str,
     plan = {"model": model, "strategy": strategy, "budget": budget,
             "fixed_memory": fixed_memory, "cost": cost, "peak_memory": peak,
             "statements": statements}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(plan, f)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(plan))
 
 
 # --------------------------------------------------------------------------- remat's answers
@@ -595,9 +593,7 @@ def run_compare(a) -> int:
     graph = stem + ".yaml"
     text = export(cap, batch, graph_name(base, a.batch, cap.fingerprint), a.batch, cost=a.cost,
                   device=a.device, factory=a.factory)
-    with open(graph + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(graph + ".tmp", graph)
+    write_text(graph, text)
     if _estimator_class() is None:
         print(f"warning: torch {torch.__version__} has no CustomRuntimeEstimator: PyTorch's "
               "knapsack uses its own FLOP estimate, not the graph file's costs")

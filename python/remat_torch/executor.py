@@ -329,6 +329,20 @@ class Executor:
                 f"{self.path}: {changed} since the model was captured: the joint graph is "
                 "another one now; make a new Executor (train_step re-captures by itself)")
 
+    def _kernel(self, name: str, n: fx.Node, args, kwargs):
+        """Runs one captured kernel. Fake tensors cannot see values, so a kernel the
+        capture accepted may still fail on the real batch (a class index past the
+        logits, a token id past the embedding): that is the batch's fault, said in one
+        line naming the node, not a traceback from deep in the executor."""
+        try:
+            return n.target(*args, **kwargs)
+        except RematInputError:
+            raise
+        except Exception as e:
+            raise RematInputError(
+                f"{self.path}: node '{name}' ({getattr(n.target, '__name__', n.target)}) "
+                f"failed on the real batch: {type(e).__name__}: {e}") from e
+
     def _ensure_grads(self) -> None:
         for p in self.cap.trained_params().values():
             if p.grad is None or p.grad.shape != p.shape:
@@ -472,10 +486,10 @@ class Executor:
                             if not first_run and name in rng:
                                 saved = _get_rng(cuda)
                                 _set_rng(rng[name], cuda)
-                                out = n.target(*args, **kwargs)
+                                out = self._kernel(name, n, args, kwargs)
                                 _set_rng(saved, cuda)
                             else:
-                                out = n.target(*args, **kwargs)
+                                out = self._kernel(name, n, args, kwargs)
                             del args, kwargs, live, read
                         else:
                             # the kernel ran at the group's first member, just before
@@ -747,14 +761,36 @@ def _autocast_state() -> tuple:
                  for d in ("cpu", "cuda"))
 
 
+_SETTING_TYPES = (bool, int, float, str, type(None))
+
+
+def _setting(v) -> bool:
+    return isinstance(v, _SETTING_TYPES) or (
+        isinstance(v, tuple) and all(isinstance(x, _SETTING_TYPES) for x in v))
+
+
+def _settings(m: torch.nn.Module) -> tuple:
+    """A module's plain settings (Dropout.p, BatchNorm's momentum and eps, a stochastic
+    depth rate): the trace bakes them into the graph as constants, so a step after one
+    changed ran the old value without a word."""
+    return tuple((a, v) for a, v in vars(m).items()
+                 if not a.startswith("_") and a != "training" and _setting(v))
+
+
 def model_state(model: torch.nn.Module) -> tuple:
     """What a capture depends on besides the batch and the loss function: which
-    parameters require grad (the joint graph computes their gradients only), each
-    module's training mode (dropout, BatchNorm) and the torch.autocast state around
-    the call (the capture traces its casts into the graph)."""
+    parameters require grad (the joint graph computes their gradients only), which
+    tensor objects the parameters and buffers are (the capture holds the ones it saw:
+    after ``load_state_dict(assign=True)`` or a replaced layer it trained the old ones,
+    and the new ones kept ``grad None``), each module's training mode and plain
+    settings (dropout, BatchNorm), and the torch.autocast state around the call (the
+    capture traces its casts into the graph)."""
     return (tuple((k, p.requires_grad) for k, p in model.named_parameters(remove_duplicate=False)),
             tuple((k, m.training) for k, m in model.named_modules()),
-            _autocast_state())
+            _autocast_state(),
+            tuple((k, id(t)) for k, t in model.named_parameters(remove_duplicate=False)),
+            tuple((k, id(t)) for k, t in model.named_buffers(remove_duplicate=False)),
+            tuple((k, _settings(m)) for k, m in model.named_modules()))
 
 
 @contextlib.contextmanager
@@ -786,6 +822,22 @@ def _state_change(was: tuple, now: tuple) -> str:
                 return f"on ({t})" if o else "off"
             return (f"torch.autocast('{d}') is {say(on2, dtype2)} (it was {say(on, dtype)} "
                     "when the model was captured)")
+    if [k for k, _ in was[3]] == [k for k, _ in now[3]]:
+        for (k, a), (_, b) in zip(was[3], now[3]):
+            if a != b:
+                return f"parameter '{k}' is another tensor than the one captured"
+    if [k for k, _ in was[4]] == [k for k, _ in now[4]]:
+        for (k, a), (_, b) in zip(was[4], now[4]):
+            if a != b:
+                return f"buffer '{k}' is another tensor than the one captured"
+    for (k, a), (k2, b) in zip(was[5], now[5]):
+        if k == k2 and a != b:
+            old, new = dict(a), dict(b)
+            for attr in sorted(set(old) | set(new), key=str):
+                if old.get(attr) != new.get(attr):
+                    what = f"module '{k}'" if k else "the model"
+                    return (f"{what} has {attr}={new.get(attr)!r} (it was "
+                            f"{old.get(attr)!r})")
     return "the model's parameters or modules changed"
 
 

@@ -125,25 +125,37 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
     return plan, graph, model, data, loss_fn, cap
 
 
-def _twin(spec: str, n: int, model: torch.nn.Module):
+def _named(model: torch.nn.Module, loss_fn, buffers: bool = False) -> Dict[str, torch.Tensor]:
+    """The tensors of a step by the capture's names: the model's own, then a loss
+    module's as ``loss_fn.*`` (a weighted CrossEntropyLoss, a learnable loss weighting)."""
+    def of(m):
+        return (m.named_buffers(remove_duplicate=False) if buffers
+                else m.named_parameters(remove_duplicate=False))
+    out = dict(of(model))
+    if isinstance(loss_fn, torch.nn.Module):
+        out.update(("loss_fn." + k, t) for k, t in of(loss_fn))
+    return out
+
+
+def _twin(spec: str, n: int, model: torch.nn.Module, loss_fn=None):
     """Another (model, loss_fn) from the factory, with ``model``'s parameter and buffer
     values: for the reference runs. Not a deepcopy: a loss_fn that closes over the
     model (a weight-decay term, ``sum(p.pow(2).sum() for p in model.parameters())``)
     would still read the first model's parameters, which are then not the copy's
     (they became constants of the copy's graph: another fingerprint)."""
-    twin, _, loss_fn = call_factory(spec, n)
+    twin, _, twin_loss = call_factory(spec, n)
     mine = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
     if twin is model or any(id(t) in mine for t in (*twin.parameters(), *twin.buffers())):
         # the factory returns the same model object (a module-level model, built when
         # the file was executed): a run on it would write the first run's p.grad
-        return copy.deepcopy(model), loss_fn
+        return copy.deepcopy(model), twin_loss
     dev = next((t.device for t in model.parameters()), None)
     if dev is not None and dev.type != "cpu":
         twin = twin.to(dev)
-    src = dict(model.named_parameters(remove_duplicate=False))
-    src.update(model.named_buffers(remove_duplicate=False))
-    dst = dict(twin.named_parameters(remove_duplicate=False))
-    dst.update(twin.named_buffers(remove_duplicate=False))
+    src = _named(model, loss_fn)
+    src.update(_named(model, loss_fn, buffers=True))
+    dst = _named(twin, twin_loss)
+    dst.update(_named(twin, twin_loss, buffers=True))
     if list(src) != list(dst) or any(src[k].shape != dst[k].shape for k in src):
         bad = next((k for k in src if k not in dst or src[k].shape != dst[k].shape),
                    next(iter(dst.keys() - src.keys()), "?"))
@@ -153,7 +165,7 @@ def _twin(spec: str, n: int, model: torch.nn.Module):
         for k, t in src.items():
             dst[k].copy_(t)
     twin.train(model.training)
-    return twin, loss_fn
+    return twin, twin_loss
 
 
 def has_transfers(plan: Dict) -> bool:
@@ -165,8 +177,8 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
            device_file: Optional[str] = None) -> Report:
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
     n = batch_from(plan, graph, batch)
-    ref_model, ref_loss_fn = _twin(spec, n, model)
-    eager_model, eager_loss_fn = _twin(spec, n, model)
+    ref_model, ref_loss_fn = _twin(spec, n, model, loss_fn)
+    eager_model, eager_loss_fn = _twin(spec, n, model, loss_fn)
     ex = Executor(model, loss_fn, data, plan, cap=cap)
     ref = Executor(ref_model, ref_loss_fn, data, plan,
                    cap=capture(ref_model, data, ref_loss_fn))
@@ -183,9 +195,9 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
 
     rep = Report(ok=True)
     # every name of a tied parameter (cap.grads has them all; they share one p.grad)
-    params = dict(model.named_parameters(remove_duplicate=False))
-    refp = dict(ref_model.named_parameters(remove_duplicate=False))
-    eagp = dict(eager_model.named_parameters(remove_duplicate=False))
+    params = _named(model, loss_fn)
+    refp = _named(ref_model, ref_loss_fn)
+    eagp = _named(eager_model, eager_loss_fn)
     g_bad = [k for k in cap.grads if not _same(params[k].grad, refp[k].grad)]
     e_bad = [k for k in cap.grads if eagp[k].grad is None
              or not _equal(params[k].grad, eagp[k].grad)]
@@ -293,10 +305,13 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
           seed: int = 0) -> Report:
     """``steps`` SGD steps with the plan vs eager from the same start; same batch each step."""
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
-    eager_model, eager_loss_fn = _twin(spec, batch_from(plan, graph, batch), model)
+    eager_model, eager_loss_fn = _twin(spec, batch_from(plan, graph, batch), model, loss_fn)
     ex = Executor(model, loss_fn, data, plan, cap=cap)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    opt_e = torch.optim.SGD(eager_model.parameters(), lr=lr)
+    # a loss module's own parameters (a learnable loss weighting) train too
+    def trainable(m, lf):
+        return list({id(p): p for p in _named(m, lf).values()}.values())
+    opt = torch.optim.SGD(trainable(model, loss_fn), lr=lr)
+    opt_e = torch.optim.SGD(trainable(eager_model, eager_loss_fn), lr=lr)
     rep = Report(ok=True)
     rep.lines.append(f"{'step':>4} {'loss (plan)':>18} {'loss (eager)':>18}  same")
     for step in range(steps):

@@ -548,3 +548,143 @@ def test_verify_does_not_blame_a_plan_for_nan(factories, workdir, remat_bin):
     graph, plan = _solved(factories, "diverged", workdir, remat_bin)
     rep = verify(f"{factories}:diverged", plan, graph)
     assert rep.ok and rep.grads_bitwise and rep.eager_bitwise, "\n".join(rep.lines)
+
+
+def test_train_step_follows_replaced_parameters_and_changed_settings():
+    """train_step's cache key held parameter names, modes and autocast only: after
+    ``load_state_dict(assign=True)`` or a replaced layer it trained the tensors it had
+    captured (the loss was the old weights', the new ones kept ``grad None``), and a
+    changed ``Dropout.p`` or BatchNorm momentum ran the value baked into the first
+    capture. Each is now part of what a capture depends on: train_step captures again
+    and matches eager, and an Executor built directly refuses in one line."""
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Dropout(0.25),
+                             nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 3))
+    data = xy()
+    model = make()
+    plan = plan_for(capture(model, data, F.cross_entropy))
+    eager = copy.deepcopy(model)
+
+    def step_both():
+        torch.manual_seed(5)
+        model.zero_grad(set_to_none=True)
+        got = train_step(model, plan, data, F.cross_entropy)
+        want = run_eager(eager, data, F.cross_entropy, seed=5)
+        assert torch.equal(got, want)
+        assert_same_grads(model, eager)
+        for (k, b), (_, c) in zip(model.named_buffers(), eager.named_buffers()):
+            assert torch.equal(b, c), k
+
+    step_both()
+    # new parameter objects with other values, in both
+    torch.manual_seed(1)
+    fresh = make().state_dict()
+    fresh = {k: v + 0.5 if v.is_floating_point() else v for k, v in fresh.items()}
+    model.load_state_dict(copy.deepcopy(fresh), assign=True)
+    eager.load_state_dict(copy.deepcopy(fresh), assign=True)
+    step_both()
+    # a replaced layer
+    torch.manual_seed(2)
+    head = nn.Linear(8, 3)
+    model[5] = head
+    eager[5] = copy.deepcopy(head)
+    step_both()
+    # plain settings the trace bakes in
+    for m in (model, eager):
+        m[2].p = 0.6
+        m[4].momentum = 0.9
+    step_both()
+
+    ex = Executor(model, F.cross_entropy, data, plan)
+    model[2].p = 0.1
+    with pytest.raises(RematInputError, match=r"module '2' has p=0.1 \(it was 0.6\)"):
+        ex(*data)
+    model[2].p = 0.6
+    model[0].weight = nn.Parameter(model[0].weight.detach().clone())
+    with pytest.raises(RematInputError, match="parameter '0.weight' is another tensor"):
+        ex(*data)
+
+
+LOSS_MODULES = '''
+import torch, torch.nn as nn, torch.nn.functional as F
+
+def net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 24), nn.Tanh(), nn.Linear(24, 5))
+
+def data(b):
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(b, 12, generator=g), torch.randint(0, 5, (b,), generator=g)
+
+def weighted(b):
+    return net(), data(b), nn.CrossEntropyLoss(weight=torch.tensor([1., 2., 3., 1., .5]))
+
+class Uncertainty(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.log_var = nn.Parameter(torch.tensor(0.3))
+        s.proj = nn.Linear(5, 5)
+        s.proj.requires_grad_(False)
+    def forward(s, out, y):
+        return F.cross_entropy(s.proj(out), y) * torch.exp(-s.log_var) + s.log_var
+
+def learnable(b):
+    return net(), data(b), Uncertainty()
+
+def bad_target(b):
+    x, _ = data(b)
+    return net(), (x, torch.full((b,), 7)), F.cross_entropy
+'''
+
+
+def test_a_loss_module_brings_its_own_tensors(tmp_path, workdir, remat_bin):
+    """A loss that is an nn.Module is a child of the capture's wrapper, so AOTAutograd
+    lifts its weights as ``loss_fn.*`` inputs: the executor looked them up among the
+    model's and failed with a KeyError (a weighted CrossEntropyLoss), and export itself
+    failed on a loss with a learnable parameter. Both now run, its learnable parameter
+    gets eager's gradient, and `train` updates it as eager's optimizer would."""
+    f = tmp_path / "lossmods.py"
+    f.write_text(LOSS_MODULES)
+    for fn in ("weighted", "learnable"):
+        g = workdir / f"{fn}.yaml"
+        p = workdir / f"{fn}.json"
+        assert run_main("export", f"{f}:{fn}", "--batch", "3", "-o", str(g)).returncode == 0
+        binary.run(["solve", str(g), "-b", "100%", "-s", "checkpoint-all", "--plan", str(p),
+                    "-q"])
+        rep = verify(f"{f}:{fn}", str(p), graph_path=str(g))
+        assert rep.ok, rep.lines
+        assert any("vs eager: bitwise" in line for line in rep.lines), rep.lines
+    from remat_torch.verify import train
+    rep = train(f"{f}:learnable", str(p), graph_path=str(g), steps=2)
+    assert rep.ok and rep.losses["step1"] == rep.losses["eager1"], rep.lines
+    # the learnable weight's gradient is eager's
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lossmods", f)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model, batch, loss_fn = mod.learnable(3)
+    e_model, _, e_loss = mod.learnable(3)
+    train_step(model, str(p), batch, loss_fn)
+    run_eager(e_model, batch, e_loss)
+    assert loss_fn.log_var.grad is not None
+    assert torch.equal(loss_fn.log_var.grad, e_loss.log_var.grad)
+    assert loss_fn.proj.weight.grad is None
+
+    # a kernel that fails on the real batch (a class index past the logits) is one
+    # line naming the node, exit 2, not a traceback from the executor
+    g = workdir / "bad.yaml"
+    p = workdir / "bad.json"
+    assert run_main("export", f"{f}:bad_target", "--batch", "2", "-o", str(g)).returncode == 0
+    binary.run(["solve", str(g), "-b", "100%", "-s", "checkpoint-all", "--plan", str(p), "-q"])
+    with pytest.raises(RematInputError,
+                       match=r"node 'nll_loss_forward' .* failed on the real batch: "
+                             r"IndexError: Target 7 is out of bounds"):
+        verify(f"{f}:bad_target", str(p), graph_path=str(g))
+    r = run_main("train", f"{f}:bad_target", str(p), "--graph", str(g), "--steps", "0")
+    assert r.returncode == 2 and r.stderr == "error: --steps must be at least 1 (got 0)\n"
+
+
+def test_a_multi_line_message_is_one_line():
+    e = RematInputError("model.py: factory failed: ValueError: line one\nline two\n")
+    assert str(e) == "model.py: factory failed: ValueError: line one line two"

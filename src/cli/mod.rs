@@ -449,6 +449,11 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
         std::process::id()
     ));
     std::fs::write(&tmp, contents).with_context(context)?;
+    // The file replaced keeps its mode (a 0640 CSV stayed private only
+    // until the next resume rewrote it with the umask's).
+    if let Ok(m) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, m.permissions());
+    }
     if let Err(e) = std::fs::rename(&tmp, path) {
         let _ = std::fs::remove_file(&tmp);
         return Err(anyhow::Error::new(e).context(context()));
