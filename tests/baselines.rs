@@ -463,6 +463,32 @@ fn revolve_is_optimal_and_binomial() {
     }
 }
 
+/// A long chain, with snapshots for every state and with a few: the
+/// recursion ran as deep as the chain (a 15,000-layer chain overflowed the
+/// solve thread's stack and aborted `remat solve`), and the action list is
+/// still the replayable optimum. Runs on a thread with a small stack, as
+/// the solvers' are.
+#[test]
+fn revolve_reverses_long_chains_without_recursing() {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            for (l, snaps) in [(60_000usize, 60_000usize), (60_000, 59_999), (3_000, 3)] {
+                let actions = revolve(l, snaps);
+                assert_eq!(
+                    advances(&actions),
+                    min_forward_steps(l as u64, snaps as u64),
+                    "l={l} snaps={snaps}"
+                );
+                let per_step = replay(l, snaps, &actions);
+                assert_eq!(per_step.len(), l + 1, "l={l}");
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 /// On linear(n) the chain has l = n+1 steps (n layers and the loss);
 /// revolve with s snapshots plus the free input makes exactly
 /// t(l, s+1) − (l−1) recomputations: its reversal-phase advances.

@@ -236,6 +236,25 @@ fn other_inputs_and_bad_inputs() {
     assert_eq!(short.params(), 124_439_808);
     assert!(networks::build("gpt2", Some(Input::Image(8, 8))).is_err());
     assert!(networks::build("alexnet", None).is_err());
+    // Past 65,536 pixels a side a layer's figures wrapped in u64: VGG16 at
+    // 4294967311x4294967357 was written, with 84 TB for its first layer.
+    let e = networks::build("vgg16", Some(Input::Image(4_294_967_311, 4_294_967_357))).unwrap_err();
+    assert!(e.to_string().contains("past 65536 pixels a side"), "{e}");
+    // A batch that takes a layer past 2^53 bytes is refused by the graph's
+    // validation, not wrapped.
+    let big = networks::build("vgg16", Some(Input::Image(65_536, 65_536))).unwrap();
+    assert!(Graph::from_file(&big.to_file(u32::MAX), "big").is_err());
+    // All-to-all skips on a long random DAG drew 4×10¹⁰ times and ran out
+    // of memory; refused before drawing.
+    let all_to_all = RandomDag {
+        nodes: 200_000,
+        width: 1,
+        skip_prob: 1.0,
+        skip_span: 200_000,
+        ..RandomDag::default()
+    };
+    let e = all_to_all.check().unwrap_err();
+    assert!(e.contains("candidate edges"), "{e}");
 }
 
 #[test]

@@ -117,8 +117,20 @@ pub fn revolve(steps: usize, snaps: usize) -> Vec<Action> {
 }
 
 /// Reverses steps a+1 ..= b, with y_a the current state and held in a
-/// slot, and `free` more slots available.
+/// slot, and `free` more slots available. The recursion of the textbook
+/// form runs as deep as the chain is long (its head call keeps every slot),
+/// which overflowed the solve thread's stack on a 15,000-layer chain: the
+/// calls and the actions between them are a work list instead.
 fn reverse(a: usize, b: usize, free: usize, first: bool, out: &mut Vec<Action>) {
+    enum Work {
+        Reverse {
+            a: usize,
+            b: usize,
+            free: usize,
+            first: bool,
+        },
+        Emit(Action),
+    }
     let turn = |k: usize, first: bool| {
         if first {
             Action::Firsturn(k)
@@ -126,43 +138,72 @@ fn reverse(a: usize, b: usize, free: usize, first: bool, out: &mut Vec<Action>) 
             Action::Youturn(k)
         }
     };
-    let m = b - a;
-    if m == 1 {
-        out.push(turn(b, first));
-        return;
-    }
-    if free == 0 {
-        // One slot: re-advance from y_a for every step, last to first.
-        out.push(Action::Advance { from: a, to: b - 1 });
-        out.push(turn(b, first));
-        for k in (a + 1..b).rev() {
-            out.push(Action::Restore(a));
-            if k - 1 > a {
-                out.push(Action::Advance { from: a, to: k - 1 });
+    let mut work = vec![Work::Reverse { a, b, free, first }];
+    while let Some(w) = work.pop() {
+        let (a, b, free, first) = match w {
+            Work::Emit(action) => {
+                out.push(action);
+                continue;
             }
-            out.push(Action::Youturn(k));
+            Work::Reverse { a, b, free, first } => (a, b, free, first),
+        };
+        let m = b - a;
+        if m == 1 {
+            out.push(turn(b, first));
+            continue;
         }
-        return;
+        if free == 0 {
+            // One slot: re-advance from y_a for every step, last to first.
+            out.push(Action::Advance { from: a, to: b - 1 });
+            out.push(turn(b, first));
+            for k in (a + 1..b).rev() {
+                out.push(Action::Restore(a));
+                if k - 1 > a {
+                    out.push(Action::Advance { from: a, to: k - 1 });
+                }
+                out.push(Action::Youturn(k));
+            }
+            continue;
+        }
+        // Advance i steps, snapshot, reverse the tail with one slot fewer,
+        // then the head with the slot back: i + t(m-i, free) + t(i, free+1),
+        // where t counts slots including the one holding the segment's start.
+        let cost = |i: usize| {
+            i as u64
+                + min_forward_steps((m - i) as u64, free as u64)
+                + min_forward_steps(i as u64, free as u64 + 1)
+        };
+        // With a slot for every state of the tail, every step runs once and
+        // i = 1 is the one optimal split (cost m + i - 2): no scan, which on
+        // a long chain with many snapshots was quadratic.
+        let i = if free + 1 >= m {
+            1
+        } else {
+            let best = (1..m).map(cost).min().expect("m >= 2");
+            (1..m)
+                .rev()
+                .find(|&i| cost(i) == best)
+                .expect("a minimum exists")
+        };
+        out.push(Action::Advance { from: a, to: a + i });
+        out.push(Action::Takeshot(a + i));
+        // Popped in the order written: the tail, the release, the restore,
+        // then the head.
+        work.push(Work::Reverse {
+            a,
+            b: a + i,
+            free,
+            first: false,
+        });
+        work.push(Work::Emit(Action::Restore(a)));
+        work.push(Work::Emit(Action::Release(a + i)));
+        work.push(Work::Reverse {
+            a: a + i,
+            b,
+            free: free - 1,
+            first,
+        });
     }
-    // Advance i steps, snapshot, reverse the tail with one slot fewer, then
-    // the head with the slot back: i + t(m-i, free) + t(i, free+1), where
-    // t counts slots including the one holding the segment's start.
-    let cost = |i: usize| {
-        i as u64
-            + min_forward_steps((m - i) as u64, free as u64)
-            + min_forward_steps(i as u64, free as u64 + 1)
-    };
-    let best = (1..m).map(cost).min().expect("m >= 2");
-    let i = (1..m)
-        .rev()
-        .find(|&i| cost(i) == best)
-        .expect("a minimum exists");
-    out.push(Action::Advance { from: a, to: a + i });
-    out.push(Action::Takeshot(a + i));
-    reverse(a + i, b, free - 1, first, out);
-    out.push(Action::Release(a + i));
-    out.push(Action::Restore(a));
-    reverse(a, a + i, free, false, out);
 }
 
 /// Forward steps (advances) in an action sequence.

@@ -149,7 +149,26 @@ pub fn evaluate_all(
     tick: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Evaluated>, StrategyError> {
     with_points(strategy, g, |points| {
-        evaluate_points(g, strategy, &points, tick)
+        evaluate_points(g, strategy, &points, usize::MAX, tick).map(|(e, _)| e)
+    })
+}
+
+/// The most computations a setting may make and still be replayed: its plan
+/// holds about three statements per computation. A setting with one
+/// checkpoint on a 50,000-layer chain recomputes 3×10⁸ times, and its plan
+/// asked for 30 GB at once (an abort, not an error).
+pub const MAX_REPLAYED_COMPUTATIONS: usize = 10_000_000;
+
+/// [`evaluate_all`], leaving out the settings past `max_computations`;
+/// also says how many it left out.
+pub fn evaluate_all_within(
+    g: &Graph,
+    strategy: &dyn TradeOff,
+    max_computations: usize,
+    tick: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Evaluated>, usize), StrategyError> {
+    with_points(strategy, g, |points| {
+        evaluate_points(g, strategy, &points, max_computations, tick)
     })
 }
 
@@ -157,15 +176,22 @@ fn evaluate_points(
     g: &Graph,
     strategy: &dyn TradeOff,
     points: &Points<'_>,
+    max_computations: usize,
     tick: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<Evaluated>, StrategyError> {
+) -> Result<(Vec<Evaluated>, usize), StrategyError> {
     let total = points.len;
     let mut out = Vec::with_capacity(total);
+    let mut skipped = 0;
     for i in 0..total {
-        out.push(evaluate(g, strategy.name(), &(points.at)(i))?);
-        tick(out.len(), total);
+        let p = (points.at)(i);
+        if p.schedule.recomputations().saturating_add(g.len()) > max_computations {
+            skipped += 1;
+        } else {
+            out.push(evaluate(g, strategy.name(), &p)?);
+        }
+        tick(out.len() + skipped, total);
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// `Strategy::solve` for any trade-off strategy: the cheapest setting whose
@@ -223,6 +249,11 @@ fn solve_with(
         let began = Instant::now();
         let p = (points.at)(i);
         let work = (p.schedule.recomputations() + n) as f64;
+        // Past what a plan can be replayed in (MAX_REPLAYED_COMPUTATIONS):
+        // steered past as if it did not fit, never evaluated.
+        if work > MAX_REPLAYED_COMPUTATIONS as f64 {
+            return false;
+        }
         if eval_work > 0.0 {
             let predicted = std::time::Duration::from_secs_f64(work * eval_secs / eval_work);
             if Instant::now() + predicted >= deadline {

@@ -7,7 +7,7 @@
 use crate::graph::analysis::checkpoint_all_peak;
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, Schedule};
-use crate::strategies::knobs::{evaluate_all, Evaluated};
+use crate::strategies::knobs::{evaluate_all_within, Evaluated, MAX_REPLAYED_COMPUTATIONS};
 use crate::strategies::{baselines, StrategyError};
 
 /// One strategy's trade-off curve on a graph, or why it does not apply.
@@ -15,6 +15,8 @@ use crate::strategies::{baselines, StrategyError};
 pub struct Curve {
     pub strategy: &'static str,
     pub result: Result<Vec<Point>, String>,
+    /// Settings left out: past [`MAX_REPLAYED_COMPUTATIONS`].
+    pub skipped: usize,
 }
 
 /// One knob setting as measured by the simulator.
@@ -37,17 +39,26 @@ pub fn curves(
     let mut out = vec![Curve {
         strategy: "checkpoint-all",
         result: Ok(mark_pareto(vec![checkpoint_all_point(g)?])),
+        skipped: 0,
     }];
     for s in baselines() {
         let name = s.name();
-        let result = match evaluate_all(g, s.as_ref(), &mut |d, t| tick(name, d, t)) {
-            Ok(points) => Ok(mark_pareto(points)),
-            Err(StrategyError::NotApplicable { reason, .. }) => Err(reason),
-            Err(e) => return Err(e),
-        };
+        let mut skipped = 0;
+        let result =
+            match evaluate_all_within(g, s.as_ref(), MAX_REPLAYED_COMPUTATIONS, &mut |d, t| {
+                tick(name, d, t)
+            }) {
+                Ok((points, left_out)) => {
+                    skipped = left_out;
+                    Ok(mark_pareto(points))
+                }
+                Err(StrategyError::NotApplicable { reason, .. }) => Err(reason),
+                Err(e) => return Err(e),
+            };
         out.push(Curve {
             strategy: name,
             result,
+            skipped,
         });
     }
     Ok(out)
@@ -212,6 +223,14 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                     ));
                 }
             }
+        }
+        if c.skipped > 0 {
+            s.push_str(&format!(
+                "{:<15} ({} settings left out: each recomputes more than {} times, past what a plan can be replayed in memory)\n",
+                "",
+                c.skipped,
+                MAX_REPLAYED_COMPUTATIONS
+            ));
         }
     }
     s

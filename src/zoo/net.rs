@@ -142,15 +142,18 @@ impl Net {
     /// The graph file at this batch size. Costs and activation bytes scale
     /// with the batch; `fixed_memory` is parameters plus their gradients.
     pub fn to_file(&self, batch: u32) -> GraphFile {
-        let b = batch as u64;
+        // In floating point: a batch of 2^32 times a layer's figures passes
+        // u64 and wrapped to a plausible graph; as a float the graph's
+        // validation refuses what is past 2^53.
+        let b = batch as f64;
         let needs = self.needs_grad();
-        let bytes = |elems: u64| (elems * BYTES_PER_ELEM * b) as f64;
+        let bytes = |elems: u64| elems as f64 * BYTES_PER_ELEM as f64 * b;
         let nodes = self
             .nodes
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let cost = (n.info.flops() * b) as f64;
+                let cost = n.info.flops() as f64 * b;
                 let memory = bytes(n.info.out.elems());
                 let mut spec = NodeSpec::new(n.name.clone(), cost, 0, self.dep_names(n));
                 spec.memory = memory;
@@ -187,7 +190,7 @@ impl Net {
                             Layer::AttentionScores { .. } => 2,
                             _ => 1,
                         };
-                let grad_cost = ((2 * n.info.macs * operands + n.info.other_flops) * b) as f64;
+                let grad_cost = (2 * n.info.macs * operands + n.info.other_flops) as f64 * b;
                 if grad_cost != 2.0 * cost {
                     spec.grad_cost = Some(grad_cost);
                 }

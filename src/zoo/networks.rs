@@ -107,6 +107,7 @@ const SEGMENTATION_CLASSES: u64 = 19;
 /// Builds a network for an input (its default when `None`).
 pub fn build(name: &str, input: Option<Input>) -> Result<Net, ZooError> {
     let s = spec(name).ok_or_else(|| ZooError::Unknown(name.to_string()))?;
+    const MAX_SIDE: u64 = 65_536;
     let input = input.unwrap_or(s.input);
     let about = match input {
         Input::Image(h, w) => format!("{} at {h}x{w}x3.", s.about),
@@ -130,6 +131,13 @@ pub fn build(name: &str, input: Option<Input>) -> Result<Net, ZooError> {
     if let Some((h, w)) = image {
         if h == 0 || w == 0 {
             return Err(ZooError::Invalid("the resolution must be positive".into()));
+        }
+        // Past this a layer's per-example figures pass u64 and wrapped into
+        // a plausible graph (VGG16 at 4294967311x4294967357: 84 TB a layer).
+        if h > MAX_SIDE || w > MAX_SIDE {
+            return Err(ZooError::Invalid(format!(
+                "the resolution {h}x{w} is past {MAX_SIDE} pixels a side, the most the zoo builds"
+            )));
         }
         let x = net.input(vec![h, w, 3]);
         match name {

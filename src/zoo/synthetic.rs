@@ -188,13 +188,25 @@ impl RandomDag {
             let rest = self.nodes - 1;
             if d == 0
                 || (d == 1 && rest > 0)
-                || (d > 1 && (rest < d - 1 || rest > (d - 1) * self.width))
+                || (d > 1 && (rest < d - 1 || rest > (d - 1).saturating_mul(self.width)))
             {
                 return Err(format!(
                     "{} nodes do not fit {d} layers of width 1..={} after a single source",
                     self.nodes, self.width
                 ));
             }
+        }
+        // Each node draws a skip edge from every node of the `skip_span`
+        // layers before it: all-to-all spans on 200,000 nodes drew 4×10¹⁰
+        // times and ran out of memory on their edges after minutes.
+        let candidates = (self.nodes as f64)
+            * (self.skip_span as f64 * self.width as f64).min(self.nodes as f64);
+        let edges = candidates * self.skip_prob;
+        if candidates > MAX_SKIP_CANDIDATES || edges > MAX_SYNTHETIC_EDGES {
+            return Err(format!(
+                "{} nodes with skips over {} layers of width up to {} at probability {} make up to {candidates:.1e} candidate edges ({edges:.1e} expected), more than the zoo generates ({MAX_SKIP_CANDIDATES:.0e} candidates, {MAX_SYNTHETIC_EDGES:.0e} edges); lower --skip-span or --skip-prob",
+                self.nodes, self.skip_span, self.width, self.skip_prob
+            ));
         }
         Ok(())
     }
@@ -303,6 +315,12 @@ pub fn random_layered(p: &RandomDag) -> Graph {
 /// The most forward nodes a synthetic family generates (`random --nodes`
 /// stops at the same 10^7).
 pub const MAX_SYNTHETIC_NODES: usize = 10_000_000;
+
+/// The most (node, earlier node) pairs a random DAG draws a skip edge for.
+const MAX_SKIP_CANDIDATES: f64 = 1e9;
+
+/// The most edges a random DAG is expected to have.
+const MAX_SYNTHETIC_EDGES: f64 = 5e7;
 
 /// A chain of residual blocks: a stem, then `blocks` times a branch of
 /// `branch` layers whose output is added to the block's input, then a
