@@ -39,13 +39,13 @@ def write_text(path: str, text: str) -> None:
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(21, "Is a directory", path)
         # A device, a pipe or a socket: the reader is waiting on it.
-        with open(target, "w") as f:
+        with open(target, "w", encoding="utf-8") as f:
             f.write(text)
         return
     d = os.path.dirname(target) or "."
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".remat-")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
         os.chmod(tmp, mode)

@@ -24,7 +24,8 @@ import math
 import os
 import re
 import sys
-import tempfile
+
+from .files import write_text
 
 IMPORTER = "remat_torch.onnx_import"
 
@@ -83,8 +84,23 @@ VIEW_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout"}
 # Ops whose outputs depend on shapes only: folded as constants.
 SHAPE_OPS = {"Shape", "Size"}
 
-# Random ops without inputs still produce a fresh tensor each step.
-SOURCE_OPS = {"RandomNormal", "RandomUniform"}
+# Random ops produce a fresh tensor each step, whatever they read: never
+# folded as constants, never a gradient through them. The `*Like` ops read
+# their input for its shape and dtype only; Bernoulli and Multinomial read
+# probabilities, so those are their deps. (A VAE's `RandomNormalLike` noise,
+# torchvision's StochasticDepth mask in a training export.)
+SOURCE_OPS = {
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Bernoulli", "Multinomial",
+}
+SHAPE_ONLY_INPUT_OPS = {"RandomNormalLike", "RandomUniformLike"}
+
+# Ops that reshape without moving data: input and output hold the same
+# elements, which the importer checks (see build_graph).
+RESHAPE_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+
+# Ops with subgraphs: the importer treats each as one opaque op.
+CONTROL_FLOW = {"If", "Loop", "Scan"}
 
 ELEMENTWISE = {
     "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Relu", "LeakyRelu",
@@ -250,7 +266,7 @@ def op_macs(node, in_shapes, out_shapes):
             return _numel(y)  # Dropout's mask is not counted apart
         if op in VARIADIC:
             return max(1, len([s for s in in_shapes if s is not None]) - 1) * out_total
-        if op in COPY_OPS:
+        if op in COPY_OPS or op in SOURCE_OPS:
             return out_total
         if op in REDUCE_OPS:
             return _numel(x)
@@ -333,6 +349,43 @@ def _product_saves(op, ins, needs_grad):
     return saves
 
 
+def _outer_reads(node) -> list:
+    """Names that the subgraphs of `node` (an If's branches, a Loop's or a
+    Scan's body, nested ones included) read from the enclosing graph, in
+    order. They are inputs of the op as much as its listed ones: an `If`
+    whose branches multiply by a weight once got no gradient."""
+    from onnx import AttributeProto
+
+    reads = []
+
+    def graph_reads(sub):
+        defined = {i.name for i in sub.input}
+        defined.update(t.name for t in sub.initializer)
+        defined.update(t.values.name for t in sub.sparse_initializer)
+        used = []
+        for n in sub.node:
+            used.extend(t for t in n.input if t)
+            used.extend(node_reads(n))
+            defined.update(o for o in n.output if o)
+        used.extend(o.name for o in sub.output)
+        return [t for t in used if t not in defined]
+
+    def node_reads(n):
+        out = []
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                out.extend(graph_reads(a.g))
+            elif a.type == AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    out.extend(graph_reads(sub))
+        return out
+
+    for t in node_reads(node):
+        if t not in reads:
+            reads.append(t)
+    return reads
+
+
 def _load(path: str):
     import onnx
     from google.protobuf.message import DecodeError
@@ -356,7 +409,7 @@ def _load(path: str):
         onnx.checker.check_model(path)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         raise ImportFailure(f"invalid ONNX model: {_one_line(e)}") from None
-    _check_initializers(model)
+    _check_initializers(model, path)
     _strip_weights(model)
     if model.functions:
         import onnx.inliner
@@ -368,32 +421,71 @@ def _load(path: str):
     return model
 
 
-def _check_initializers(model):
+# Elements per entry of a typed data field, where it is not one: complex
+# numbers take two floats (doubles) each; 4-bit and 2-bit types are packed
+# into bytes, one byte per int32_data entry (as onnx.helper.make_tensor
+# writes them), the low bits first.
+_PER_ENTRY = {
+    "COMPLEX64": 0.5, "COMPLEX128": 0.5,
+    "INT4": 2, "UINT4": 2, "FLOAT4E2M1": 2, "INT2": 4, "UINT2": 4,
+}
+
+
+def _check_initializers(model, path):
     """Each initializer's data holds as many elements as its dims say. The checker does
     not look: a weight whose dims were edited (32x5x3x3 over 32x16x3x3 floats) was
     imported, with the parameter count and the convolution's MACs of the phantom
-    shape."""
+    shape. External data is checked by the file's length, without reading it: a
+    truncated `.onnx.data` file was imported as if whole."""
     from onnx import TensorProto
 
     typed = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
     for t in model.graph.initializer:
-        if t.data_location == TensorProto.EXTERNAL:
-            continue
         numel = _numel(list(t.dims))
-        where = f"initializer '{t.name}'"
+        where = f"initializer '{_text(t.name)}'"
+        if t.data_location == TensorProto.EXTERNAL:
+            _check_external(t, numel, where, os.path.dirname(os.path.abspath(path)))
+            continue
         if t.raw_data:
             want = _nbytes(numel, t.data_type, where)
             if len(t.raw_data) != want:
                 raise ImportFailure(f"{where} has dims {list(t.dims)} ({want} bytes) but holds "
                                     f"{len(t.raw_data)} bytes of data")
             continue
-        if _dtype_name(t.data_type) in ("complex64", "complex128"):
-            continue
+        per = _PER_ENTRY.get(_dtype_name(t.data_type), 1)
+        want = math.ceil(numel / per)
         for f in typed:
             n = len(getattr(t, f))
-            if n and n != numel:
-                raise ImportFailure(f"{where} has dims {list(t.dims)} ({numel} elements) but "
+            if n and n != want:
+                shown = f"{numel} elements" if want == numel else f"{numel} elements, {want} values"
+                raise ImportFailure(f"{where} has dims {list(t.dims)} ({shown}) but "
                                     f"holds {n} values")
+
+
+def _check_external(t, numel, where, model_dir):
+    """The external data file of initializer `t` holds its bytes."""
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location", "")
+    want = _nbytes(numel, t.data_type, where)
+    try:
+        offset = int(info.get("offset") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        raise ImportFailure(f"{where}: its external data offset or length is not "
+                            "a number") from None
+    if length is not None and length != want:
+        raise ImportFailure(f"{where} has dims {list(t.dims)} ({want} bytes) but its "
+                            f"external data length is {length} bytes")
+    try:
+        size = os.path.getsize(os.path.join(model_dir, loc))
+    except OSError as e:
+        raise ImportFailure(f"{where}: cannot read its external data file '{loc}': "
+                            f"{e.strerror or e}") from None
+    have = max(0, size - offset)
+    if have < want:
+        raise ImportFailure(f"{where} has dims {list(t.dims)} ({want} bytes) but its "
+                            f"external data file '{loc}' holds {have} bytes from offset "
+                            f"{offset} (truncated?)")
 
 
 def _strip_weights(model):
@@ -426,30 +518,54 @@ def _one_line(e) -> str:
 def _bind_dims(model, batch: int | None, dims: dict[str, int]):
     """Replace symbolic dimensions by values, in place.
 
-    The leading dimension of every graph input that is symbolic is the batch;
-    other symbolic dimensions are bound by name (`--dim NAME=N`). Returns the
-    batch size the file is for.
+    The batch is the leading dimension of the first graph input whose leading
+    dimension is symbolic; `--batch` binds its name wherever it occurs. Other
+    symbolic dimensions, the leading ones of other inputs included, are bound
+    by name (`--dim NAME=N`): a second input `bias[seq, seq]` once had its
+    `seq` silently set to the batch. Unnamed leading dimensions, which no
+    `--dim` can reach, are taken as the batch. Returns the batch size the
+    file is for.
     """
     g = model.graph
     inits = {t.name for t in g.initializer}
-    bind = dict(dims)
-    fixed_batches = set()
     inputs = [i for i in g.input if i.name not in inits]
+
+    def leading(vi):
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not t.HasField("shape") or not t.shape.dim:
+            return None
+        return t.shape.dim[0]
+
+    symbolic = []  # the inputs' symbolic dimension names, in order
     for vi in inputs:
         t = vi.type.tensor_type
-        if not t.HasField("shape") or len(t.shape.dim) == 0:
+        if vi.type.HasField("tensor_type") and t.HasField("shape"):
+            for d in t.shape.dim:
+                if not d.HasField("dim_value") and d.dim_param and d.dim_param not in symbolic:
+                    symbolic.append(d.dim_param)
+    for k in dims:
+        if k not in symbolic:
+            have = ", ".join(symbolic) if symbolic else "none"
+            raise ImportFailure(f"--dim {k}=...: the model's inputs have no symbolic "
+                                f"dimension '{k}' (they have: {have})")
+
+    fixed_batches = set()
+    batch_name = None  # None: no symbolic batch; "": an unnamed one
+    for vi in inputs:
+        d0 = leading(vi)
+        if d0 is None:
             continue
-        d0 = t.shape.dim[0]
         if d0.HasField("dim_value"):
             fixed_batches.add(d0.dim_value)
-        elif d0.dim_param and d0.dim_param not in bind:
-            bind[d0.dim_param] = batch if batch is not None else 1
-    symbolic_batch = any(
-        vi.type.tensor_type.HasField("shape")
-        and len(vi.type.tensor_type.shape.dim) > 0
-        and not vi.type.tensor_type.shape.dim[0].HasField("dim_value")
-        for vi in inputs
-    )
+        elif batch_name is None:
+            batch_name = d0.dim_param
+    if batch_name and batch_name in dims:
+        if batch is not None and batch != dims[batch_name]:
+            raise ImportFailure(
+                f"--dim {batch_name}={dims[batch_name]} and --batch {batch} disagree: "
+                f"'{batch_name}' is the batch dimension (give it with --batch alone)")
+        batch = dims[batch_name]
+    symbolic_batch = batch_name is not None
     if batch is not None and not symbolic_batch and fixed_batches and batch not in fixed_batches:
         shown = ", ".join(str(b) for b in sorted(fixed_batches))
         raise ImportFailure(
@@ -459,6 +575,9 @@ def _bind_dims(model, batch: int | None, dims: dict[str, int]):
     if batch is None:
         batch = next(iter(sorted(fixed_batches)), None) if not symbolic_batch else 1
         batch = batch or 1
+    bind = dict(dims)
+    if batch_name:
+        bind[batch_name] = batch
 
     def fix(vi, is_input):
         t = vi.type.tensor_type
@@ -469,7 +588,7 @@ def _bind_dims(model, batch: int | None, dims: dict[str, int]):
                 continue
             if d.dim_param in bind:
                 d.dim_value = bind[d.dim_param]
-            elif is_input and k == 0:
+            elif is_input and k == 0 and not d.dim_param:
                 d.dim_value = batch
             elif is_input:
                 what = f"'{d.dim_param}'" if d.dim_param else "unnamed"
@@ -504,6 +623,31 @@ def _infer(model):
         m = re.search(r"node name: ([^)]*)\)", msg)
         where = f"node '{m.group(1)}': " if m and m.group(1) else ""
         raise ImportFailure(f"{where}shape inference failed: {msg}") from None
+
+
+def _param_names(g):
+    """The tensors taken as trainable parameters: every floating-point
+    initializer except BatchNormalization's running statistics, and the
+    output of an `Identity` reading a floating-point initializer.
+
+    PyTorch's TorchScript exporter stores equal-valued parameters once and
+    gives each other copy as `Identity(first)` (the freshly initialised
+    layers of a TransformerEncoder, biases that start at zero): in the
+    trained model each is a parameter of its own, with its own gradient.
+    Counting and folding both use this one set, so that a scalar parameter
+    (CLIP's `logit_scale`) is never folded into a constant.
+    """
+    bn_stats = set()
+    for n in g.node:
+        if n.op_type == "BatchNormalization":
+            bn_stats.update(i for i in n.input[3:5] if i)
+    floats = {t.name for t in g.initializer if _dtype_name(t.data_type) in _GRAD_DTYPES}
+    params = floats - bn_stats
+    for n in g.node:
+        if (n.op_type == "Identity" and n.input and n.input[0] in floats
+                and n.output and n.output[0] not in bn_stats):
+            params.add(n.output[0])
+    return params
 
 
 # Shape arithmetic that ONNX's data propagation cannot follow (a Div or Cast
@@ -550,15 +694,26 @@ def _fold_constants(inferred, model) -> bool:
     shapes = {vi.name: _static(vi) for vi in list(g.input) + list(g.value_info)
               + list(g.output)}
     values = {}
-    # A float scalar initializer may be a constant of the shape arithmetic;
-    # what derives from a larger float initializer (a weight) is never
-    # replaced, so that it stays a node with a gradient.
+    # What derives from a parameter (_param_names, scalars included) through
+    # floating-point tensors is never replaced, so that it stays a node with
+    # a gradient. An integer tensor carries no gradient: shape arithmetic
+    # that goes through a float scalar initializer and is cast back to int
+    # still folds.
+    params = _param_names(g)
+    elem_types = {vi.name: vi.type.tensor_type.elem_type
+                  for vi in list(g.input) + list(g.value_info) + list(g.output)}
+
+    def floating(name, v):
+        if name in elem_types:
+            return _dtype_name(elem_types[name]) in _GRAD_DTYPES
+        return np.asarray(v).dtype.kind == "f"
+
     from_param = set()
     for t in g.initializer:
         if t.data_location == TensorProto.EXTERNAL or _numel(list(t.dims)) > _FOLD_MAX_ELEMENTS:
             continue
         values[t.name] = numpy_helper.to_array(t)
-        if _dtype_name(t.data_type) in _GRAD_DTYPES and _numel(list(t.dims)) > 1:
+        if t.name in params:
             from_param.add(t.name)
     opset = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), None)
     producers = {}
@@ -596,7 +751,7 @@ def _fold_constants(inferred, model) -> bool:
         for o, v in zip(n.output, out):
             if o and v is not None and np.asarray(v).size <= _FOLD_MAX_ELEMENTS:
                 values[o] = np.asarray(v)
-                if any(t in from_param for t in ins):
+                if o in params or (any(t in from_param for t in ins) and floating(o, v)):
                     from_param.add(o)
     # replace the producers of valued tensors read by a node that is not valued
     replace = set()
@@ -610,17 +765,34 @@ def _fold_constants(inferred, model) -> bool:
     if not replace:
         return False
     new_nodes = []
+    folded = set()  # indices in new_nodes of the Constants made here
     for i, n in enumerate(model.graph.node):
         if i not in replace or not all(o in values for o in n.output if o):
             new_nodes.append(n)
             continue
         for o in n.output:
             if o:
+                folded.add(len(new_nodes))
                 new_nodes.append(helper.make_node(
-                    "Constant", [], [o], name=f"{n.name or n.op_type}/folded",
+                    "Constant", [], [o], name=f"{_text(n.name) or n.op_type}/folded",
                     value=numpy_helper.from_array(values[o], o)))
+    # Drop computable nodes that reach no output now, such as what fed the
+    # folded arithmetic (Mul(Cast(Shape(x)), scale) before a Cast back to
+    # int): they would be warned about as ops left out. The file's own
+    # Constant nodes stay (they are counted in fixed_memory either way).
+    needed = {o.name for o in model.graph.output}
+    kept = []
+    for k in range(len(new_nodes) - 1, -1, -1):
+        n = new_nodes[k]
+        outs = [o for o in n.output if o]
+        valued = all(o in values for o in outs) and (n.op_type != "Constant" or k in folded)
+        if valued and not any(o in needed for o in outs):
+            continue
+        kept.append(n)
+        needed.update(t for t in n.input if t)
+        needed.update(_outer_reads(n))
     del model.graph.node[:]
-    model.graph.node.extend(new_nodes)
+    model.graph.node.extend(reversed(kept))
     return True
 
 
@@ -649,11 +821,27 @@ def _unknown_shape(node, output, shape) -> str:
     if domain not in ("", "ai.onnx") or not onnx.defs.has(node.op_type, domain):
         shown = f"{domain}.{node.op_type}" if domain else node.op_type
         what += f" (ONNX has no shape function for {shown})"
+    elif node.op_type in CONTROL_FLOW:
+        what += (f" ({node.op_type} is control flow, which the importer does not follow: "
+                 "export with tracing, so that it is unrolled)")
     return what
 
 
-def _sanitize(name: str) -> str:
-    name = re.sub(r"[\x00-\x1f\x7f\s]+", "_", name).lstrip("/")
+def _text(s) -> str:
+    """A name from the protobuf as text: a string field holding invalid UTF-8
+    comes back as bytes (a node name did, and crashed the importer)."""
+    if isinstance(s, bytes):
+        return s.decode("utf-8", errors="replace")
+    return s
+
+
+# remat refuses names with control characters (Unicode's Cc: C0, DEL and the
+# C1 range U+0080-U+009F) and names with outer whitespace.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _sanitize(name) -> str:
+    name = re.sub(r"[\x00-\x1f\x7f-\x9f\s]+", "_", _text(name)).lstrip("/")
     return name
 
 
@@ -687,16 +875,14 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
 
     # classify initializers: BN running statistics and non-float tensors are
     # buffers (resident, no gradient); every other one is a parameter.
-    bn_stats = set()
-    for n in g.node:
-        if n.op_type == "BatchNormalization":
-            bn_stats.update(i for i in n.input[3:5] if i)
+    params = _param_names(g)
+    init_by_name = {t.name: t for t in g.initializer}
     fixed = 0
     tensors: dict[str, _Tensor] = {}
     n_params = 0
     for t in g.initializer:
-        nbytes = _nbytes(_numel(list(t.dims)), t.data_type, f"initializer '{t.name}'")
-        if _dtype_name(t.data_type) in _GRAD_DTYPES and t.name not in bn_stats:
+        nbytes = _nbytes(_numel(list(t.dims)), t.data_type, f"initializer '{_text(t.name)}'")
+        if t.name in params:
             tensors[t.name] = _Tensor("param")
             fixed += 2 * nbytes
             n_params += _numel(list(t.dims))
@@ -727,7 +913,8 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
     def label(i, n):
-        return f"node '{n.name}' ({n.op_type})" if n.name else f"node #{i} ({n.op_type})"
+        name = _text(n.name)
+        return f"node '{name}' ({n.op_type})" if name else f"node #{i} ({n.op_type})"
 
     def needs_grad(x):
         if x is None:
@@ -737,15 +924,49 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     unknown_ops = {}  # ONNX node index -> op type without a formula
     onnx_nodes = list(g.node)
     for i, n in enumerate(onnx_nodes):
-        ins = [tensors.get(t) if t else None for t in n.input]
-        for t, info in zip(n.input, ins):
-            if t and info is None:
-                # an outer-scope or undefined name: the checker lets
-                # subgraph captures through; treat it as a constant
-                tensors[t] = _Tensor("const")
-        ins = [tensors.get(t) if t else None for t in n.input]
-        present = [x for x in ins if x is not None]
         op = n.op_type
+        # a control-flow op also reads what its subgraphs read from this graph
+        in_names = list(n.input)
+        in_names += [t for t in _outer_reads(n) if t not in in_names]
+        ins = [tensors.get(t) if t else None for t in in_names]
+        for t, info in zip(in_names, ins):
+            if t and info is None:
+                # an undefined name (the checker lets some through): treat
+                # it as a constant
+                tensors[t] = _Tensor("const")
+        ins = [tensors.get(t) if t else None for t in in_names]
+        present = [x for x in ins if x is not None]
+        in_shapes = [static_shape(t) if t else None for t in n.input]
+
+        if op in RESHAPE_OPS and n.input and n.output and n.output[0]:
+            # A shape baked in at export (a TransformerEncoder's attention
+            # reshapes its [seq, batch*heads, d] tensor to a constant seq)
+            # cannot hold the input once --dim binds another value: the
+            # model would not run, and the sizes would mix both values.
+            out_shape = static_shape(n.output[0])
+            if in_shapes[0] is not None and out_shape is not None:
+                a, b = _numel(in_shapes[0]), _numel(out_shape)
+                if a != b:
+                    raise ImportFailure(
+                        f"{label(i, n)} turns {in_shapes[0]} ({a} elements) into "
+                        f"{out_shape} ({b} elements): a dimension was probably fixed "
+                        "at export (export it as dynamic, or import at the exported size)")
+
+        if op == "Identity" and n.input and n.input[0] in init_by_name and n.output[0]:
+            # a copy of an initializer the exporter merged with an equal one
+            # (_param_names): a tensor of its own
+            o, t = n.output[0], init_by_name[n.input[0]]
+            nbytes = _nbytes(_numel(list(t.dims)), t.data_type, label(i, n))
+            if o in params:
+                tensors[o] = _Tensor("param")
+                fixed += 2 * nbytes
+                n_params += _numel(list(t.dims))
+            elif _dtype_name(t.data_type) in _GRAD_DTYPES:
+                tensors[o] = _Tensor("buffer")  # a running statistic
+                fixed += nbytes
+            else:
+                tensors[o] = tensors[n.input[0]]  # integer constants stay shared
+            continue
 
         if op == "Constant":
             for o in n.output:
@@ -771,13 +992,14 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
 
         # a computing op: one node per output tensor
         deps = []
-        for x in present:
+        for x in ([] if op in SHAPE_ONLY_INPUT_OPS else present):
             if x.kind in ("input", "act") and x.key not in deps:
                 deps.append(x.key)
         touches_param = any(x.kind == "param" for x in present)
 
         grad_in = touches_param or any(nodes[d].requires_grad for d in deps)
-        in_shapes = [static_shape(t) if t else None for t in n.input]
+        if op in SOURCE_OPS:
+            grad_in = False  # no gradient flows through sampling
         out_shapes = []
         for o in n.output:
             if not o:
@@ -871,7 +1093,7 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     op_base = {}
     for idx in kept_by_op:
         n = onnx_nodes[idx]
-        op_base[idx] = n.name or f"{n.op_type}_{idx}"
+        op_base[idx] = _text(n.name) or f"{n.op_type}_{idx}"
     for k, nd in nodes.items():
         if k not in live or nd.onnx_index < 0:
             continue
@@ -936,7 +1158,8 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
     }
     if model.producer_name:
         meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()
-    gname = name or os.path.splitext(os.path.basename(path))[0] or "onnx-model"
+    gname = name or _CONTROL.sub("_", os.path.splitext(os.path.basename(path))[0]).strip()
+    gname = gname or "onnx-model"
     graph = {
         "name": gname,
         "graph": "forward",
@@ -953,12 +1176,22 @@ def build_graph(path: str, batch: int | None = None, dims=None, name=None):
 # output
 
 
+# Characters YAML does not allow raw in a document (outside its printable
+# set: DEL, C1 controls, surrogates, U+FFFE/U+FFFF), and the ones YAML 1.1
+# parsers read as line breaks (NEL, U+2028, U+2029): written as escapes.
+_YAML_ESCAPE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
 def _scalar(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return json.dumps(v)
-    return json.dumps(str(v))  # a JSON string is a YAML double-quoted scalar
+    # A JSON string is a YAML double-quoted scalar. Non-ASCII text is written
+    # as UTF-8, which remat reads: JSON's ASCII escapes write a character
+    # outside the BMP (an emoji) as a surrogate pair, which YAML refuses.
+    text = json.dumps(str(v), ensure_ascii=False)
+    return _YAML_ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def to_yaml(graph: dict) -> str:
@@ -981,19 +1214,7 @@ def to_yaml(graph: dict) -> str:
 
 
 def _write(path: str, text: str):
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".remat-onnx-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text(path, text)
 
 
 def _parser():
@@ -1005,7 +1226,7 @@ def _parser():
     p.add_argument("model", help="the .onnx file")
     p.add_argument("-o", "--output", required=True,
                    help="graph file to write (.yaml, or .json for JSON; '-' for stdout)")
-    p.add_argument("--batch", type=int, default=None,
+    p.add_argument("--batch", default=None, metavar="N",
                    help="value of the symbolic batch (leading) dimension of the inputs "
                    "(default: the model's own, or 1)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
@@ -1020,18 +1241,33 @@ def main(argv: list[str]) -> int:
     except SystemExit as e:  # --help, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
     path = args.model
-    if args.batch is not None and args.batch < 1:
-        print(f"error: --batch must be at least 1, not {args.batch}", file=sys.stderr)
-        return 2
+    batch = None
+    if args.batch is not None:
+        # ASCII digits only: str.isdigit and int() also take '²' or '٣'
+        if not re.fullmatch(r"[0-9]+", args.batch) or int(args.batch) < 1:
+            print(f"error: --batch must be a whole number of at least 1, not '{args.batch}'",
+                  file=sys.stderr)
+            return 2
+        batch = int(args.batch)
     dims = {}
     for spec in args.dim:
         k, sep, v = spec.partition("=")
-        if not sep or not k or not v.isdigit() or int(v) < 1:
-            print(f"error: --dim wants NAME=N with N >= 1, not '{spec}'", file=sys.stderr)
+        if not sep or not k or not re.fullmatch(r"[0-9]+", v) or int(v) < 1:
+            print(f"error: --dim wants NAME=N with N a whole number >= 1, not '{spec}'",
+                  file=sys.stderr)
+            return 2
+        if k in dims:
+            print(f"error: --dim {k} is given twice", file=sys.stderr)
             return 2
         dims[k] = int(v)
+    if args.name is not None and (not args.name.strip() or _CONTROL.search(args.name)):
+        # remat refuses such a graph name; node names are sanitised instead,
+        # but a name you typed is not silently changed
+        print(f"error: --name {json.dumps(args.name)}: a graph name must not be blank "
+              "or contain control characters (tab, newline, ...)", file=sys.stderr)
+        return 2
     try:
-        graph, warnings = build_graph(path, args.batch, dims, args.name)
+        graph, warnings = build_graph(path, batch, dims, args.name)
     except ImportFailure as e:
         print(f"error: {path}: {e}", file=sys.stderr)
         return 2
@@ -1048,6 +1284,10 @@ def main(argv: list[str]) -> int:
         _write(args.output, text)
     except OSError as e:
         print(f"error: {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except UnicodeEncodeError:
+        print(f"error: {args.output}: cannot write non-ASCII names in this locale's "
+              "encoding (set PYTHONUTF8=1)", file=sys.stderr)
         return 2
     if args.output != "-":
         n = len(graph["nodes"])

@@ -125,6 +125,8 @@ def test_default_batch_is_one_and_json_output(tmp_path):
 def test_external_data_beside_the_model(tmp_path):
     # weights in a separate file, read from another working directory
     model = onnx.load(mlp(tmp_path))
+    for t in model.graph.initializer:  # only raw_data goes to external files
+        t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name))
     d = tmp_path / "ext"
     d.mkdir()
     onnx.save_model(model, str(d / "mlp.onnx"), save_as_external_data=True,
@@ -664,3 +666,314 @@ def test_initializer_dims_must_match_its_data(tmp_path):
     _one_line_error(_run_cli(path, "-o", str(tmp_path / "x.yaml")),
                     "initializer 'w1' has dims [16, 3] (192 bytes) but holds 512 bytes")
     _one_line_error(_run_cli(str(tmp_path), "-o", str(tmp_path / "y.yaml")), "a directory")
+
+
+# ------------------------------------------------- defects found in testing
+
+
+def test_reshape_to_a_size_fixed_at_export_is_refused(tmp_path):
+    """A Reshape whose target was baked in at export (seq=16 in a
+    TransformerEncoder, imported with --dim seq=40) was accepted, and the
+    file mixed sizes of both values for a model that cannot run."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 32])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["a", "b", "c"])
+    nodes = [
+        h.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+        h.make_node("Reshape", ["a", "shp"], ["r"], name="rs"),
+        h.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    inits = [_w("W", [32, 32]), h.make_tensor("shp", T.INT64, [3], [2, 4, 8])]
+    p = _save(tmp_path, nodes, [x], [y], inits)
+    # batch 8: 8 x 32 = 256 elements cannot become 2 x 4 x 8 = 64
+    _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml"), "--batch", "8"),
+                    p, "node 'rs' (Reshape)", "[8, 32] (256 elements)",
+                    "[2, 4, 8] (64 elements)", "fixed at export")
+    assert not (tmp_path / "o.yaml").exists()
+    # at the exported batch (2 x 32 = 64) it is a view, as before
+    g = _import(p, "--batch", "2")
+    n = _by_name(g)
+    assert n["relu"]["deps"] == ["mm"] and n["relu"]["memory"] == 64 * F
+
+
+def test_scalar_parameter_is_not_folded(tmp_path):
+    """A learnable scalar (CLIP's logit_scale) was folded into a constant
+    when the shapes needed folding, so the Mul reading exp(scale) lost its
+    dep and its saved inputs."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4, 8])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, None])
+    nodes = [
+        h.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+        # target = Cast(Cast(Shape(a)[0:1]) * one): data propagation stops at
+        # the Casts; `one` is a float scalar initializer in shape arithmetic
+        h.make_node("Shape", ["a"], ["sh"], name="shape", end=1),
+        h.make_node("Cast", ["sh"], ["shf"], name="castf", to=T.FLOAT),
+        h.make_node("Mul", ["shf", "one"], ["tf"], name="times1"),
+        h.make_node("Cast", ["tf"], ["n"], name="casti", to=T.INT64),
+        h.make_node("Concat", ["n", "minus1"], ["target"], name="cat", axis=0),
+        h.make_node("Reshape", ["a", "target"], ["r"], name="flat"),
+        h.make_node("Exp", ["scale"], ["e"], name="exp"),
+        h.make_node("Mul", ["r", "e"], ["y"], name="mul"),
+    ]
+    inits = [_w("W", [8, 8]), h.make_tensor("scale", T.FLOAT, [], [2.3]),
+             h.make_tensor("one", T.FLOAT, [], [1.0]),
+             h.make_tensor("minus1", T.INT64, [1], [-1])]
+    p = _save(tmp_path, nodes, [x], [y], inits)
+    bound = onnx.load(p)
+    onnx_import._bind_dims(bound, 3, {})
+    assert onnx_import._has_symbolic(onnx_import._infer(bound))  # needs the fold
+    g = _import(p, "--batch", "3")
+    n = _by_name(g)
+    assert n["exp"]["memory"] == F and n["exp"]["cost"] == 1 and "deps" not in n["exp"]
+    assert "requires_grad" not in n["exp"]  # the scale is trained
+    assert n["mul"]["deps"] == ["mm", "exp"]
+    assert n["mul"]["saves"] == ["mm", "exp"]  # each factor for the other's gradient
+    assert n["mul"]["memory"] == 3 * 32 * F
+    # W, scale and one are parameters (float initializers), minus1 is not;
+    # the folded Reshape target [-1, 32] is a constant of two int64
+    assert g["meta"]["parameters"] == str(64 + 1 + 1)
+    assert g["fixed_memory"] == 2 * F * 66 + 8 + 16
+
+
+def test_batch_binds_only_the_batch_dimension(tmp_path):
+    """A second input bias[seq, seq] had its leading 'seq' bound to --batch."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 4])
+    bias = h.make_tensor_value_info("bias", T.FLOAT, ["seq", "seq"])
+    m = h.make_tensor_value_info("m", T.FLOAT, ["batch", 1, 1])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", "seq"])
+    nodes = [
+        h.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+        h.make_node("Transpose", ["a"], ["at"], name="t", perm=[0, 2, 1]),
+        h.make_node("MatMul", ["a", "at"], ["s"], name="scores"),
+        h.make_node("Add", ["s", "bias"], ["sb"], name="add"),
+        h.make_node("Mul", ["sb", "m"], ["y"], name="mask"),
+    ]
+    p = _save(tmp_path, nodes, [x, bias, m], [y], [_w("W", [4, 4])])
+    _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml"), "--batch", "4"),
+                    p, "'seq'", "--dim seq=N")
+    g = _import(p, "--batch", "4", "--dim", "seq=3")
+    n = _by_name(g)
+    assert g["batch_size"] == 4
+    assert n["x"]["memory"] == 4 * 3 * 4 * F
+    assert n["bias"]["memory"] == 3 * 3 * F  # not 4 x 4
+    assert n["m"]["memory"] == 4 * F  # its leading 'batch' is the batch
+    assert n["mask"]["memory"] == 4 * 3 * 3 * F
+
+
+def test_dim_option_checks(tmp_path):
+    """--dim N=8 on the batch wrote batch_size 1 over sizes of batch 8; a
+    --dim naming nothing, or given twice, was accepted; '²' crashed."""
+    p = mlp(tmp_path)  # x[N, 8]: N is the batch
+    g = _import(p, "--dim", "N=8")
+    assert g["batch_size"] == 8 and _by_name(g)["x"]["memory"] == 8 * 8 * F
+    g = _import(p, "--batch", "8", "--dim", "N=8")
+    assert g["batch_size"] == 8
+    o = str(tmp_path / "o.yaml")
+    _one_line_error(_run_cli(p, "-o", o, "--batch", "2", "--dim", "N=8"),
+                    "--dim N=8 and --batch 2 disagree", "--batch")
+    _one_line_error(_run_cli(p, "-o", o, "--dim", "nosuch=3"),
+                    p, "no symbolic dimension 'nosuch'", "they have: N")
+    _one_line_error(_run_cli(p, "-o", o, "--dim", "N=2", "--dim", "N=2"),
+                    "--dim N is given twice")
+    for bad in (["--dim", "N=\u00b2"], ["--dim", "N=\u0663"], ["--dim", "N=0"],
+                ["--batch", "\u00b2"], ["--batch", "0"]):
+        _one_line_error(_run_cli(p, "-o", o, *bad), "at least 1" if bad[0] == "--batch"
+                        else "N a whole number >= 1")
+    assert not os.path.exists(o)
+
+
+def test_random_ops_with_inputs_are_fresh_values(tmp_path):
+    """RandomNormalLike(ConstantOfShape(...)) (a VAE's noise) and Bernoulli
+    were folded as constants: the Mul reading the noise saved nothing."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 4])
+    nodes = [
+        h.make_node("Gemm", ["x", "W"], ["a"], name="fc"),
+        _const("zeros", [0.0] * 8, dims=[2, 4]),
+        h.make_node("RandomNormalLike", ["zeros"], ["eps"], name="noise"),
+        h.make_node("Mul", ["a", "eps"], ["m"], name="reparam"),
+        _const("half", [0.5] * 8, dims=[2, 4]),
+        h.make_node("Bernoulli", ["half"], ["keep"], name="coin"),
+        h.make_node("Sigmoid", ["m"], ["s"], name="sig"),
+        h.make_node("Bernoulli", ["s"], ["b"], name="sample"),
+        h.make_node("Mul", ["m", "keep"], ["mk"], name="drop"),
+        h.make_node("Add", ["mk", "b"], ["y"], name="add"),
+    ]
+    g = _import(_save(tmp_path, nodes, [x], [y], [_w("W", [4, 4])]))
+    n = _by_name(g)
+    assert n["noise"]["requires_grad"] is False and "deps" not in n["noise"]
+    assert n["noise"]["memory"] == 8 * F and n["noise"]["cost"] == 8
+    assert n["reparam"]["deps"] == ["fc", "noise"]
+    assert n["reparam"]["saves"] == ["noise"]  # for fc's gradient
+    assert n["coin"]["requires_grad"] is False and "deps" not in n["coin"]
+    assert n["drop"]["deps"] == ["reparam", "coin"] and n["drop"]["saves"] == ["coin"]
+    # Bernoulli reads its probabilities, but no gradient flows through it
+    assert n["sample"]["deps"] == ["sig"] and n["sample"]["requires_grad"] is False
+
+
+def test_identity_of_a_parameter_is_a_parameter(tmp_path):
+    """The TorchScript exporter stores equal-valued parameters once and the
+    other copies as Identity(first); a 2-layer TransformerEncoder counted
+    8448 parameters of PyTorch's 17088."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 4])
+    nodes = [
+        h.make_node("Identity", ["W"], ["W2"], name="dup"),
+        h.make_node("Identity", ["shp"], ["shp2"], name="dup_shape"),
+        h.make_node("MatMul", ["x", "W"], ["a"], name="mm1"),
+        h.make_node("Reshape", ["a", "shp"], ["ar"], name="view1"),
+        h.make_node("MatMul", ["ar", "W2"], ["b"], name="mm2"),
+        h.make_node("Reshape", ["b", "shp2"], ["y"], name="view2"),
+    ]
+    inits = [_w("W", [4, 4]), h.make_tensor("shp", T.INT64, [2], [-1, 4])]
+    g = _import(_save(tmp_path, nodes, [x], [y], inits), "--batch", "2")
+    n = _by_name(g)
+    assert g["meta"]["parameters"] == str(2 * 16)
+    # two 4x4 parameters with gradients; the integer shape once
+    assert g["fixed_memory"] == 2 * F * 32 + 2 * 8
+    assert [v["name"] for v in g["nodes"]] == ["x", "mm1", "mm2", "loss"]
+    assert n["mm2"]["deps"] == ["mm1"] and n["mm2"]["saves"] == ["mm1"]
+    assert "requires_grad" not in n["mm2"]
+
+
+def _if_model(tmp_path):
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 4])
+    then_g = h.make_graph(
+        [h.make_node("Gemm", ["x", "W", "b"], ["t1"], transB=1),
+         h.make_node("Relu", ["t1"], ["t_out"])],
+        "then", [], [h.make_tensor_value_info("t_out", T.FLOAT, None)])
+    else_g = h.make_graph(
+        [h.make_node("Gemm", ["x", "W", "b"], ["e1"], transB=1),
+         h.make_node("Mul", ["e1", "two"], ["e_out"])],
+        "else", [], [h.make_tensor_value_info("e_out", T.FLOAT, None)])
+    nodes = [
+        h.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+        _const("zero", 0.0),
+        h.make_node("Greater", ["s", "zero"], ["c"], name="cond"),
+        h.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g,
+                    else_branch=else_g),
+    ]
+    inits = [_w("W", [4, 4]), _w("b", [4]), h.make_tensor("two", T.FLOAT, [], [2.0])]
+    return _save(tmp_path, nodes, [x], [y], inits)
+
+
+def test_if_reads_what_its_branches_read(tmp_path):
+    """An If whose branches multiply by a weight got requires_grad false (no
+    backward pass at all) while the weight was charged in fixed_memory."""
+    g = _import(_if_model(tmp_path), "--batch", "3")
+    n = _by_name(g)
+    assert n["branch"]["deps"] == ["cond", "x"]
+    assert "requires_grad" not in n["branch"]  # the branches read W and b
+    assert "saves" not in n["branch"]  # the default: itself and its deps
+    assert n["branch"]["memory"] == 3 * 4 * F
+    assert g["fixed_memory"] == 2 * F * (16 + 4 + 1) + F
+
+
+def test_loop_shape_failure_names_control_flow(tmp_path):
+    # a Loop whose scan output stacks one x @ W per iteration: its leading
+    # dimension is the trip count, a runtime value
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4])
+    n_in = h.make_tensor_value_info("n", T.INT64, [])
+    y = h.make_tensor_value_info("y", T.FLOAT, [None, "N", 4])
+    body = h.make_graph(
+        [h.make_node("MatMul", ["x", "W"], ["xo"]),
+         h.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []),
+         h.make_tensor_value_info("cond_in", T.BOOL, [])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []),
+         h.make_tensor_value_info("xo", T.FLOAT, None)])
+    nodes = [_const("true", True, dtype=T.BOOL),
+             h.make_node("Loop", ["n", "true"], ["y"], name="loop", body=body)]
+    p = _save(tmp_path, nodes, [x, n_in], [y], [_w("W", [4, 4])])
+    _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml"), "--batch", "2"),
+                    p, "node 'loop' (Loop)", "dimension 0 of output 'y' unknown",
+                    "Loop is control flow", "export with tracing")
+
+
+def test_typed_field_initializers_are_accepted(tmp_path):
+    """COMPLEX64 in float_data (two floats each) and INT4 packed in
+    int32_data (two per entry) were refused as holding the wrong count."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 6])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 6])
+    c = h.make_tensor("c", T.COMPLEX64, [6], [complex(i, -i) for i in range(6)])
+    assert len(c.float_data) == 12
+    nodes = [h.make_node("Size", ["c"], ["s"]), h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
+             h.make_node("Add", ["x", "sf"], ["y"], name="add")]
+    g = _import(_save(tmp_path, nodes, [x], [y], [c], "c.onnx", opset=21))
+    assert g["fixed_memory"] == 6 * 8  # a buffer: 6 complex64 of 8 bytes
+    q = h.make_tensor("q", T.INT4, [5], [1, -2, 3, -4, 5])
+    assert len(q.int32_data) == 3
+    nodes = [h.make_node("DequantizeLinear", ["q", "sc"], ["dq"], name="dq"),
+             h.make_node("Add", ["x", "dq"], ["y"], name="add")]
+    x5 = h.make_tensor_value_info("x", T.FLOAT, ["N", 5])
+    y5 = h.make_tensor_value_info("y", T.FLOAT, ["N", 5])
+    sc = h.make_tensor("sc", T.FLOAT, [], [0.5])
+    p = _save(tmp_path, nodes, [x5], [y5], [q, sc], "q.onnx", opset=21)
+    g = _import(p)
+    assert g["fixed_memory"] == 3 + 2 * F  # 5 int4 in 3 bytes; the scale a parameter
+    # one packed entry short is still refused
+    model = onnx.load(p)
+    del model.graph.initializer[0].int32_data[-1]
+    onnx.save(model, p)
+    _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml")),
+                    "initializer 'q' has dims [5] (5 elements, 3 values) but holds 2 values")
+
+
+def test_names_with_emoji_and_control_characters(tmp_path):
+    """An emoji was written as a surrogate pair escape that remat cannot
+    read; C1 control characters were kept; --name with a tab was written."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 8])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["batch", 8])
+    nodes = [h.make_node("MatMul", ["x", "W"], ["a"], name="mm\U0001F600"),
+             h.make_node("Relu", ["a"], ["b"], name="r\u00e9lu\u009bx"),
+             h.make_node("Tanh", ["b"], ["y"], name="t\u2028h")]
+    p = _save(tmp_path, nodes, [x], [y], [_w("W", [8, 8])])
+    g = _import(p, "--batch", "2", "--name", "mod\u00e8le \u2713")
+    assert [v["name"] for v in g["nodes"]] == [
+        "x", "mm\U0001F600", "r\u00e9lu_x", "t_h", "loss"]
+    assert g["name"] == "mod\u00e8le \u2713"
+    with open(tmp_path / "out.yaml", encoding="utf-8") as f:
+        text = f.read()
+    assert "mm\U0001F600" in text and "\\ud83d" not in text
+    for bad in ("a\tb", "a\nb", "a\u0085b", "  "):
+        _one_line_error(_run_cli(p, "-o", str(tmp_path / "o.yaml"), "--name", bad),
+                        "--name", "control characters")
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_node_name_with_invalid_utf8(tmp_path):
+    """protobuf returns a string field holding invalid UTF-8 as bytes: the
+    importer crashed with a TypeError."""
+    x = h.make_tensor_value_info("x", T.FLOAT, ["N", 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["N", 4])
+    p = _save(tmp_path, [h.make_node("Tanh", ["x"], ["y"], name="TANH")], [x], [y], [])
+    with open(p, "rb") as f:
+        data = f.read()
+    assert data.count(b"TANH") == 1
+    with open(p, "wb") as f:
+        f.write(data.replace(b"TANH", b"T\xffNH"))  # same length
+    out = str(tmp_path / "o.yaml")
+    res = _run_cli(p, "-o", out, "--batch", "2")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    with open(out, encoding="utf-8") as f:
+        g = yaml.safe_load(f)
+    assert _by_name(g)["T\ufffdNH"]["memory"] == 2 * 4 * F
+
+
+def test_truncated_external_data_is_refused(tmp_path):
+    """A truncated .onnx.data file was imported as if whole."""
+    model = onnx.load(mlp(tmp_path))
+    for t in model.graph.initializer:  # only raw_data goes to external files
+        t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name))
+    d = tmp_path / "ext"
+    d.mkdir()
+    onnx.save_model(model, str(d / "mlp.onnx"), save_as_external_data=True,
+                    location="mlp.data", size_threshold=0)
+    m = onnx.load(str(d / "mlp.onnx"), load_external_data=False)
+    w1 = next(t for t in m.graph.initializer if t.name == "w1")
+    offset = int({e.key: e.value for e in w1.external_data}.get("offset", 0))
+    os.truncate(d / "mlp.data", offset + 100)
+    _one_line_error(_run_cli(str(d / "mlp.onnx"), "-o", str(tmp_path / "o.yaml")),
+                    "initializer 'w1' has dims [16, 8] (512 bytes)",
+                    f"external data file 'mlp.data' holds 100 bytes from offset {offset}")
