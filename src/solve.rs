@@ -265,6 +265,15 @@ pub fn run(
         }
         (None, lb) => lb,
     };
+    // Whole costs make whole plan costs, so the bound rounds up past the
+    // solver's noise (the sweep's rows do the same), never past the plan.
+    let lower_bound = lower_bound.map(|b| {
+        let t = g.tidy_bound(b);
+        match &sim {
+            Some(s) if !offloads => t.min(s.cost),
+            _ => t,
+        }
+    });
     // `optimal` is a promise: within OPTIMAL_GAP of a bound, or by the
     // solver's own proof at the default gap. A looser --gap lets a strategy
     // stop early, and the answer then says `feasible` with its gap.
