@@ -667,3 +667,22 @@ proptest! {
         prop_assert!((opt.unwrap() - want).abs() <= want * 1e-9, "MILP {} vs solve_r {}", opt.unwrap(), want);
     }
 }
+
+/// Settings whose plans recompute past a cap are left out and counted, not
+/// replayed: one checkpoint on a 50,000-layer chain recomputes 3×10⁸ times
+/// and its plan asked for 30 GB at once (an abort). Here the cap is small
+/// and the settings left out are exactly those past it.
+#[test]
+fn settings_past_the_replay_cap_are_left_out_and_counted() {
+    use remat::strategies::knobs::evaluate_all_within;
+    let g = linear(40);
+    let s = Griewank;
+    let all = evaluate_all(&g, &s, &mut |_, _| {}).unwrap();
+    let cap = g.len() + 40;
+    let (kept, skipped) = evaluate_all_within(&g, &s, cap, &mut |_, _| {}).unwrap();
+    let over = all.iter().filter(|e| e.computations > cap).count();
+    assert!(over > 0 && over < all.len(), "{over} of {}", all.len());
+    assert_eq!(skipped, over);
+    assert_eq!(kept.len(), all.len() - over);
+    assert!(kept.iter().all(|e| e.computations <= cap));
+}
