@@ -730,7 +730,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         let mut keep = true;
         match result {
             Ok(Ok(out)) => {
-                fill_row(&mut row, &out, &g, cfg.zero_timings);
+                fill_row(&mut row, &out, g, cfg.zero_timings);
                 if let (Some(t), Some(base)) = (out.timing(), all_fast) {
                     row.timing = Some(RowTiming::of(t, base));
                 }
