@@ -773,8 +773,22 @@ def _settings(m: torch.nn.Module) -> tuple:
     """A module's plain settings (Dropout.p, BatchNorm's momentum and eps, a stochastic
     depth rate): the trace bakes them into the graph as constants, so a step after one
     changed ran the old value without a word."""
-    return tuple((a, v) for a, v in vars(m).items()
+    # NaN is kept as its name: it never equals itself, and the state would differ
+    # from itself at every step
+    return tuple((a, "nan" if isinstance(v, float) and v != v else v)
+                 for a, v in vars(m).items()
                  if not a.startswith("_") and a != "training" and _setting(v))
+
+
+def _identity(t: torch.Tensor) -> tuple:
+    """Which tensor, and what it is: ``model.half()`` or ``.to(device)`` keep the
+    objects but not the dtype or device the graph was captured with."""
+    return (id(t), str(t.dtype).replace("torch.", ""), str(t.device), tuple(t.shape))
+
+
+def _describe(ident: tuple) -> str:
+    _, dtype, device, shape = ident
+    return f"{dtype} on {device}, shape {list(shape)}"
 
 
 def model_state(model: torch.nn.Module) -> tuple:
@@ -788,8 +802,8 @@ def model_state(model: torch.nn.Module) -> tuple:
     return (tuple((k, p.requires_grad) for k, p in model.named_parameters(remove_duplicate=False)),
             tuple((k, m.training) for k, m in model.named_modules()),
             _autocast_state(),
-            tuple((k, id(t)) for k, t in model.named_parameters(remove_duplicate=False)),
-            tuple((k, id(t)) for k, t in model.named_buffers(remove_duplicate=False)),
+            tuple((k, _identity(t)) for k, t in model.named_parameters(remove_duplicate=False)),
+            tuple((k, _identity(t)) for k, t in model.named_buffers(remove_duplicate=False)),
             tuple((k, _settings(m)) for k, m in model.named_modules()))
 
 
@@ -822,14 +836,14 @@ def _state_change(was: tuple, now: tuple) -> str:
                 return f"on ({t})" if o else "off"
             return (f"torch.autocast('{d}') is {say(on2, dtype2)} (it was {say(on, dtype)} "
                     "when the model was captured)")
-    if [k for k, _ in was[3]] == [k for k, _ in now[3]]:
-        for (k, a), (_, b) in zip(was[3], now[3]):
+    for what, i in (("parameter", 3), ("buffer", 4)):
+        if [k for k, _ in was[i]] != [k for k, _ in now[i]]:
+            continue
+        for (k, a), (_, b) in zip(was[i], now[i]):
+            if a[0] != b[0]:
+                return f"{what} '{k}' is another tensor than the one captured"
             if a != b:
-                return f"parameter '{k}' is another tensor than the one captured"
-    if [k for k, _ in was[4]] == [k for k, _ in now[4]]:
-        for (k, a), (_, b) in zip(was[4], now[4]):
-            if a != b:
-                return f"buffer '{k}' is another tensor than the one captured"
+                return f"{what} '{k}' is {_describe(b)} (it was {_describe(a)})"
     for (k, a), (k2, b) in zip(was[5], now[5]):
         if k == k2 and a != b:
             old, new = dict(a), dict(b)

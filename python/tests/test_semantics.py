@@ -604,6 +604,13 @@ def test_train_step_follows_replaced_parameters_and_changed_settings():
     model[0].weight = nn.Parameter(model[0].weight.detach().clone())
     with pytest.raises(RematInputError, match="parameter '0.weight' is another tensor"):
         ex(*data)
+    # the same objects in another dtype are another graph too
+    ex = Executor(model, F.cross_entropy, data, plan)
+    model[3].double()
+    with pytest.raises(RematInputError,
+                       match=r"parameter '3.weight' is float64 on cpu, shape \[8, 8\] "
+                             r"\(it was float32"):
+        ex(*data)
 
 
 LOSS_MODULES = '''
