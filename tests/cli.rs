@@ -3166,3 +3166,37 @@ fn a_text_plan_error_names_its_line() {
         "bad.plan: line 8 (plan statement 4): compute 'y1' reads %0, which was already deallocated",
     );
 }
+
+/// A plan holding more than 2^64 bytes at once is refused: live bytes
+/// saturated on allocation and were subtracted on free, so 4,097 registers
+/// of 2^52 bytes, freed again before a valid step, "fit" u64::MAX bytes.
+#[test]
+fn a_plan_past_two_to_the_sixty_four_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let g = write(
+        d,
+        "huge.yaml",
+        "name: huge\ngraph: training\nnodes:\n  - {name: a, cost: 1, memory: 4503599627370496}\n  - {name: b, cost: 1, memory: 1, deps: [a], backward: true}\n",
+    );
+    let mut plan = String::from("# model: huge\n");
+    for r in 0..4097 {
+        plan.push_str(&format!("%{r} = allocate a\n"));
+    }
+    for r in 0..4097 {
+        plan.push_str(&format!("deallocate %{r}\n"));
+    }
+    plan.push_str("%5000 = allocate a\ncompute a, %5000\n%5001 = allocate b\ncompute b, %5001 <- %5000\ndeallocate %5000\ndeallocate %5001\n");
+    let p = write(d, "sat.plan", &plan);
+    let o = remat(&[
+        "simulate",
+        g.to_str().unwrap(),
+        p.to_str().unwrap(),
+        "-b",
+        "18446744073709551615",
+    ]);
+    one_line_error(
+        &o,
+        "line 4097 (plan statement 4095): the plan holds more than 2^64 bytes at once",
+    );
+}

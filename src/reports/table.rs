@@ -210,7 +210,9 @@ pub fn summarize(rows: &[Row]) -> Vec<ModelReport> {
                             let base = *ilp.get(&r.budget)?;
                             let c = metric(r)?;
                             if base > 0.0 {
-                                Some(c / base)
+                                // 1e300 over 5e-324 is no ratio to print
+                                // ("inf" in the table).
+                                Some(c / base).filter(|r| r.is_finite())
                             } else if c == 0.0 {
                                 Some(1.0)
                             } else {

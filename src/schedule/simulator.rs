@@ -97,6 +97,17 @@ pub struct MemoryPoint {
     pub slow: Bytes,
 }
 
+/// What a tier holds once `bytes` more are allocated. Sums of sizes
+/// saturated, and frees subtracted from the saturated figure: 4,097
+/// registers of 2^52 bytes, freed again, left a plan "fitting" u64::MAX
+/// bytes. No plan can hold 2^64 bytes, so past that it is refused.
+fn held_with(live: Bytes, bytes: Bytes) -> Result<Bytes, String> {
+    live.get()
+        .checked_add(bytes.get())
+        .map(Bytes)
+        .ok_or_else(|| "the plan holds more than 2^64 bytes at once".to_string())
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("plan statement {index}: {msg}")]
 pub struct SimError {
@@ -291,7 +302,7 @@ fn replay(
                         readers: 0,
                     },
                 );
-                live += *bytes;
+                live = held_with(live, *bytes).map_err(&fail)?;
                 if live > peak {
                     peak = live;
                     peak_statement = index;
@@ -514,7 +525,7 @@ fn replay(
                 copies += 1;
                 if outward {
                     to_slow += bytes;
-                    slow_live += bytes;
+                    slow_live = held_with(slow_live, bytes).map_err(&fail)?;
                     if slow_live > d.slow.capacity {
                         return Err(fail(format!(
                             "{op} of '{}' ({bytes} bytes) exceeds the slow tier: {slow_live} bytes held, capacity {}",
@@ -525,7 +536,7 @@ fn replay(
                     slow_peak = slow_peak.max(slow_live);
                 } else {
                     to_fast += bytes;
-                    live += bytes;
+                    live = held_with(live, bytes).map_err(&fail)?;
                     if live > peak {
                         peak = live;
                         peak_statement = index;
