@@ -2925,6 +2925,11 @@ fn an_interrupted_sweep_says_how_to_resume() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// Two sources of 10 bytes, each read by a 1-byte value, both read by the
+/// sink: in the file's order (x1, x2 first) 12 bytes cost 23, in another
+/// (x1, y1, x2, y2) 13.
+const ORD_GRAPH: &str = "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: x2, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n  - {name: y2, cost: 1, memory: 1, deps: [x2]}\n  - {name: z, cost: 1, memory: 1, deps: [y1, y2]}\n";
+
 /// remat keeps the file's order of first computations (as Checkmate does),
 /// and the simulator rightly accepts plans in any order: a tester's plan in
 /// another order cost 13 where `solve` said `optimal` at 23, and fit 72 B
@@ -2934,11 +2939,7 @@ fn an_interrupted_sweep_says_how_to_resume() {
 fn claims_name_the_file_order_where_another_order_exists() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ord = write(
-        d,
-        "ord.yaml",
-        "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: x2, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n  - {name: y2, cost: 1, memory: 1, deps: [x2]}\n  - {name: z, cost: 1, memory: 1, deps: [y1, y2]}\n",
-    );
+    let ord = write(d, "ord.yaml", ORD_GRAPH);
     let o = remat(&["solve", ord.to_str().unwrap(), "-b", "12"]);
     assert!(o.status.success(), "{}", stderr(&o));
     out_says(&o, "cost             23 ");
@@ -3090,11 +3091,7 @@ fn fractions_notes_and_ratios_say_what_holds() {
 fn bounds_are_tidy_and_trade_off_points_are_listed_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ord = write(
-        d,
-        "ord.yaml",
-        "name: ord\ngraph: training\nnodes:\n  - {name: x1, cost: 5, memory: 10}\n  - {name: x2, cost: 5, memory: 10}\n  - {name: y1, cost: 1, memory: 1, deps: [x1]}\n  - {name: y2, cost: 1, memory: 1, deps: [x2]}\n  - {name: z, cost: 1, memory: 1, deps: [y1, y2]}\n",
-    );
+    let ord = write(d, "ord.yaml", ORD_GRAPH);
     let csv = d.join("lp.csv");
     let o = remat(&[
         "sweep",

@@ -1213,10 +1213,6 @@ def to_yaml(graph: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(path: str, text: str):
-    write_text(path, text)
-
-
 def _parser():
     p = argparse.ArgumentParser(
         prog="remat_torch from-onnx",
@@ -1281,7 +1277,7 @@ def main(argv: list[str]) -> int:
     else:
         text = to_yaml(graph)
     try:
-        _write(args.output, text)
+        write_text(args.output, text)
     except OSError as e:
         print(f"error: {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
         return 2

@@ -122,8 +122,8 @@ def test_default_batch_is_one_and_json_output(tmp_path):
     assert _by_name(g)["fc1/Gemm"]["cost"] == 16 * 8
 
 
-def test_external_data_beside_the_model(tmp_path):
-    # weights in a separate file, read from another working directory
+def _mlp_with_external_data(tmp_path):
+    """The MLP saved as ext/mlp.onnx with its weights in ext/mlp.data; returns ext/."""
     model = onnx.load(mlp(tmp_path))
     for t in model.graph.initializer:  # only raw_data goes to external files
         t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name))
@@ -131,6 +131,12 @@ def test_external_data_beside_the_model(tmp_path):
     d.mkdir()
     onnx.save_model(model, str(d / "mlp.onnx"), save_as_external_data=True,
                     location="mlp.data", size_threshold=0)
+    return d
+
+
+def test_external_data_beside_the_model(tmp_path):
+    # weights in a separate file, read from another working directory
+    d = _mlp_with_external_data(tmp_path)
     out = str(tmp_path / "ext.yaml")
     res = _run_cli(str(d / "mlp.onnx"), "-o", out, "--batch", "3", cwd="/")
     assert res.returncode == 0, res.stderr
@@ -963,13 +969,7 @@ def test_node_name_with_invalid_utf8(tmp_path):
 
 def test_truncated_external_data_is_refused(tmp_path):
     """A truncated .onnx.data file was imported as if whole."""
-    model = onnx.load(mlp(tmp_path))
-    for t in model.graph.initializer:  # only raw_data goes to external files
-        t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name))
-    d = tmp_path / "ext"
-    d.mkdir()
-    onnx.save_model(model, str(d / "mlp.onnx"), save_as_external_data=True,
-                    location="mlp.data", size_threshold=0)
+    d = _mlp_with_external_data(tmp_path)
     m = onnx.load(str(d / "mlp.onnx"), load_external_data=False)
     w1 = next(t for t in m.graph.initializer if t.name == "w1")
     offset = int({e.key: e.value for e in w1.external_data}.get("offset", 0))

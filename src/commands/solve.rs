@@ -138,17 +138,34 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     for n in notes.iter().filter(|_| !ctx.quiet) {
         eprintln!("note: {n}");
     }
+    // Whether the claims below cover every plan, or those in the file's
+    // order only (README, "Every plan").
+    let forced = order_is_forced(&g);
     let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if to_stdout {
-        print_summary(&mut std::io::stderr(), &g, &budget, &out, device.as_deref())?;
+        print_summary(
+            &mut std::io::stderr(),
+            &g,
+            &budget,
+            &out,
+            device.as_deref(),
+            forced,
+        )?;
     } else {
-        print_summary(&mut std::io::stdout(), &g, &budget, &out, device.as_deref())
-            .context("writing to standard output")?;
+        print_summary(
+            &mut std::io::stdout(),
+            &g,
+            &budget,
+            &out,
+            device.as_deref(),
+            forced,
+        )
+        .context("writing to standard output")?;
     }
     if let (Some(t), Some(d)) = (out.timing(), &device) {
         let mut lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
         if let (Some(lb), Some(gap)) = (out.step_bound, out.step_gap()) {
-            let which = if order_is_forced(&g) {
+            let which = if forced {
                 "no plan within the budget"
             } else {
                 "no plan within the budget that first computes the nodes in the file's order"
@@ -180,7 +197,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if interrupted {
         return Err(Interrupted.into());
     }
-    status_result(&out, &budget, device.is_some(), order_is_forced(&g))
+    status_result(&out, &budget, device.is_some(), forced)
 }
 
 /// How a watched solve ended.
@@ -317,6 +334,7 @@ fn print_summary(
     budget: &Budget,
     out: &Outcome,
     device: Option<&remat::device::Device>,
+    forced: bool,
 ) -> std::io::Result<()> {
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     writeln!(w, "model            {} ({} nodes)", g.name, g.len())?;
@@ -350,7 +368,7 @@ fn print_summary(
         // (another strategy's plan beat it, unqualified, in one summary).
         let scope = match (
             device.is_some_and(|d| d.slow.capacity > Bytes::ZERO),
-            order_is_forced(g),
+            forced,
         ) {
             (true, true) => ", recompute-only plans",
             (true, false) => ", recompute-only plans in the file's node order",
