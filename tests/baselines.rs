@@ -679,10 +679,32 @@ fn settings_past_the_replay_cap_are_left_out_and_counted() {
     let s = Griewank;
     let all = evaluate_all(&g, &s, &mut |_, _| {}).unwrap();
     let cap = g.len() + 40;
-    let (kept, skipped) = evaluate_all_within(&g, &s, cap, &mut |_, _| {}).unwrap();
+    let (kept, left) = evaluate_all_within(&g, &s, cap, &|| false, &mut |_, _| {}).unwrap();
     let over = all.iter().filter(|e| e.computations > cap).count();
     assert!(over > 0 && over < all.len(), "{over} of {}", all.len());
-    assert_eq!(skipped, over);
+    assert_eq!(left.past_cap, over);
+    assert_eq!(left.not_reached, 0);
     assert_eq!(kept.len(), all.len() - over);
     assert!(kept.iter().all(|e| e.computations <= cap));
+}
+
+/// A stop requested part-way leaves the settings after it unevaluated and
+/// counted: the points before it are exactly the first ones of a full run.
+#[test]
+fn a_stop_part_way_keeps_the_settings_evaluated_before_it() {
+    use remat::strategies::knobs::evaluate_all_within;
+    use std::cell::Cell;
+    let g = linear(40);
+    let s = Griewank;
+    let all = evaluate_all(&g, &s, &mut |_, _| {}).unwrap();
+    let asked = Cell::new(0usize);
+    let stop = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 5
+    };
+    let (kept, left) = evaluate_all_within(&g, &s, usize::MAX, &stop, &mut |_, _| {}).unwrap();
+    assert_eq!(kept.len(), 5);
+    assert_eq!(kept[..], all[..5]);
+    assert_eq!(left.not_reached, all.len() - 5);
+    assert_eq!(left.past_cap, 0);
 }

@@ -3197,3 +3197,53 @@ fn a_plan_past_two_to_the_sixty_four_bytes_is_refused() {
         "line 4097 (plan statement 4095): the plan holds more than 2^64 bytes at once",
     );
 }
+
+/// `baselines --time-limit` reports what it measured and counts the rest,
+/// in the table and in the CSV, so that a partial curve never passes for a
+/// whole one; a limit of 0 stops before any strategy has begun.
+#[test]
+fn baselines_stopped_by_its_time_limit_say_what_they_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let csv = dir.path().join("b.csv");
+    let o = remat(&[
+        "baselines",
+        m.to_str().unwrap(),
+        "--time-limit",
+        "0",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(
+        &o,
+        "chen-sqrtn      (not evaluated: the run was stopped first)",
+    );
+    out_says(
+        &o,
+        "griewank-logn   (not evaluated: the run was stopped first)",
+    );
+    err_says(
+        &o,
+        "the time limit ran out before every setting was evaluated",
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    // checkpoint-all is measured before any limit; every baseline is a
+    // not-evaluated row.
+    assert!(rows[0].contains(",checkpoint-all,ok,"), "{text}");
+    let baselines = remat::strategies::baselines().len();
+    assert_eq!(rows.len(), 1 + baselines, "{text}");
+    assert!(
+        rows[1..].iter().all(|r| r.contains(",not-evaluated,")),
+        "{text}"
+    );
+    // Without a limit nothing is left out.
+    let o = remat(&["baselines", m.to_str().unwrap(), "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("not evaluated"), "{}", stdout(&o));
+    one_line_error(
+        &remat(&["baselines", m.to_str().unwrap(), "--time-limit", "-1"]),
+        "expected a number of seconds",
+    );
+}

@@ -1,9 +1,10 @@
 //! `remat baselines`: every prior-work heuristic at every knob setting.
 
 use anyhow::Result;
-use remat::cli::{check_output, load_graph, write_output};
+use remat::cli::{check_output, interrupt, load_graph, write_output, Interrupted};
 use remat::workflows::baselines;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,10 +16,20 @@ pub struct Args {
     /// List every setting, not only each strategy's trade-off (Pareto) points.
     #[arg(long)]
     all: bool,
+    /// Stop evaluating settings after this many seconds and report those
+    /// evaluated, counting the rest [default: no limit]. Ctrl-C does the
+    /// same, then exits with 130.
+    #[arg(long, allow_hyphen_values = true, value_parser = super::parse_seconds)]
+    time_limit: Option<f64>,
 }
 
 pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
-    let Args { model, output, all } = args;
+    let Args {
+        model,
+        output,
+        all,
+        time_limit,
+    } = args;
     if let Some(o) = &output {
         check_output(o, &[&model])?;
     }
@@ -32,7 +43,13 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         indicatif::ProgressStyle::with_template("{msg:15} [{bar:30}] {pos}/{len}")
             .expect("valid template"),
     );
-    let curves = baselines::curves(&g, &mut |name, done, total| {
+    // Every setting takes one replay; on a 50,000-node chain that is more
+    // than ten minutes in all, so a run can be cut short and still report
+    // what it measured.
+    let deadline = time_limit.map(|t| Instant::now() + Duration::from_secs_f64(t));
+    interrupt::install();
+    let stop = || interrupt::requested() || deadline.is_some_and(|d| Instant::now() >= d);
+    let curves = baselines::curves(&g, &stop, &mut |name, done, total| {
         bar.set_message(name.to_string());
         bar.set_length(total as u64);
         bar.set_position(done as u64);
@@ -52,6 +69,16 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         write_output(&path, &baselines::to_csv(&g, &curves)?)?;
         if !ctx.quiet && !to_stdout {
             eprintln!("wrote {}", path.display());
+        }
+    }
+    if baselines::stopped_early(&curves) {
+        if interrupt::requested() {
+            return Err(Interrupted.into());
+        }
+        if !ctx.quiet {
+            eprintln!(
+                "note: the time limit ran out before every setting was evaluated; the table says how many were not"
+            );
         }
     }
     Ok(())

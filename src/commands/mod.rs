@@ -146,7 +146,7 @@ impl SolverArgs {
 /// A year: longer limits are typos, and `Duration` cannot hold `inf`.
 const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if (0.0..=MAX_SECONDS).contains(&v) => Ok(v),
         _ => Err(format!(

@@ -149,7 +149,7 @@ pub fn evaluate_all(
     tick: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Evaluated>, StrategyError> {
     with_points(strategy, g, |points| {
-        evaluate_points(g, strategy, &points, usize::MAX, tick).map(|(e, _)| e)
+        evaluate_points(g, strategy, &points, usize::MAX, &|| false, tick).map(|(e, _)| e)
     })
 }
 
@@ -159,16 +159,27 @@ pub fn evaluate_all(
 /// asked for 30 GB at once (an abort, not an error).
 pub const MAX_REPLAYED_COMPUTATIONS: usize = 10_000_000;
 
-/// [`evaluate_all`], leaving out the settings past `max_computations`;
-/// also says how many it left out.
+/// The settings [`evaluate_all_within`] did not evaluate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Past the cap on computations.
+    pub past_cap: usize,
+    /// Not reached: `stop` said so first (a time limit, an interrupt).
+    pub not_reached: usize,
+}
+
+/// [`evaluate_all`], leaving out the settings past `max_computations`, and
+/// the rest once `stop()` is true (checked before each setting); also says
+/// how many it left out.
 pub fn evaluate_all_within(
     g: &Graph,
     strategy: &dyn TradeOff,
     max_computations: usize,
+    stop: &dyn Fn() -> bool,
     tick: &mut dyn FnMut(usize, usize),
-) -> Result<(Vec<Evaluated>, usize), StrategyError> {
+) -> Result<(Vec<Evaluated>, LeftOut), StrategyError> {
     with_points(strategy, g, |points| {
-        evaluate_points(g, strategy, &points, max_computations, tick)
+        evaluate_points(g, strategy, &points, max_computations, stop, tick)
     })
 }
 
@@ -177,21 +188,26 @@ fn evaluate_points(
     strategy: &dyn TradeOff,
     points: &Points<'_>,
     max_computations: usize,
+    stop: &dyn Fn() -> bool,
     tick: &mut dyn FnMut(usize, usize),
-) -> Result<(Vec<Evaluated>, usize), StrategyError> {
+) -> Result<(Vec<Evaluated>, LeftOut), StrategyError> {
     let total = points.len;
     let mut out = Vec::with_capacity(total);
-    let mut skipped = 0;
+    let mut left = LeftOut::default();
     for i in 0..total {
+        if stop() {
+            left.not_reached = total - i;
+            break;
+        }
         let p = (points.at)(i);
         if p.schedule.recomputations().saturating_add(g.len()) > max_computations {
-            skipped += 1;
+            left.past_cap += 1;
         } else {
             out.push(evaluate(g, strategy.name(), &p)?);
         }
-        tick(out.len() + skipped, total);
+        tick(out.len() + left.past_cap, total);
     }
-    Ok((out, skipped))
+    Ok((out, left))
 }
 
 /// `Strategy::solve` for any trade-off strategy: the cheapest setting whose

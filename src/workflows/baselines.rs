@@ -7,7 +7,9 @@
 use crate::graph::analysis::checkpoint_all_peak;
 use crate::graph::Graph;
 use crate::schedule::{generate_plan, simulate, Schedule};
-use crate::strategies::knobs::{evaluate_all_within, Evaluated, MAX_REPLAYED_COMPUTATIONS};
+use crate::strategies::knobs::{
+    evaluate_all_within, Evaluated, LeftOut, MAX_REPLAYED_COMPUTATIONS,
+};
 use crate::strategies::{baselines, StrategyError};
 
 /// One strategy's trade-off curve on a graph, or why it does not apply.
@@ -15,8 +17,12 @@ use crate::strategies::{baselines, StrategyError};
 pub struct Curve {
     pub strategy: &'static str,
     pub result: Result<Vec<Point>, String>,
-    /// Settings left out: past [`MAX_REPLAYED_COMPUTATIONS`].
-    pub skipped: usize,
+    /// Settings left out: past [`MAX_REPLAYED_COMPUTATIONS`], or not
+    /// reached before the run was stopped.
+    pub left_out: LeftOut,
+    /// False when the run was stopped before this strategy began: it has
+    /// no points, and how many settings it has is not known.
+    pub started: bool,
 }
 
 /// One knob setting as measured by the simulator.
@@ -30,38 +36,65 @@ pub struct Point {
 
 /// The curves of checkpoint-all and of every baseline in
 /// [`crate::strategies::baselines`]. `tick(strategy, done, total)` reports
-/// progress. An internal failure of a heuristic (a plan the simulator
+/// progress. Once `stop()` is true (a time limit, an interrupt) the
+/// settings not yet evaluated are counted, not evaluated, so that what was
+/// measured is still reported; a strategy not started by then is listed
+/// with none. An internal failure of a heuristic (a plan the simulator
 /// rejects) is an error, never a listed point.
 pub fn curves(
     g: &Graph,
+    stop: &dyn Fn() -> bool,
     tick: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<Vec<Curve>, StrategyError> {
     let mut out = vec![Curve {
         strategy: "checkpoint-all",
         result: Ok(mark_pareto(vec![checkpoint_all_point(g)?])),
-        skipped: 0,
+        left_out: LeftOut::default(),
+        started: true,
     }];
     for s in baselines() {
         let name = s.name();
-        let mut skipped = 0;
-        let result =
-            match evaluate_all_within(g, s.as_ref(), MAX_REPLAYED_COMPUTATIONS, &mut |d, t| {
-                tick(name, d, t)
-            }) {
-                Ok((points, left_out)) => {
-                    skipped = left_out;
-                    Ok(mark_pareto(points))
-                }
-                Err(StrategyError::NotApplicable { reason, .. }) => Err(reason),
-                Err(e) => return Err(e),
-            };
+        // Making a strategy's settings can take seconds on a large graph
+        // (2.7 s in all on a 50,000-node chain): not once stopped.
+        if stop() {
+            out.push(Curve {
+                strategy: name,
+                result: Ok(Vec::new()),
+                left_out: LeftOut::default(),
+                started: false,
+            });
+            continue;
+        }
+        let mut left_out = LeftOut::default();
+        let result = match evaluate_all_within(
+            g,
+            s.as_ref(),
+            MAX_REPLAYED_COMPUTATIONS,
+            stop,
+            &mut |d, t| tick(name, d, t),
+        ) {
+            Ok((points, left)) => {
+                left_out = left;
+                Ok(mark_pareto(points))
+            }
+            Err(StrategyError::NotApplicable { reason, .. }) => Err(reason),
+            Err(e) => return Err(e),
+        };
         out.push(Curve {
             strategy: name,
             result,
-            skipped,
+            left_out,
+            started: true,
         });
     }
     Ok(out)
+}
+
+/// True when some setting was not reached (see [`curves`]).
+pub fn stopped_early(curves: &[Curve]) -> bool {
+    curves
+        .iter()
+        .any(|c| c.left_out.not_reached > 0 || !c.started)
 }
 
 fn checkpoint_all_point(g: &Graph) -> Result<Evaluated, StrategyError> {
@@ -126,6 +159,12 @@ pub fn to_csv(g: &Graph, curves: &[Curve]) -> Result<Vec<u8>, csv::Error> {
         "note",
     ])?;
     for c in curves {
+        let note_row = |w: &mut csv::Writer<Vec<u8>>, status: &str, note: String| {
+            let mut row = vec![g.name.clone(), c.strategy.to_string(), status.into()];
+            row.extend(std::iter::repeat_n(String::new(), 8));
+            row.push(note);
+            w.write_record(row)
+        };
         match &c.result {
             Ok(points) => {
                 for p in points {
@@ -146,16 +185,36 @@ pub fn to_csv(g: &Graph, curves: &[Curve]) -> Result<Vec<u8>, csv::Error> {
                     ])?;
                 }
             }
-            Err(reason) => {
-                let mut row = vec![
-                    g.name.clone(),
-                    c.strategy.to_string(),
-                    "not-applicable".into(),
-                ];
-                row.extend(std::iter::repeat_n(String::new(), 8));
-                row.push(reason.clone());
-                w.write_record(row)?;
-            }
+            Err(reason) => note_row(&mut w, "not-applicable", reason.clone())?,
+        }
+        // Settings without a row are counted, so that a partial CSV does
+        // not pass for a whole curve.
+        if c.left_out.past_cap > 0 {
+            note_row(
+                &mut w,
+                "left-out",
+                format!(
+                    "{} settings recompute more than {MAX_REPLAYED_COMPUTATIONS} times",
+                    c.left_out.past_cap
+                ),
+            )?;
+        }
+        if !c.started {
+            note_row(
+                &mut w,
+                "not-evaluated",
+                "not evaluated: the run was stopped first".into(),
+            )?;
+        }
+        if c.left_out.not_reached > 0 {
+            note_row(
+                &mut w,
+                "not-evaluated",
+                format!(
+                    "{} settings not evaluated: the run was stopped first",
+                    c.left_out.not_reached
+                ),
+            )?;
         }
     }
     w.into_inner().map_err(|e| e.into_error().into())
@@ -224,12 +283,31 @@ pub fn to_table(g: &Graph, curves: &[Curve], all: bool) -> String {
                 }
             }
         }
-        if c.skipped > 0 {
+        // A strategy with no point listed still names itself.
+        let listed = matches!(&c.result, Ok(p) if !p.is_empty()) || c.result.is_err();
+        let label = if listed { "" } else { c.strategy };
+        if c.left_out.past_cap > 0 {
             s.push_str(&format!(
-                "{:<15} ({} settings left out: each recomputes more than {} times, past what a plan can be replayed in memory)\n",
-                "",
-                c.skipped,
+                "{label:<15} ({} left out: each recomputes more than {} times, past what a plan can be replayed in memory)\n",
+                crate::cli::plural(c.left_out.past_cap, "setting", "settings"),
                 MAX_REPLAYED_COMPUTATIONS
+            ));
+        }
+        if !c.started {
+            s.push_str(&format!(
+                "{:<15} (not evaluated: the run was stopped first)\n",
+                c.strategy
+            ));
+        }
+        if c.left_out.not_reached > 0 {
+            s.push_str(&format!(
+                "{:<15} ({} not evaluated: the run was stopped first)\n",
+                if listed || c.left_out.past_cap > 0 {
+                    ""
+                } else {
+                    c.strategy
+                },
+                crate::cli::plural(c.left_out.not_reached, "setting", "settings")
             ));
         }
     }
