@@ -252,7 +252,28 @@ fn exceeding_the_slow_tier_is_rejected() {
         &offload_plan(&g),
         Some(&device("duplex", 3, "none")),
         2,
-        "exceeds the slow tier",
+        "exceeds the slow tier: 0 bytes already held there, 4 with this copy, capacity 3",
+    );
+}
+
+/// A copy's destination is a new register: copying a register onto itself
+/// names the copy, not an allocation that never happened twice.
+#[test]
+fn a_copy_into_a_register_that_exists_is_rejected() {
+    let g = five();
+    let d = device("duplex", 100, "none");
+    let plan = edited(&g, |st| {
+        st[2] = CopyOut {
+            register: 0,
+            src: 0,
+        }
+    });
+    rejects(
+        &g,
+        &plan,
+        Some(&d),
+        2,
+        "%0 = copy_out %0: register %0 already exists; a copy makes a new register",
     );
 }
 

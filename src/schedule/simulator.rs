@@ -455,8 +455,12 @@ fn replay(
                 let d = dev.expect("checked above");
                 let outward = matches!(st, Statement::CopyOut { .. });
                 let op = op_name(st);
+                // A copy makes a new register (`%0 = copy_out %0` said
+                // "allocated twice", as if an allocate were repeated).
                 if regs.contains_key(register) {
-                    return Err(fail(format!("register %{register} is allocated twice")));
+                    return Err(fail(format!(
+                        "%{register} = {op} %{src}: register %{register} already exists; a copy makes a new register"
+                    )));
                 }
                 let (node, bytes) = {
                     let Some(s) = regs.get(src) else {
@@ -525,10 +529,11 @@ fn replay(
                 copies += 1;
                 if outward {
                     to_slow += bytes;
+                    let before = slow_live;
                     slow_live = held_with(slow_live, bytes).map_err(&fail)?;
                     if slow_live > d.slow.capacity {
                         return Err(fail(format!(
-                            "{op} of '{}' ({bytes} bytes) exceeds the slow tier: {slow_live} bytes held, capacity {}",
+                            "{op} of '{}' ({bytes} bytes) exceeds the slow tier: {before} bytes already held there, {slow_live} with this copy, capacity {}",
                             g.node(node).name,
                             d.slow.capacity
                         )));
