@@ -405,3 +405,65 @@ fn the_staged_cover_is_below_the_joint_optimum_on_small_dags() {
     assert!(checked >= 65, "only {checked} optima checked");
     assert!(raised >= 120, "only {raised} bounds above all-fast");
 }
+
+/// A plan may fetch a value in its reader's own stage: after the kernel
+/// before the reader freed its inputs, waited for before the reader runs.
+/// A tester's plan did (no recomputation, 13.02 s on a 1,000 B/s link) and
+/// beat the bound this program gave, which had copies in end a stage
+/// before their reader: 15 s and 14 s. The bound, and the step bound
+/// `solve` prints, must stay at or below it on every kind of engine and
+/// link.
+#[test]
+fn a_fetch_in_its_readers_stage_is_within_the_bound() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
+    let model_path = dir.join("chain4.yaml");
+    let g = Graph::load(&model_path).unwrap();
+    let (_, plan) =
+        remat::cli::plan_file::load_plan(&g, &model_path, &dir.join("fetch-in-reader-stage.plan"))
+            .unwrap();
+    let budget = Bytes(31);
+    let mut checked = 0;
+    for (engines, bw, direct) in [
+        ("duplex", 20, "none"),
+        ("duplex", 100, "none"),
+        ("duplex", 1000, "none"),
+        ("duplex", 1000, "10"),
+        ("shared", 100, "none"),
+        ("synchronous", 100, "none"),
+    ] {
+        let dev = Device::parse(&format!(
+            "name: t\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+             slow: {{capacity: 1000, to_slow: {bw}, to_fast: {bw}, latency: 0, engines: {engines}, direct_read: {direct}}}\n"
+        ))
+        .unwrap();
+        let sim = remat::schedule::simulate_on(&g, &plan, Some(&dev)).unwrap();
+        assert!(sim.peak <= budget && sim.computations == g.len());
+        let hand = sim.timing.unwrap().step.get();
+        let params = Params {
+            time_limit: Duration::from_secs(20),
+            feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
+            ..Params::default()
+        };
+        let bound = step_cover_bound(&g, budget, &dev, false, Copies::Spanning, &params)
+            .unwrap()
+            .unwrap()
+            .bound
+            .get();
+        assert!(
+            bound <= hand * (1.0 + 1e-9),
+            "{engines} at {bw} B/s: bound {bound} above the hand plan's {hand}"
+        );
+        let s = strategies::by_name("remat-tiered").unwrap();
+        let out = run(&g, s.as_ref(), budget, &opts(&dev, 20, false)).unwrap();
+        let printed = out.step_bound.unwrap().get();
+        assert!(
+            printed <= hand * (1.0 + 1e-9),
+            "{engines} at {bw} B/s: solve's step bound {printed} above the hand plan's {hand}"
+        );
+        if out.status == Status::Optimal {
+            assert!(step(&out) <= hand * (1.0 + 1e-9), "{engines} at {bw} B/s");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}

@@ -580,8 +580,18 @@ pub fn staged(
             } else {
                 inside.first().map(|&f| f + 1)
             };
+            // Where copies span stages, a plan may also fetch in the
+            // reader's own stage, once the stage's earlier kernels have
+            // freed their inputs, and wait for it before the reader runs:
+            // a tester's plan did, and beat this program's bound. The
+            // deadline rows then hold the reader back until the copy is
+            // done, which is the stall such a plan pays.
+            let last_in = match copies {
+                Copies::Spanning => s.last + 1,
+                Copies::WithinStage => s.last,
+            };
             let ins: Vec<(usize, Col)> = match first {
-                Some(f) => (f..=s.last)
+                Some(f) => (f..=last_in)
                     .map(|p| {
                         let c = model.add_col(0.0, 1.0, 0.0, true);
                         log.push((
@@ -617,7 +627,7 @@ pub fn staged(
             let mut back_after: Vec<(usize, Col)> = Vec::new();
             for &t in inside.iter().rev() {
                 let c = model.add_col(0.0, 1.0, 0.0, false);
-                let to = later.map_or(s.last, |(lt, _)| lt);
+                let to = later.map_or(last_in, |(lt, _)| lt);
                 let mut row = vec![(c, 1.0)];
                 if let Some((_, lc)) = later {
                     row.push((lc, -1.0));

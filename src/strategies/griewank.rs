@@ -165,26 +165,7 @@ fn reverse(a: usize, b: usize, free: usize, first: bool, out: &mut Vec<Action>) 
             }
             continue;
         }
-        // Advance i steps, snapshot, reverse the tail with one slot fewer,
-        // then the head with the slot back: i + t(m-i, free) + t(i, free+1),
-        // where t counts slots including the one holding the segment's start.
-        let cost = |i: usize| {
-            i as u64
-                + min_forward_steps((m - i) as u64, free as u64)
-                + min_forward_steps(i as u64, free as u64 + 1)
-        };
-        // With a slot for every state of the tail, every step runs once and
-        // i = 1 is the one optimal split (cost m + i - 2): no scan, which on
-        // a long chain with many snapshots was quadratic.
-        let i = if free + 1 >= m {
-            1
-        } else {
-            let best = (1..m).map(cost).min().expect("m >= 2");
-            (1..m)
-                .rev()
-                .find(|&i| cost(i) == best)
-                .expect("a minimum exists")
-        };
+        let i = split(m, free);
         out.push(Action::Advance { from: a, to: a + i });
         out.push(Action::Takeshot(a + i));
         // Popped in the order written: the tail, the release, the restore,
@@ -204,6 +185,42 @@ fn reverse(a: usize, b: usize, free: usize, first: bool, out: &mut Vec<Action>) 
             first,
         });
     }
+}
+
+/// Where to split `m` steps with `free` slots beside the one holding the
+/// segment's start (`free >= 1`, `m >= 2`): advance `i` steps, snapshot,
+/// reverse the tail with one slot fewer, then the head with the slot back,
+/// for `c(i) = i + t(m-i, free) + t(i, free+1)` forward steps, where `t`
+/// counts slots including the one holding the segment's start. The furthest
+/// of the optimal splits.
+///
+/// `t(l, s)` is convex in `l` (its slope is the repetition number, which
+/// only grows), so `c` is convex and its differences only grow: the
+/// furthest minimum is where the first positive difference is, found by
+/// bisection in O(log m) evaluations. The scan of every split was quadratic
+/// over a reversal with a middling number of snapshots.
+fn split(m: usize, free: usize) -> usize {
+    // With a slot for every state of the tail, every step runs once and
+    // i = 1 is the one optimal split (cost m + i - 2).
+    if free + 1 >= m {
+        return 1;
+    }
+    let cost = |i: usize| {
+        i as u64
+            + min_forward_steps((m - i) as u64, free as u64)
+            + min_forward_steps(i as u64, free as u64 + 1)
+    };
+    // The first i in 1..m-1 with c(i+1) > c(i); m-1 when there is none.
+    let (mut lo, mut hi) = (1, m - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if cost(mid + 1) > cost(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
 }
 
 /// Forward steps (advances) in an action sequence.
@@ -442,5 +459,29 @@ impl TradeOff for Griewank {
             }),
             monotone: true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bisection picks what the scan of every split picked: the
+    /// furthest of the optimal ones.
+    #[test]
+    fn the_split_is_the_furthest_optimal_one() {
+        for free in 1..10usize {
+            for m in 2..300usize {
+                let cost = |i: usize| {
+                    i as u64
+                        + min_forward_steps((m - i) as u64, free as u64)
+                        + min_forward_steps(i as u64, free as u64 + 1)
+                };
+                let best = (1..m).map(cost).min().unwrap();
+                let furthest = (1..m).rev().find(|&i| cost(i) == best).unwrap();
+                let want = if free + 1 >= m { 1 } else { furthest };
+                assert_eq!(split(m, free), want, "m = {m}, free = {free}");
+            }
+        }
     }
 }
