@@ -3247,3 +3247,31 @@ fn baselines_stopped_by_its_time_limit_say_what_they_left_out() {
         "expected a number of seconds",
     );
 }
+
+/// A plan over its budget names the statement where its peak is reached,
+/// like every other rejection (it named none).
+#[test]
+fn a_plan_over_its_budget_names_where_it_peaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
+    let dev = write(
+        dir.path(),
+        "dev.yaml",
+        "name: t\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
+         slow: {capacity: 1000, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}\n",
+    );
+    let o = remat(&[
+        "simulate",
+        data.join("chain4.yaml").to_str().unwrap(),
+        data.join("fetch-in-reader-stage.plan").to_str().unwrap(),
+        "--device",
+        dev.to_str().unwrap(),
+        "-b",
+        "30",
+    ]);
+    // Line 30 allocates grad/d while loss, d and c's fetch buffer are held.
+    one_line_error(
+        &o,
+        "peak 31 exceeds the budget 30 (30 B); it is reached at line 30 (plan statement 23)",
+    );
+}

@@ -250,13 +250,19 @@ fn statement_lines(text: &str) -> Vec<usize> {
 /// line beside the statement's index (the index alone, counted from 0,
 /// sent a reader of a hand-edited plan to the wrong line).
 fn locate(plan: &Path, e: &crate::schedule::simulator::SimError) -> String {
+    format!("{}: {}", statement_at(plan, e.index), e.msg)
+}
+
+/// A statement's place: its line in a text plan beside its index (counted
+/// from 0, as in a JSON plan's list), or the index alone.
+fn statement_at(plan: &Path, index: usize) -> String {
     let line = crate::input::read_text(plan, crate::input::MAX_GRAPH_BYTES)
         .ok()
         .filter(|t| !t.trim_start().starts_with('{'))
-        .and_then(|t| statement_lines(&t).get(e.index).copied());
+        .and_then(|t| statement_lines(&t).get(index).copied());
     match line {
-        Some(l) => format!("line {l} (plan statement {}): {}", e.index, e.msg),
-        None => e.to_string(),
+        Some(l) => format!("line {l} (plan statement {index})"),
+        None => format!("plan statement {index}"),
     }
 }
 
@@ -333,13 +339,16 @@ pub fn check_plan(
             "the budget the plan records",
         ),
     };
+    // Where the peak is reached, so that an edited plan says which of its
+    // statements to look at, as every other rejection does.
     if let Some(b) = limit.filter(|&b| rep.peak > b) {
         return Err(input_err(format!(
-            "{}: peak {} exceeds {whose} {} ({})",
+            "{}: peak {} exceeds {whose} {} ({}); it is reached at {}",
             plan.display(),
             rep.peak,
             b,
-            b.human()
+            b.human(),
+            statement_at(plan, rep.peak_statement)
         )));
     }
     Ok((rep, limit))
