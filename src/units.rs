@@ -435,6 +435,25 @@ impl Bandwidth {
                 SizeErrorKind::Other,
             ));
         }
+        // Link rates are often given in bits (`40Gb/s`): a lowercase `b`
+        // was read as bytes, eight times too fast.
+        if size.ends_with('b') {
+            return Err(err(
+                "a lowercase b reads as bits: remat takes bytes, so write B (40Gb/s is 5GB/s)",
+                SizeErrorKind::Other,
+            ));
+        }
+        // A plain number of bytes per second may be a fraction (0.5/s);
+        // as a size it would round down to 0 bytes, and be refused as not
+        // positive.
+        if let Ok(v) = size.strip_suffix('B').unwrap_or(size).trim().parse::<f64>() {
+            return Bandwidth::bytes_per_sec(v).ok_or_else(|| {
+                err(
+                    "a bandwidth must be positive and finite",
+                    SizeErrorKind::Other,
+                )
+            });
+        }
         // The size is parsed as a budget is; its errors spoke of budgets
         // ("a budget must be positive") and offered NN% for a rate.
         match BudgetSpec::parse(size) {
@@ -560,6 +579,18 @@ mod tests {
         assert!(Bandwidth::parse("50%").is_err());
         assert!(Bandwidth::parse("25GB").is_err());
         assert_eq!(Bandwidth::parse("2500").unwrap().get(), 2500.0);
+        // Fractions of a byte per second are rates, not sizes rounded to 0.
+        assert_eq!(Bandwidth::parse("0.5/s").unwrap().get(), 0.5);
+        assert_eq!(Bandwidth::parse("0.5B/s").unwrap().get(), 0.5);
+        // Bits are refused, not read as bytes.
+        for bits in ["40Gb/s", "40gb/s", "40Kb/s", "40b/s"] {
+            let e = Bandwidth::parse(bits).unwrap_err().to_string();
+            assert!(e.contains("reads as bits"), "{bits}: {e}");
+        }
+        assert_eq!(Bandwidth::parse("5GB/s").unwrap().get(), 5e9);
+        for bad in ["-1/s", "nan", "inf", "0/s"] {
+            assert!(Bandwidth::parse(bad).is_err(), "{bad}");
+        }
         assert!((parse_seconds("10us").unwrap().get() - 10e-6).abs() < 1e-18);
         assert_eq!(parse_seconds("2").unwrap(), Seconds(2.0));
         assert!(parse_seconds("-1s").is_err());
