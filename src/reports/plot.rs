@@ -841,6 +841,16 @@ fn recomputed_summary(recomputed: &[(usize, String)], max: usize) -> String {
     parts.join(", ")
 }
 
+/// ` (strategy)` for a title, nothing for a plan that names none (a
+/// hand-written one titled its figure `model () on device`).
+fn strategy_label(strategy: &str) -> String {
+    if strategy.trim().is_empty() {
+        String::new()
+    } else {
+        format!(" ({strategy})")
+    }
+}
+
 /// Figure 1: memory in use over the plan's statements against the budget,
 /// with recomputations marked.
 pub fn plot_plan(
@@ -869,8 +879,9 @@ pub fn plot_plan(
         })
         .collect();
     let mut title = format!(
-        "{} ({strategy}): cost {:.3}x checkpoint-all, {}",
+        "{}{}: cost {:.3}x checkpoint-all, {}",
         g.name,
+        strategy_label(strategy),
         g.overhead(sim.cost),
         crate::cli::plural(
             trace.recomputations.len(),
@@ -880,8 +891,9 @@ pub fn plot_plan(
     );
     if let Some(b) = budget.filter(|b| sim.peak > *b) {
         title = format!(
-            "{} ({strategy}): peak {} EXCEEDS the budget {}",
+            "{}{}: peak {} EXCEEDS the budget {}",
             g.name,
+            strategy_label(strategy),
             sim.peak.human(),
             b.human()
         );
@@ -1173,8 +1185,11 @@ pub fn plot_plan_timed(
         "n/a".into()
     };
     let mut title = format!(
-        "{} ({strategy}) on {}: step {} ({over} vs all-fast)",
-        g.name, device.name, t.step
+        "{}{} on {}: step {} ({over} vs all-fast)",
+        g.name,
+        strategy_label(strategy),
+        device.name,
+        t.step
     );
     if let Some(b) = budget.filter(|b| sim.peak > *b) {
         title.push_str(&format!(
@@ -1211,4 +1226,14 @@ pub fn plot_plan_timed(
     };
     render(path, |r| draw_timed(r, &d, g), |r| draw_timed(r, &d, g))?;
     Ok((sim, d.timeline))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_plan_without_a_strategy_has_no_empty_parentheses() {
+        assert_eq!(super::strategy_label(""), "");
+        assert_eq!(super::strategy_label("  "), "");
+        assert_eq!(super::strategy_label("remat-fast"), " (remat-fast)");
+    }
 }
