@@ -3275,3 +3275,37 @@ fn a_plan_over_its_budget_names_where_it_peaks() {
         "peak 31 exceeds the budget 30 (30 B); it is reached at line 30 (plan statement 23)",
     );
 }
+
+/// A tiered strategy that finds nothing names the slow tier's capacity
+/// beside the budget: offload-all on a tier too small for one value was
+/// said not to fit the fast budget alone.
+#[test]
+fn no_fit_on_a_device_names_its_slow_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
+    let dev = write(
+        dir.path(),
+        "tiny.yaml",
+        "name: tiny\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
+         slow: {capacity: 5, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}\n",
+    );
+    let o = remat(&[
+        "solve",
+        data.join("chain4.yaml").to_str().unwrap(),
+        "-b",
+        "31",
+        "-s",
+        "offload-all",
+        "--device",
+        dev.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    err_says(
+        &o,
+        "offload-all found no plan that fits 31 B (31 bytes) with tiny's slow tier of 5 B",
+    );
+    out_says(
+        &o,
+        "exceeds the slow tier: 0 bytes already held there, 10 with this copy, capacity 5",
+    );
+}

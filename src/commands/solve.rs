@@ -197,7 +197,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if interrupted {
         return Err(Interrupted.into());
     }
-    status_result(&out, &budget, device.is_some(), forced)
+    status_result(&out, &budget, device.as_deref(), forced)
 }
 
 /// How a watched solve ended.
@@ -280,7 +280,13 @@ fn run_watched(
 }
 
 /// The exit code of an answer, as the README's table gives it.
-fn status_result(out: &Outcome, budget: &Budget, tiers: bool, forced: bool) -> Result<()> {
+fn status_result(
+    out: &Outcome,
+    budget: &Budget,
+    device: Option<&remat::device::Device>,
+    forced: bool,
+) -> Result<()> {
+    let tiers = device.is_some();
     // No "did you mean N%?" here: below the smallest budget the pipeline
     // refused the budget before any strategy ran (with the hint); above
     // it, a bare number is taken at its word (docs/format.md, Budgets).
@@ -297,10 +303,20 @@ fn status_result(out: &Outcome, budget: &Budget, tiers: bool, forced: bool) -> R
             "infeasible: no plan that first computes the nodes in the file's order fits {}; reordering the graph file may let one fit",
             budget.show()
         ))),
+        // With a slow tier, its capacity bounds the plans too (offload-all
+        // on a 5 GB tier was said not to fit the fast budget alone).
         Status::NoFit => anyhow::bail!(
-            "{} found no plan that fits {}; that does not mean none exists: try {}",
+            "{} found no plan that fits {}{}; that does not mean none exists: try {}",
             out.strategy,
             budget.show(),
+            device
+                .filter(|d| d.slow.capacity > Bytes::ZERO)
+                .map(|d| format!(
+                    " with {}'s slow tier of {}",
+                    d.name,
+                    d.slow.capacity.human()
+                ))
+                .unwrap_or_default(),
             if tiers && out.strategy == "remat-tiered" {
                 "a longer --time-limit, or -s remat-fast (its offload moves run longer)".to_string()
             } else if tiers {
