@@ -3248,18 +3248,28 @@ fn baselines_stopped_by_its_time_limit_say_what_they_left_out() {
     );
 }
 
+/// tests/data/jit (a 4-layer chain of 10-byte values and a plan that
+/// fetches each in its reader's stage), and a device named `tiny` whose
+/// costs are seconds, with 100 B/s links and `slow` bytes of slow tier.
+fn jit_chain_and_device(dir: &Path, slow: u64) -> (PathBuf, PathBuf) {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
+    let dev = write(
+        dir,
+        "tiny.yaml",
+        &format!(
+            "name: tiny\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1000}}\n\
+             slow: {{capacity: {slow}, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}}\n"
+        ),
+    );
+    (data, dev)
+}
+
 /// A plan over its budget names the statement where its peak is reached,
 /// like every other rejection (it named none).
 #[test]
 fn a_plan_over_its_budget_names_where_it_peaks() {
     let dir = tempfile::tempdir().unwrap();
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
-    let dev = write(
-        dir.path(),
-        "dev.yaml",
-        "name: t\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
-         slow: {capacity: 1000, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}\n",
-    );
+    let (data, dev) = jit_chain_and_device(dir.path(), 1000);
     let o = remat(&[
         "simulate",
         data.join("chain4.yaml").to_str().unwrap(),
@@ -3282,13 +3292,7 @@ fn a_plan_over_its_budget_names_where_it_peaks() {
 #[test]
 fn no_fit_on_a_device_names_its_slow_tier() {
     let dir = tempfile::tempdir().unwrap();
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
-    let dev = write(
-        dir.path(),
-        "tiny.yaml",
-        "name: tiny\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000}\n\
-         slow: {capacity: 5, to_slow: 100, to_fast: 100, latency: 0, engines: duplex, direct_read: none}\n",
-    );
+    let (data, dev) = jit_chain_and_device(dir.path(), 5);
     let o = remat(&[
         "solve",
         data.join("chain4.yaml").to_str().unwrap(),
