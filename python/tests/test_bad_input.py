@@ -263,3 +263,40 @@ def test_a_missing_binary_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("REMAT_BIN", str(tmp_path / "nope"))
     with pytest.raises(RematInputError, match=r"^REMAT_BIN=\S+/nope: not an executable file$"):
         binary.simulate_peak("g.yaml", "p.json")
+
+
+@pytest.mark.parametrize("flag,value,shown", [
+    ("--bandwidth-gbs", "-1", "-1"), ("--bandwidth-gbs", "nan", "nan"),
+    ("--bandwidth-gbs", "inf", "inf"), ("--bandwidth-gbs", "0", "0"),
+    ("--peak-tflops", "-5", "-5"), ("--peak-tflops", "0", "0"),
+    ("--peak-tflops", "1e300", "1e+300"),  # overflows to inf in FLOP/s
+])
+def test_roofline_overrides_must_be_positive_and_finite(flag, value, shown, tmp_path):
+    """Before: -1 GB/s made every memory-bound node cost 0 (relu: cost 0), nan and inf
+    were written as costs, and 0 was silently the device's own figure."""
+    out = tmp_path / "g.yaml"
+    refused(run_main("export", example("mlp"), "--batch", "2", "-o", str(out), flag, value),
+            f"{flag} must be a positive finite number (got {shown})")
+    assert not out.exists()
+
+
+def test_roofline_overrides_in_the_api():
+    from remat_torch.graphfile import export
+
+    model, data, cap, _ = _mlp_plan()
+    for kw, needle in [({"bandwidth": -1e9}, "bandwidth must be a positive finite number of "
+                                              "bytes/s (got -1000000000.0)"),
+                       ({"bandwidth": 0}, "bandwidth must be a positive finite number of "
+                                          "bytes/s (got 0)"),
+                       ({"peak_flops": float("nan")}, "peak_flops must be a positive finite "
+                                                      "number of FLOP/s (got nan)"),
+                       ({"bandwidth": 1e-320}, "node 'addmm' would cost inf us")]:
+        with pytest.raises(RematInputError) as e:
+            export(cap, data, "m", 2, **kw)
+        assert needle in str(e.value), str(e.value)
+    # a valid override is used: 1 GB/s makes the ReLU (2x8 floats in and out: 128 bytes)
+    # cost 0.128 us
+    text = export(cap, data, "m", 2, peak_flops=2e12, bandwidth=1e9)
+    assert 'cost_unit: "us (roofline, a100: 2 TFLOP/s, 1 GB/s)"' in text
+    relu = next(line for line in text.splitlines() if '"aten.relu.default"' in line)
+    assert "cost: 0.128," in relu, relu
