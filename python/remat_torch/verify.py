@@ -23,6 +23,7 @@ same model, and compares the losses.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -108,8 +109,27 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
 
 
-def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int]):
+def _plan_bytes(plan: Dict, key: str, path: str) -> Optional[int]:
+    """The plan's ``peak_memory`` or ``fixed_memory``: a whole number of bytes, or None
+    when the plan has none. Refused in one line otherwise (``"big"`` and NaN were a
+    ValueError traceback from ``int()`` after the whole run, 1.5 was taken as 1)."""
+    v = plan.get(key)
+    if v is None:
+        return None
+    ok = (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and v.is_integer())
+    if not ok or v < 0:
+        raise RematInputError(f"{path}: '{key}' must be a whole number of bytes "
+                              f"(got {json.dumps(v)})")
+    return int(v)
+
+
+def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int],
+           figures: bool = False):
     plan = load_plan(plan_path)
+    if figures:  # before anything runs
+        for key in ("peak_memory", "fixed_memory"):
+            _plan_bytes(plan, key, plan_path)
     graph = read_graph(graph_path) if graph_path else None
     n = batch_from(plan, graph, batch)
     model, data, loss_fn = call_factory(spec, n)
@@ -175,7 +195,8 @@ def has_transfers(plan: Dict) -> bool:
 def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
            batch: Optional[int] = None, seed: int = 0,
            device_file: Optional[str] = None) -> Report:
-    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
+    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch,
+                                                    figures=True)
     n = batch_from(plan, graph, batch)
     ref_model, ref_loss_fn = _twin(spec, n, model, loss_fn)
     eager_model, eager_loss_fn = _twin(spec, n, model, loss_fn)
@@ -225,10 +246,11 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     rep.eager_close = not e_far and not b_far and not l_far
     opt_bytes = int((graph or {}).get("meta", {}).get("optimizer_bytes", 0) or 0)
     if graph is None:
-        opt_bytes = int(plan.get("fixed_memory", 0)) - (ex.last_fixed or 0)
+        opt_bytes = (_plan_bytes(plan, "fixed_memory", plan_path) or 0) - (ex.last_fixed or 0)
         opt_bytes = max(opt_bytes, 0)
     rep.measured_peak = (ex.last_peak or 0) + opt_bytes
-    rep.simulated_peak = int(plan.get("peak_memory", -1))
+    peak = _plan_bytes(plan, "peak_memory", plan_path)
+    rep.simulated_peak = -1 if peak is None else peak
     if graph_path is not None and has_transfers(plan) and device_file is None:
         rep.lines.append("note             the plan moves tensors to the slow tier: pass "
                          "--device-file (the device it was solved for) to replay it in remat "

@@ -132,3 +132,29 @@ def test_bad_factories(fn, needle, workdir):
     path.write_text(BAD_FACTORIES)
     refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
             str(path), needle)
+
+
+@pytest.mark.parametrize("key,value,shown", [
+    ("peak_memory", "big", '"big"'),
+    ("peak_memory", float("nan"), "NaN"),
+    ("peak_memory", -3, "-3"),
+    ("fixed_memory", 1.5, "1.5"),
+    ("fixed_memory", [4096], "[4096]"),
+])
+def test_plan_figures_must_be_byte_counts(mlp_plan, workdir, key, value, shown, monkeypatch):
+    """Before: "big" or NaN was a ValueError traceback from int() once the three runs were
+    done, and 1.5 bytes was taken as 1. Now one line naming the plan file and the field,
+    before the factory is even called."""
+    graph, plan = mlp_plan
+    data = json.load(open(plan))
+    data[key] = value
+    bad = workdir / f"bad-{key}.json"
+    bad.write_text(json.dumps(data))
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    extra = [] if key == "fixed_memory" else ["--graph", graph]
+    refused(run_main("verify", example("mlp"), str(bad), *extra),
+            f"{bad}: '{key}' must be a whole number of bytes (got {shown})")
