@@ -111,6 +111,14 @@ def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
     return model, (torch.randint(0, 20, (b, 3)), torch.randint(0, 3, (b,))), F.cross_entropy
+
+def meta_model(b):
+    # all on meta: exported (shapes are all tracing needs), then verify failed in torch.equal
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).to("meta")
+    return model, (torch.randn(b, 4, device="meta"),), lambda out: out.sum()
+
+def meta_batch(b):
+    return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,), device="meta")), F.cross_entropy
 '''
 
 
@@ -144,13 +152,17 @@ def factories(tmp_path_factory):
     ("gru_dropout", "'rnn' (GRU, num_layers=2, dropout=0.3): PyTorch's traced GRU leaves "
                     "out the dropout between layers that eager applies"),
     ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
+    ("meta_model", "meta_model: parameter '0.weight' is on the meta device (a shape without "
+                   "values): a plan runs on real tensors"),
+    ("meta_batch", "meta_batch: batch[1] is on the meta device"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
     an aten op; a mutated input printed a descriptor's repr; and a shape error printed
     torch's own 40-line ERROR log of the fake kernel's traceback before the one line; an
     integer loss was '(got [])', without its dtype; an input that requires grad was
-    accepted, and its .grad silently left None; a
+    accepted, and its .grad silently left None; a model on the meta device was exported
+    and verify was then a NotImplementedError traceback (aten::equal on meta); a
     sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
     with no trained parameter was exported, and verify's eager run was a RuntimeError
     traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module
