@@ -109,6 +109,23 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
 
 
+# what torch.manual_seed accepts (a negative seed is taken modulo 2**64)
+SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 64 - 1
+
+
+def check_seed(seed: object, steps: int = 1) -> None:
+    """Refuse a seed torch.manual_seed would not take (a ValueError traceback, 'Overflow
+    when unpacking long long', after the capture); ``train`` seeds step i with seed + i."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RematInputError(f"the seed must be a whole number (got {seed!r})")
+    last = seed + max(steps, 1) - 1
+    if seed < SEED_MIN or last > SEED_MAX:
+        raise RematInputError(
+            f"--seed {seed} is out of range: torch.manual_seed takes {SEED_MIN} to {SEED_MAX}"
+            + (f" (train seeds step i with seed + i: the last step's is {last})"
+               if SEED_MIN <= seed <= SEED_MAX else ""))
+
+
 def _plan_bytes(plan: Dict, key: str, path: str) -> Optional[int]:
     """The plan's ``peak_memory`` or ``fixed_memory``: a whole number of bytes, or None
     when the plan has none. Refused in one line otherwise (``"big"`` and NaN were a
@@ -195,6 +212,7 @@ def has_transfers(plan: Dict) -> bool:
 def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
            batch: Optional[int] = None, seed: int = 0,
            device_file: Optional[str] = None) -> Report:
+    check_seed(seed)
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch,
                                                     figures=True)
     n = batch_from(plan, graph, batch)
@@ -326,6 +344,7 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
           batch: Optional[int] = None, steps: int = 3, lr: float = 0.01,
           seed: int = 0) -> Report:
     """``steps`` SGD steps with the plan vs eager from the same start; same batch each step."""
+    check_seed(seed, steps)
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
     eager_model, eager_loss_fn = _twin(spec, batch_from(plan, graph, batch), model, loss_fn)
     ex = Executor(model, loss_fn, data, plan, cap=cap)
