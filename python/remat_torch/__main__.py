@@ -7,6 +7,7 @@ one line naming the file and the node, with exit code 2 and no traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import List, Optional
@@ -28,6 +29,9 @@ def _export(a) -> int:
         raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
     if a.batch < 1:
         raise RematInputError(f"--batch must be at least 1 (got {a.batch})")
+    # 0 was silently the device's figure (a falsy override), -1, nan and inf were taken
+    peak_flops = _positive_figure("--peak-tflops", a.peak_tflops, 1e12)
+    bandwidth = _positive_figure("--bandwidth-gbs", a.bandwidth_gbs, 1e9)
     model, batch, loss_fn = call_factory(a.factory, a.batch)
     if torch.cuda.is_available() and not a.cpu:
         model = model.cuda()
@@ -37,8 +41,7 @@ def _export(a) -> int:
     base = a.factory.rpartition(":")[2]
     name = graph_name(base, a.batch, cap.fingerprint)
     text = export(cap, batch, name, a.batch, cost=a.cost, device=a.device,
-                  peak_flops=a.peak_tflops * 1e12 if a.peak_tflops else None,
-                  bandwidth=a.bandwidth_gbs * 1e9 if a.bandwidth_gbs else None,
+                  peak_flops=peak_flops, bandwidth=bandwidth,
                   optimizer=a.optimizer, factory=a.factory)
     try:
         write_text(a.output, text)
@@ -48,6 +51,15 @@ def _export(a) -> int:
           f"cost {a.cost}, "
           f"captured and written in {time.perf_counter() - t0:.2f} s")
     return 0
+
+
+def _positive_figure(flag: str, value: Optional[float], scale: float) -> Optional[float]:
+    """A roofline override in the flag's unit, scaled to per second; None if not given."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and value > 0 and math.isfinite(value * scale)):
+        raise RematInputError(f"{flag} must be a positive finite number (got {value:g})")
+    return value * scale
 
 
 def _verify(a) -> int:

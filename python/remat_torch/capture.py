@@ -684,6 +684,7 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
     graph format had groups: only for comparing the two.
     """
     batch = normalize_inputs(model, batch, loss_fn)
+    check_not_meta(model, batch, loss_fn)
     # capturing must not consume the global RNG (the step that follows would then
     # draw other dropout masks than an uncaptured one): save and restore it
     cpu_rng = torch.get_rng_state()
@@ -873,6 +874,24 @@ def check_batch_grad(batch: Sequence[torch.Tensor]) -> None:
                 f"batch[{i}] requires grad: a plan computes the parameters' gradients "
                 f"only, never an input's (batch[{i}].grad would not be set, as eager sets "
                 "it); pass it without requires_grad (.detach())")
+
+
+def check_not_meta(model: torch.nn.Module, batch: Sequence[torch.Tensor],
+                   loss_fn: Callable[..., Any]) -> None:
+    """Refuse tensors on the meta device (shapes without values): such a model traced
+    and exported, and verify then failed in torch.equal (NotImplementedError)."""
+    named = [(f"parameter '{k}'", t) for k, t in model.named_parameters()]
+    named += [(f"buffer '{k}'", t) for k, t in model.named_buffers()]
+    if isinstance(loss_fn, torch.nn.Module):
+        named += [(f"loss_fn parameter '{k}'", t) for k, t in loss_fn.named_parameters()]
+        named += [(f"loss_fn buffer '{k}'", t) for k, t in loss_fn.named_buffers()]
+    named += [(f"batch[{i}]", t) for i, t in enumerate(batch)]
+    for what, t in named:
+        if t.device.type == "meta":
+            raise RematInputError(
+                f"{what} is on the meta device (a shape without values): a plan runs on "
+                "real tensors; materialize the model and batch first (model.to_empty("
+                "device=...) then initialize, or load a state dict)")
 
 
 def capture_factory(spec: str, model: torch.nn.Module, batch: Sequence[torch.Tensor],

@@ -583,6 +583,8 @@ def run_compare(a) -> int:
         return _finish(a, base, stem, rows)
     if a.device not in DEVICES:
         raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
+    if a.batch < 1:  # as export: --batch 0 captured, and overwrote the graph file first
+        raise RematInputError(f"--batch must be at least 1 (got {a.batch})")
     binary.find_remat()  # fail early, before capturing
     model, batch, loss_fn = call_factory(a.factory, a.batch)
     if torch.cuda.is_available() and not a.cpu:

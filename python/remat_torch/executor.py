@@ -55,7 +55,7 @@ import operator
 import os
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -158,6 +158,7 @@ class Executor:
         self.plan = plan
         self.path = plan.get("_path", "plan")
         self.batch_shapes = [(tuple(t.shape), t.dtype) for t in batch]
+        self.batch_strides = self._captured_strides(batch)
         # what the graph was captured from besides the batch: the step refuses to run once
         # it changed (train_step re-captures instead)
         self.model_state = model_state(model)
@@ -316,12 +317,34 @@ class Executor:
                 env[n] = tangent
         return env
 
+    def _captured_strides(self, batch: Sequence[torch.Tensor]) -> List[Tuple[int, ...]]:
+        """Each batch tensor's strides as traced (the capture's input placeholders; the
+        given batch's where the graph does not read an input)."""
+        out = [tuple(t.stride()) for t in batch]
+        for n, (kind, key) in self.cap.placeholders.items():
+            v = n.meta.get("val")
+            if kind == "input" and isinstance(v, torch.Tensor) and key < len(out):
+                out[key] = tuple(v.stride())
+        return out
+
     def _check_batch(self, batch: Sequence[torch.Tensor]) -> None:
         got = [(tuple(t.shape), t.dtype) for t in batch]
         if got != self.batch_shapes:
             raise RematInputError(
                 f"{self.path}: the batch's shapes {got} differ from the captured ones "
                 f"{self.batch_shapes}; re-export and re-solve for this batch")
+        for i, (t, traced) in enumerate(zip(batch, self.batch_strides)):
+            # the graph's views and kernels were traced for the captured memory layout: a
+            # channels-last batch of the same shape failed later in a 'view' node, blamed
+            # on a fake kernel. Strides of size-1 dimensions (and of an empty tensor) do
+            # not change the layout, as in torch's own significant-strides check
+            if t.numel() and any(n > 1 and a != b
+                                 for n, a, b in zip(t.shape, t.stride(), traced)):
+                raise RematInputError(
+                    f"{self.path}: batch[{i}]'s strides {tuple(t.stride())} differ from the "
+                    f"captured ones {traced} (same shape {list(t.shape)}): the joint graph "
+                    "was traced for the captured memory layout; pass the batch laid out as "
+                    "at capture (.contiguous() for a contiguous one), or capture again")
         check_batch_grad(batch)
         changed = _state_change(self.model_state, model_state(self.model))
         if changed:

@@ -13,6 +13,7 @@ has no ``group`` key, as before groups.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Dict, Optional
 
 import torch
@@ -78,6 +79,13 @@ def node_meta(cap: Capture) -> Dict[str, str]:
     return out
 
 
+def _positive_finite(x: Any) -> bool:
+    try:
+        return not isinstance(x, bool) and math.isfinite(float(x)) and float(x) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def export(cap: Capture, batch, name: str, batch_size: int, cost: str = "roofline",
            device: str = "a100", peak_flops: Optional[float] = None,
            bandwidth: Optional[float] = None, optimizer: str = "none",
@@ -90,10 +98,21 @@ def export(cap: Capture, batch, name: str, batch_size: int, cost: str = "rooflin
         unit = "flop (torch.utils.flop_counter)"
         dev_desc = "-"
     elif cost == "roofline":
+        for what, x, per in (("peak_flops", peak_flops, "FLOP/s"),
+                             ("bandwidth", bandwidth, "bytes/s")):
+            # a negative bandwidth made every memory-bound node cost 0 (max with a
+            # negative figure), NaN made costs NaN, 0 divided by zero
+            if x is not None and not _positive_finite(x):
+                raise RematInputError(f"{what} must be a positive finite number of {per} "
+                                      f"(got {x!r})")
         pf, bw = C.DEVICES[device]
-        pf = peak_flops if peak_flops is not None else pf
-        bw = bandwidth if bandwidth is not None else bw
+        pf = float(peak_flops) if peak_flops is not None else pf
+        bw = float(bandwidth) if bandwidth is not None else bw
         costs = C.roofline(cap, pf, bw)
+        inf = next((k for k, v in costs.items() if not math.isfinite(v)), None)
+        if inf is not None:  # a figure so small that a node's time overflows
+            raise RematInputError(f"roofline figures {pf:g} FLOP/s, {bw:g} bytes/s: node "
+                                  f"'{inf}' would cost {costs[inf]} us")
         dev_desc = f"{device}: {pf / 1e12:g} TFLOP/s, {bw / 1e9:g} GB/s"
         unit = f"us (roofline, {dev_desc})"
     elif cost == "measured":

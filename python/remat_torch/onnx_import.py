@@ -28,6 +28,8 @@ import sys
 from .files import write_text
 
 IMPORTER = "remat_torch.onnx_import"
+MAX_BATCH = 2**32 - 1  # remat's batch_size is a u32 (docs/format.md)
+MAX_DIM = 2**63 - 1  # an ONNX dim_value is an int64
 
 
 class ImportFailure(Exception):
@@ -575,6 +577,11 @@ def _bind_dims(model, batch: int | None, dims: dict[str, int]):
     if batch is None:
         batch = next(iter(sorted(fixed_batches)), None) if not symbolic_batch else 1
         batch = batch or 1
+    if batch > MAX_BATCH:  # remat would refuse the file's batch_size
+        given = (f"--dim {batch_name}={batch}" if batch_name and batch_name in dims
+                 else f"the batch {batch}")
+        raise ImportFailure(f"{given}: the batch must be at most {MAX_BATCH} "
+                            "(remat's batch_size)")
     bind = dict(dims)
     if batch_name:
         bind[batch_name] = batch
@@ -1240,17 +1247,17 @@ def main(argv: list[str]) -> int:
     batch = None
     if args.batch is not None:
         # ASCII digits only: str.isdigit and int() also take '²' or '٣'
-        if not re.fullmatch(r"[0-9]+", args.batch) or int(args.batch) < 1:
-            print(f"error: --batch must be a whole number of at least 1, not '{args.batch}'",
-                  file=sys.stderr)
+        if not re.fullmatch(r"[0-9]+", args.batch) or not 1 <= int(args.batch) <= MAX_BATCH:
+            print(f"error: --batch must be a whole number from 1 to {MAX_BATCH}, "
+                  f"not '{args.batch}'", file=sys.stderr)
             return 2
         batch = int(args.batch)
     dims = {}
     for spec in args.dim:
         k, sep, v = spec.partition("=")
-        if not sep or not k or not re.fullmatch(r"[0-9]+", v) or int(v) < 1:
-            print(f"error: --dim wants NAME=N with N a whole number >= 1, not '{spec}'",
-                  file=sys.stderr)
+        if not sep or not k or not re.fullmatch(r"[0-9]+", v) or not 1 <= int(v) <= MAX_DIM:
+            print(f"error: --dim wants NAME=N with N a whole number from 1 to {MAX_DIM} "
+                  f"(an ONNX dimension is an int64), not '{spec}'", file=sys.stderr)
             return 2
         if k in dims:
             print(f"error: --dim {k} is given twice", file=sys.stderr)

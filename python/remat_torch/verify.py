@@ -23,6 +23,7 @@ same model, and compares the losses.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -108,8 +109,44 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
 
 
-def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int]):
+# what torch.manual_seed accepts (a negative seed is taken modulo 2**64)
+SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 64 - 1
+
+
+def check_seed(seed: object, steps: int = 1) -> None:
+    """Refuse a seed torch.manual_seed would not take (a ValueError traceback, 'Overflow
+    when unpacking long long', after the capture); ``train`` seeds step i with seed + i."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise RematInputError(f"the seed must be a whole number (got {seed!r})")
+    last = seed + max(steps, 1) - 1
+    if seed < SEED_MIN or last > SEED_MAX:
+        raise RematInputError(
+            f"--seed {seed} is out of range: torch.manual_seed takes {SEED_MIN} to {SEED_MAX}"
+            + (f" (train seeds step i with seed + i: the last step's is {last})"
+               if SEED_MIN <= seed <= SEED_MAX else ""))
+
+
+def _plan_bytes(plan: Dict, key: str, path: str) -> Optional[int]:
+    """The plan's ``peak_memory`` or ``fixed_memory``: a whole number of bytes, or None
+    when the plan has none. Refused in one line otherwise (``"big"`` and NaN were a
+    ValueError traceback from ``int()`` after the whole run, 1.5 was taken as 1)."""
+    v = plan.get(key)
+    if v is None:
+        return None
+    ok = (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, float) and v.is_integer())
+    if not ok or v < 0:
+        raise RematInputError(f"{path}: '{key}' must be a whole number of bytes "
+                              f"(got {json.dumps(v)})")
+    return int(v)
+
+
+def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int],
+           figures: bool = False):
     plan = load_plan(plan_path)
+    if figures:  # before anything runs
+        for key in ("peak_memory", "fixed_memory"):
+            _plan_bytes(plan, key, plan_path)
     graph = read_graph(graph_path) if graph_path else None
     n = batch_from(plan, graph, batch)
     model, data, loss_fn = call_factory(spec, n)
@@ -175,7 +212,9 @@ def has_transfers(plan: Dict) -> bool:
 def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
            batch: Optional[int] = None, seed: int = 0,
            device_file: Optional[str] = None) -> Report:
-    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
+    check_seed(seed)
+    plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch,
+                                                    figures=True)
     n = batch_from(plan, graph, batch)
     ref_model, ref_loss_fn = _twin(spec, n, model, loss_fn)
     eager_model, eager_loss_fn = _twin(spec, n, model, loss_fn)
@@ -225,10 +264,11 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     rep.eager_close = not e_far and not b_far and not l_far
     opt_bytes = int((graph or {}).get("meta", {}).get("optimizer_bytes", 0) or 0)
     if graph is None:
-        opt_bytes = int(plan.get("fixed_memory", 0)) - (ex.last_fixed or 0)
+        opt_bytes = (_plan_bytes(plan, "fixed_memory", plan_path) or 0) - (ex.last_fixed or 0)
         opt_bytes = max(opt_bytes, 0)
     rep.measured_peak = (ex.last_peak or 0) + opt_bytes
-    rep.simulated_peak = int(plan.get("peak_memory", -1))
+    peak = _plan_bytes(plan, "peak_memory", plan_path)
+    rep.simulated_peak = -1 if peak is None else peak
     if graph_path is not None and has_transfers(plan) and device_file is None:
         rep.lines.append("note             the plan moves tensors to the slow tier: pass "
                          "--device-file (the device it was solved for) to replay it in remat "
@@ -304,6 +344,7 @@ def train(spec: str, plan_path: str, graph_path: Optional[str] = None,
           batch: Optional[int] = None, steps: int = 3, lr: float = 0.01,
           seed: int = 0) -> Report:
     """``steps`` SGD steps with the plan vs eager from the same start; same batch each step."""
+    check_seed(seed, steps)
     plan, graph, model, data, loss_fn, cap = _setup(spec, plan_path, graph_path, batch)
     eager_model, eager_loss_fn = _twin(spec, batch_from(plan, graph, batch), model, loss_fn)
     ex = Executor(model, loss_fn, data, plan, cap=cap)

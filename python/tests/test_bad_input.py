@@ -111,6 +111,14 @@ def sparse_embedding(b):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(20, 4, sparse=True), nn.Flatten(), nn.Linear(12, 3))
     return model, (torch.randint(0, 20, (b, 3)), torch.randint(0, 3, (b,))), F.cross_entropy
+
+def meta_model(b):
+    # all on meta: exported (shapes are all tracing needs), then verify failed in torch.equal
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).to("meta")
+    return model, (torch.randn(b, 4, device="meta"),), lambda out: out.sum()
+
+def meta_batch(b):
+    return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,), device="meta")), F.cross_entropy
 '''
 
 
@@ -144,13 +152,17 @@ def factories(tmp_path_factory):
     ("gru_dropout", "'rnn' (GRU, num_layers=2, dropout=0.3): PyTorch's traced GRU leaves "
                     "out the dropout between layers that eager applies"),
     ("reads_item", "at {factories}:{item_line} (forward) (the model reads a tensor's value"),
+    ("meta_model", "meta_model: parameter '0.weight' is on the meta device (a shape without "
+                   "values): a plan runs on real tensors"),
+    ("meta_batch", "meta_batch: batch[1] is on the meta device"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
     an aten op; a mutated input printed a descriptor's repr; and a shape error printed
     torch's own 40-line ERROR log of the fake kernel's traceback before the one line; an
     integer loss was '(got [])', without its dtype; an input that requires grad was
-    accepted, and its .grad silently left None; a
+    accepted, and its .grad silently left None; a model on the meta device was exported
+    and verify was then a NotImplementedError traceback (aten::equal on meta); a
     sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
     with no trained parameter was exported, and verify's eager run was a RuntimeError
     traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module
@@ -263,3 +275,40 @@ def test_a_missing_binary_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("REMAT_BIN", str(tmp_path / "nope"))
     with pytest.raises(RematInputError, match=r"^REMAT_BIN=\S+/nope: not an executable file$"):
         binary.simulate_peak("g.yaml", "p.json")
+
+
+@pytest.mark.parametrize("flag,value,shown", [
+    ("--bandwidth-gbs", "-1", "-1"), ("--bandwidth-gbs", "nan", "nan"),
+    ("--bandwidth-gbs", "inf", "inf"), ("--bandwidth-gbs", "0", "0"),
+    ("--peak-tflops", "-5", "-5"), ("--peak-tflops", "0", "0"),
+    ("--peak-tflops", "1e300", "1e+300"),  # overflows to inf in FLOP/s
+])
+def test_roofline_overrides_must_be_positive_and_finite(flag, value, shown, tmp_path):
+    """Before: -1 GB/s made every memory-bound node cost 0 (relu: cost 0), nan and inf
+    were written as costs, and 0 was silently the device's own figure."""
+    out = tmp_path / "g.yaml"
+    refused(run_main("export", example("mlp"), "--batch", "2", "-o", str(out), flag, value),
+            f"{flag} must be a positive finite number (got {shown})")
+    assert not out.exists()
+
+
+def test_roofline_overrides_in_the_api():
+    from remat_torch.graphfile import export
+
+    model, data, cap, _ = _mlp_plan()
+    for kw, needle in [({"bandwidth": -1e9}, "bandwidth must be a positive finite number of "
+                                              "bytes/s (got -1000000000.0)"),
+                       ({"bandwidth": 0}, "bandwidth must be a positive finite number of "
+                                          "bytes/s (got 0)"),
+                       ({"peak_flops": float("nan")}, "peak_flops must be a positive finite "
+                                                      "number of FLOP/s (got nan)"),
+                       ({"bandwidth": 1e-320}, "node 'addmm' would cost inf us")]:
+        with pytest.raises(RematInputError) as e:
+            export(cap, data, "m", 2, **kw)
+        assert needle in str(e.value), str(e.value)
+    # a valid override is used: 1 GB/s makes the ReLU (2x8 floats in and out: 128 bytes)
+    # cost 0.128 us
+    text = export(cap, data, "m", 2, peak_flops=2e12, bandwidth=1e9)
+    assert 'cost_unit: "us (roofline, a100: 2 TFLOP/s, 1 GB/s)"' in text
+    relu = next(line for line in text.splitlines() if '"aten.relu.default"' in line)
+    assert "cost: 0.128," in relu, relu

@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import cli, example
+from conftest import cli, example, run_main
+from test_refuse import refused
 
 from remat_torch import compare as C
 from remat_torch.capture import capture
@@ -166,6 +167,24 @@ def test_cli_refuses_bad_fractions(tmp_path):
     proc = cli("compare-pytorch", example("mlp"), "-o", str(tmp_path), "--fractions", "0,2")
     assert proc.returncode == 2
     assert "--fractions" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("batch", ["0", "-3"])
+def test_cli_refuses_a_batch_below_one_before_any_work(batch, tmp_path, monkeypatch):
+    """Before: --batch 0 was captured, overwrote pytorch_compare_NAME.yaml, and only then
+    failed in 'remat inspect' (batch_size must be at least 1). Now as export refuses it."""
+    old = tmp_path / "pytorch_compare_mlp.yaml"
+    old.write_text("a previous run's graph\n")
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.factory.call_factory", not_called)
+    refused(run_main("compare-pytorch", example("mlp"), "--batch", batch, "-o", str(tmp_path),
+                     "--no-plot", "--fractions", "0.5"),
+            f"--batch must be at least 1 (got {batch})")
+    assert old.read_text() == "a previous run's graph\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch_compare_mlp.yaml"]
 
 
 def test_plan_json_is_remat_format(remat_bin, workdir):

@@ -173,3 +173,56 @@ def test_train_three_steps_same_losses_as_eager(remat_bin, workdir):
     assert losses["plan"] == losses["ref"]
     assert losses["plan"] == pytest.approx(losses["eager"], rel=EAGER_RTOL, abs=EAGER_ATOL)
     assert len(set(losses["plan"])) == 3  # the model does train
+
+
+def test_a_batch_with_other_strides_is_named():
+    """Before: a channels-last batch of the captured shape and dtype passed the batch
+    check, and failed in the graph's 'view' node, blamed on 'a fake kernel that lays its
+    output out otherwise than the real one'. Strides of size-1 dimensions do not count."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    from remat_torch.errors import RematInputError
+
+    class Flat(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(48, 5)
+
+        def forward(self, x):
+            return self.fc(x.reshape(x.shape[0], -1))
+
+    torch.manual_seed(0)
+    model = Flat()
+    eager = copy.deepcopy(model)
+    x, y = torch.randn(4, 3, 4, 4), torch.randint(0, 5, (4,))
+    cap = capture(model, (x, y), F.cross_entropy)
+    plan = {"model": f"x-{cap.fingerprint[:12]}", "statements": no_remat_statements(cap),
+            "_path": "p.json"}
+    ex = Executor(model, F.cross_entropy, (x, y), plan, cap=cap)
+    cl = torch.randn(4, 4, 4, 3).permute(0, 3, 1, 2)  # same shape, channels-last
+    with pytest.raises(RematInputError) as e:
+        ex(cl, y)
+    assert str(e.value) == (
+        "p.json: batch[0]'s strides (48, 1, 12, 3) differ from the captured ones "
+        "(48, 16, 4, 1) (same shape [4, 3, 4, 4]): the joint graph was traced for the "
+        "captured memory layout; pass the batch laid out as at capture (.contiguous() for "
+        "a contiguous one), or capture again")
+    assert all(p.grad is None for p in model.parameters())  # refused before running
+    # laid out as captured, it runs and trains as eager does on the channels-last batch
+    loss = ex(cl.contiguous(), y)
+    ref = F.cross_entropy(eager(cl), y)
+    ref.backward()
+    assert loss.item() == ref.item()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert torch.equal(p.grad, q.grad)
+    # other strides on a size-1 dimension only: the same layout, accepted
+    x1 = torch.randn(4, 1, 48)
+    cap1 = capture(model, (x1, y), F.cross_entropy)
+    plan1 = {"model": f"x-{cap1.fingerprint[:12]}", "statements": no_remat_statements(cap1)}
+    ex1 = Executor(model, F.cross_entropy, (x1, y), plan1, cap=cap1)
+    odd = torch.randn(1, 4, 48).transpose(0, 1)  # strides (48, 192, 1), not (48, 48, 1)
+    assert odd.stride() != x1.stride()
+    model.zero_grad(set_to_none=True)
+    eager.zero_grad(set_to_none=True)
+    assert ex1(odd, y).item() == F.cross_entropy(eager(odd), y).item()

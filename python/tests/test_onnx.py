@@ -782,9 +782,36 @@ def test_dim_option_checks(tmp_path):
                     "--dim N is given twice")
     for bad in (["--dim", "N=\u00b2"], ["--dim", "N=\u0663"], ["--dim", "N=0"],
                 ["--batch", "\u00b2"], ["--batch", "0"]):
-        _one_line_error(_run_cli(p, "-o", o, *bad), "at least 1" if bad[0] == "--batch"
-                        else "N a whole number >= 1")
+        _one_line_error(_run_cli(p, "-o", o, *bad),
+                        "--batch must be a whole number from 1 to" if bad[0] == "--batch"
+                        else "N a whole number from 1 to")
     assert not os.path.exists(o)
+
+
+def test_batch_and_dim_upper_bounds(tmp_path, capsys):
+    """--batch 2**63 was a ValueError traceback (protobuf's int64), and --batch 2**32
+    wrote a file remat refuses ('batch_size: expected a whole number from 1 to
+    4294967295'); so did --dim on the batch's name, and --dim N=2**63 crashed."""
+    p = mlp(tmp_path)  # x[N, 8]: N is the batch
+    o = str(tmp_path / "o.yaml")
+    for bad, needle in [
+        (["--batch", "4294967296"],
+         "--batch must be a whole number from 1 to 4294967295, not '4294967296'"),
+        (["--batch", "9223372036854775808"], "from 1 to 4294967295, not '9223372036854775808'"),
+        (["--dim", "N=4294967296"],
+         f"{p}: --dim N=4294967296: the batch must be at most 4294967295 (remat's batch_size)"),
+        (["--dim", "N=9223372036854775808"], "--dim wants NAME=N with N a whole number from "
+         "1 to 9223372036854775807 (an ONNX dimension is an int64), not 'N=9223372036854775808'"),
+    ]:
+        capsys.readouterr()
+        rc = onnx_import.main([p, "-o", o, *bad])  # in-process: faster than _run_cli
+        err = capsys.readouterr().err
+        _one_line_error(subprocess.CompletedProcess([], rc, "", err), needle)
+    assert not os.path.exists(o)
+    # the largest batch remat takes is written, and remat reads it (_import runs inspect)
+    g = _import(p, "--batch", "4294967295")
+    assert g["batch_size"] == 4294967295
+    assert _by_name(g)["x"]["memory"] == 4294967295 * 8 * F
 
 
 def test_random_ops_with_inputs_are_fresh_values(tmp_path):

@@ -132,3 +132,59 @@ def test_bad_factories(fn, needle, workdir):
     path.write_text(BAD_FACTORIES)
     refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
             str(path), needle)
+
+
+@pytest.mark.parametrize("key,value,shown", [
+    ("peak_memory", "big", '"big"'),
+    ("peak_memory", float("nan"), "NaN"),
+    ("peak_memory", -3, "-3"),
+    ("fixed_memory", 1.5, "1.5"),
+    ("fixed_memory", [4096], "[4096]"),
+])
+def test_plan_figures_must_be_byte_counts(mlp_plan, workdir, key, value, shown, monkeypatch):
+    """Before: "big" or NaN was a ValueError traceback from int() once the three runs were
+    done, and 1.5 bytes was taken as 1. Now one line naming the plan file and the field,
+    before the factory is even called."""
+    graph, plan = mlp_plan
+    data = json.load(open(plan))
+    data[key] = value
+    bad = workdir / f"bad-{key}.json"
+    bad.write_text(json.dumps(data))
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    extra = [] if key == "fixed_memory" else ["--graph", graph]
+    refused(run_main("verify", example("mlp"), str(bad), *extra),
+            f"{bad}: '{key}' must be a whole number of bytes (got {shown})")
+
+
+@pytest.mark.parametrize("cmd,args,needle", [
+    ("verify", ["--seed", "99999999999999999999999"], "--seed 99999999999999999999999 is out "
+     "of range: torch.manual_seed takes -9223372036854775808 to 18446744073709551615"),
+    ("verify", ["--seed", "-9223372036854775809"], "--seed -9223372036854775809 is out of "
+     "range"),
+    ("train", ["--seed", "18446744073709551616"], "--seed 18446744073709551616 is out of "
+     "range"),
+    ("train", ["--seed", "18446744073709551614", "--steps", "3"], "(train seeds step i "
+     "with seed + i: the last step's is 18446744073709551616)"),
+])
+def test_seed_out_of_range(mlp_plan, cmd, args, needle, monkeypatch):
+    """Before: a ValueError traceback ('Overflow when unpacking long long') from
+    torch.manual_seed, after the capture; train's last step could overflow alone."""
+    graph, plan = mlp_plan
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    refused(run_main(cmd, example("mlp"), plan, "--graph", graph, *args), needle)
+
+
+def test_seed_at_the_edge_of_the_range(mlp_plan):
+    graph, plan = mlp_plan
+    proc = run_main("train", example("mlp"), plan, "--graph", graph,
+                    "--seed", "18446744073709551613", "--steps", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict OK" in proc.stdout
