@@ -141,6 +141,18 @@ def _plan_bytes(plan: Dict, key: str, path: str) -> Optional[int]:
     return int(v)
 
 
+def _optimizer_bytes(graph: Dict, path: str) -> int:
+    """The graph file's ``meta.optimizer_bytes`` (export writes it as a string): a whole
+    number of bytes, 0 when absent. An edited value was an ``int()`` traceback."""
+    meta = graph.get("meta") or {}
+    v = meta.get("optimizer_bytes", 0) if isinstance(meta, dict) else None
+    text = str(v).strip() if isinstance(v, (int, str)) and not isinstance(v, bool) else ""
+    if not text.isascii() or not text.isdigit():
+        raise RematInputError(f"{path}: 'meta.optimizer_bytes' must be a whole number of "
+                              f"bytes (got {json.dumps(v)})")
+    return int(text)
+
+
 def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional[int],
            figures: bool = False):
     plan = load_plan(plan_path)
@@ -148,6 +160,8 @@ def _setup(spec: str, plan_path: str, graph_path: Optional[str], batch: Optional
         for key in ("peak_memory", "fixed_memory"):
             _plan_bytes(plan, key, plan_path)
     graph = read_graph(graph_path) if graph_path else None
+    if figures and graph is not None:
+        _optimizer_bytes(graph, graph_path)
     n = batch_from(plan, graph, batch)
     model, data, loss_fn = call_factory(spec, n)
     if torch.cuda.is_available():
@@ -262,7 +276,7 @@ def verify(spec: str, plan_path: str, graph_path: Optional[str] = None,
     rep.buffers_once = once
     rep.eager_bitwise = not e_bad and not b_eager
     rep.eager_close = not e_far and not b_far and not l_far
-    opt_bytes = int((graph or {}).get("meta", {}).get("optimizer_bytes", 0) or 0)
+    opt_bytes = _optimizer_bytes(graph, graph_path) if graph is not None else 0
     if graph is None:
         opt_bytes = (_plan_bytes(plan, "fixed_memory", plan_path) or 0) - (ex.last_fixed or 0)
         opt_bytes = max(opt_bytes, 0)

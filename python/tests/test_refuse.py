@@ -188,3 +188,20 @@ def test_seed_at_the_edge_of_the_range(mlp_plan):
                     "--seed", "18446744073709551613", "--steps", "3")
     assert proc.returncode == 0, proc.stderr
     assert "verdict OK" in proc.stdout
+
+
+def test_the_graphs_optimizer_bytes_must_be_a_byte_count(mlp_plan, workdir, monkeypatch):
+    """Before: an edited ``meta.optimizer_bytes`` was a ValueError traceback from int()
+    after the three runs. Now one line naming the graph file, before the factory runs."""
+    graph, plan = mlp_plan
+    text = open(graph).read()
+    assert '"optimizer_bytes": "0"' in text
+    bad = workdir / "bad-optimizer-bytes.yaml"
+    bad.write_text(text.replace('"optimizer_bytes": "0"', '"optimizer_bytes": "big"', 1))
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    refused(run_main("verify", example("mlp"), plan, "--graph", str(bad)),
+            f"{bad}: 'meta.optimizer_bytes' must be a whole number of bytes (got \"big\")")
