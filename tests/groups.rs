@@ -160,6 +160,13 @@ fn bad_groups_are_refused_with_the_node_named() {
             "'b'",
             "deps differ",
         ),
+        // Half forward, half backward: it passed, and the baselines that
+        // split the graph at the turn failed with internal errors.
+        (
+            "{name: x, cost: 1, memory: 2, deps: []}\n  - {name: y, cost: 1, memory: 2, deps: [x], group: k}\n  - {name: s, cost: 0, memory: 1, deps: [x], group: k, backward: true}",
+            "'s'",
+            "is a backward node but 'y' is forward: members of group 'k' are outputs of one kernel and run in one pass",
+        ),
     ];
     for (nodes, node, what) in cases {
         let text = format!(

@@ -255,6 +255,24 @@ fn other_inputs_and_bad_inputs() {
     };
     let e = all_to_all.check().unwrap_err();
     assert!(e.contains("candidate edges"), "{e}");
+    // The depth counts the source's layer: 5 nodes at depth 2 and width 3
+    // were said not to fit "2 layers after a single source" (room for 7).
+    let deep = |nodes, depth| RandomDag {
+        nodes,
+        width: 3,
+        depth: Some(depth),
+        ..RandomDag::default()
+    };
+    assert_eq!(
+        deep(5, 2).check().unwrap_err(),
+        "5 nodes do not fit a depth of 2: a single source, then 1 layer of width 1..=3 (2..=4 nodes in all)"
+    );
+    assert!(deep(4, 2).check().is_ok());
+    assert!(deep(2, 2).check().is_ok());
+    assert_eq!(
+        deep(4, 0).check().unwrap_err(),
+        "the depth must be at least 1 (the source's layer)"
+    );
 }
 
 #[test]
@@ -413,6 +431,24 @@ fn operator_level_families() {
         124_439_808,
         "GPT-2 small"
     );
+    // The position table is GPT-2's 1024 rows at any length, and a longer
+    // one is refused (the parameters grew with --seq-len).
+    for seq_len in [16, 512, 1024] {
+        let p = OpsTransformer {
+            seq_len,
+            ..OpsTransformer::default()
+        };
+        assert_eq!(p.params(), 124_439_808, "seq_len {seq_len}");
+        assert!(p.check().is_ok());
+    }
+    let long = OpsTransformer {
+        seq_len: 1025,
+        ..OpsTransformer::default()
+    };
+    assert_eq!(
+        long.check().unwrap_err(),
+        "sequence length 1025 exceeds the 1024 learned positions"
+    );
     let p48 = OpsTransformer {
         layers: 48,
         ..OpsTransformer::default()
@@ -490,6 +526,10 @@ fn operator_level_families() {
     }
     let l = OpsChain::layers_for(200_000);
     assert_eq!(l, 14_286);
+    // At least one block, as --layers asks: the header's command reruns.
+    for (nodes, layers) in [(1, 1), (3, 1), (17, 1), (18, 2)] {
+        assert_eq!(OpsChain::layers_for(nodes), layers, "--nodes {nodes}");
+    }
     let big = ops::chain(&OpsChain {
         layers: l,
         ..OpsChain::default()

@@ -98,7 +98,8 @@ pub(crate) fn check_cost(node: &str, field: &'static str, v: f64) -> Result<f64,
             value: v,
         });
     }
-    Ok(v)
+    // -0.0 passes `v < 0.0`; adding 0 makes it 0, so no total prints "-0".
+    Ok(v + 0.0)
 }
 
 /// A number as a person reads it in a message: in full up to 21 digits,
@@ -322,6 +323,21 @@ fn check_groups(nodes: &[Node]) -> Result<(), Problem> {
                     ),
                 ));
             }
+            // One kernel runs in one pass: a group half forward, half
+            // backward passed, and then the baselines that split the graph
+            // at the turn scheduled a member before its kernel could run.
+            if n.backward != nodes[start].backward {
+                let pass = |b: bool| if b { "backward" } else { "forward" };
+                return Err(bad(
+                    n,
+                    format!(
+                        "is a {} node but '{}' is {}: members of group '{name}' are outputs of one kernel and run in one pass",
+                        pass(n.backward),
+                        nodes[start].name,
+                        pass(nodes[start].backward)
+                    ),
+                ));
+            }
             if n.deps != nodes[start].deps {
                 return Err(bad(
                     n,
@@ -494,5 +510,17 @@ fn find_cycle(nodes: &[NodeSpec], index: &HashMap<&str, usize>, indeg: &[usize])
             Some(d) => d,
             None => return vec![nodes[cur].name.clone()],
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A cost of -0.0 is accepted as 0, not kept negative: `inspect`
+    /// printed "total cost -0 units".
+    #[test]
+    fn negative_zero_costs_are_zero() {
+        let c = super::check_cost("a", "cost", -0.0).unwrap();
+        assert!(c == 0.0 && c.is_sign_positive());
+        assert!(super::check_cost("a", "cost", -1e-300).is_err());
     }
 }

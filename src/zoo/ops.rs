@@ -197,6 +197,10 @@ pub struct OpsTransformer {
     pub width: u64,
     pub heads: u64,
     pub vocab: u64,
+    /// Learned positions: the position table's rows, whatever length the
+    /// graph runs at (sized by the length, the parameters changed with
+    /// `--seq-len`, and lengths past GPT-2's 1024 were accepted).
+    pub positions: u64,
 }
 
 impl Default for OpsTransformer {
@@ -210,6 +214,7 @@ impl Default for OpsTransformer {
             width: 768,
             heads: 12,
             vocab: 50257,
+            positions: 1024,
         }
     }
 }
@@ -227,6 +232,12 @@ impl OpsTransformer {
         }
         if self.batch == 0 || self.seq_len == 0 {
             return Err("batch and sequence length must be at least 1".into());
+        }
+        if self.seq_len > self.positions {
+            return Err(format!(
+                "sequence length {} exceeds the {} learned positions",
+                self.seq_len, self.positions
+            ));
         }
         if self.heads == 0 || !self.width.is_multiple_of(self.heads) {
             return Err(format!(
@@ -268,7 +279,7 @@ impl OpsTransformer {
     /// the defaults this is GPT-2 small's 124,439,808.
     pub fn params(&self) -> u64 {
         let d = self.width;
-        self.vocab * d + self.seq_len * d + self.layers as u64 * (12 * d * d + 13 * d) + 2 * d
+        self.vocab * d + self.positions * d + self.layers as u64 * (12 * d * d + 13 * d) + 2 * d
     }
 }
 
@@ -441,11 +452,14 @@ impl OpsChain {
         22 * self.layers + 2
     }
 
-    /// The block count whose chain has at least `nodes` nodes.
+    /// The block count whose chain has at least `nodes` nodes, and at
+    /// least one block, as `--layers` asks (`--nodes 3` made a chain
+    /// without blocks, whose header's `--layers 0` did not run).
     pub fn layers_for(nodes: usize) -> usize {
         nodes
             .saturating_sub(3)
             .div_ceil(CHAIN_FWD_PER_LAYER + CHAIN_GRAD_PER_LAYER)
+            .max(1)
     }
 }
 

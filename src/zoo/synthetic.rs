@@ -184,15 +184,23 @@ impl RandomDag {
         if self.skip_span == 0 {
             return Err("the skip span must be at least 1 layer".into());
         }
+        if self.depth == Some(0) {
+            return Err("the depth must be at least 1 (the source's layer)".into());
+        }
         if let Some(d) = self.depth {
             let rest = self.nodes - 1;
-            if d == 0
-                || (d == 1 && rest > 0)
+            if (d == 1 && rest > 0)
                 || (d > 1 && (rest < d - 1 || rest > (d - 1).saturating_mul(self.width)))
             {
+                // The depth counts the source's layer: "2 layers after a
+                // source" said room for 7 nodes where there was room for 4.
                 return Err(format!(
-                    "{} nodes do not fit {d} layers of width 1..={} after a single source",
-                    self.nodes, self.width
+                    "{} nodes do not fit a depth of {d}: a single source, then {} of width 1..={} ({}..={} nodes in all)",
+                    self.nodes,
+                    crate::cli::plural(d.saturating_sub(1), "layer", "layers"),
+                    self.width,
+                    d,
+                    1 + d.saturating_sub(1).saturating_mul(self.width)
                 ));
             }
         }
