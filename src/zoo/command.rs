@@ -338,7 +338,7 @@ fn parse_resolution(s: &str) -> anyhow::Result<Input> {
 fn print_list() -> anyhow::Result<()> {
     let mut out: Vec<String> = Vec::new();
     out.push(format!(
-        "{:<12} {:>6}  {:<10} about",
+        "{:<15} {:>6}  {:<11} about",
         "name", "batch", "input"
     ));
     for s in networks::NETWORKS {
@@ -347,28 +347,28 @@ fn print_list() -> anyhow::Result<()> {
             Input::Tokens(t) => format!("{t} tokens"),
         };
         out.push(format!(
-            "{:<12} {:>6}  {:<10} {}",
+            "{:<15} {:>6}  {:<11} {}",
             s.name, s.batch, input, s.about
         ));
     }
     out.push(format!(
-        "{:<12} {:>6}  {:<10} Checkmate's linear graph (--layers N)",
+        "{:<15} {:>6}  {:<11} Checkmate's linear graph (--layers N)",
         "linear", 1, "-"
     ));
     out.push(format!(
-        "{:<12} {:>6}  {:<10} random layered DAG (--nodes --width --depth --skip-prob --skip-span --cost --memory --seed --forward)",
+        "{:<15} {:>6}  {:<11} random layered DAG (--nodes --width --depth --skip-prob --skip-span --cost --memory --seed --forward)",
         "random", 1, "-"
     ));
     out.push(format!(
-        "{:<12} {:>6}  {:<10} chain of residual blocks (--blocks --branch --cost --memory)",
+        "{:<15} {:>6}  {:<11} chain of residual blocks (--blocks --branch --cost --memory)",
         "residual", 1, "-"
     ));
     out.push(format!(
-        "{:<12} {:>6}  {:<10} operator-level transformer (--layers --batch --seq-len)",
+        "{:<15} {:>6}  {:<11} operator-level transformer (--layers --batch --seq-len)",
         "ops-transformer", 8, "1024 tokens"
     ));
     out.push(format!(
-        "{:<12} {:>6}  {:<10} operator-level residual MLP chain (--layers or --nodes)",
+        "{:<15} {:>6}  {:<11} operator-level residual MLP chain (--layers or --nodes)",
         "ops-chain", 1, "-"
     ));
     crate::cli::write_stdout(format_args!("{}\n", out.join("\n")))
