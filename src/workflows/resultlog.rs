@@ -64,12 +64,16 @@ pub fn release_locks() {
 }
 
 impl RunLock {
+    /// Locks the file `csv` names, not the name: through a symbolic link
+    /// (`-o link.csv`, link to `real.csv`) a run locked `.link.csv.lock`
+    /// while another locked `.real.csv.lock`, and both wrote `real.csv`.
     pub fn acquire(csv: &Path) -> Result<RunLock, LogError> {
-        let name = csv
+        let target = link_target(csv);
+        let name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let path = csv.with_file_name(format!(".{name}.lock"));
+        let path = target.with_file_name(format!(".{name}.lock"));
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -100,6 +104,37 @@ impl Drop for RunLock {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|p| p != &self.path);
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The file `path` names once every symbolic link is followed, in its
+/// directory's canonical form, whether the file exists yet or not (a link
+/// may name a file a run is still to create). A path that cannot be
+/// resolved (a link loop) is itself.
+fn link_target(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As the kernel does, give up on a chain of links past 40.
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(t) => {
+                p = match p.parent() {
+                    Some(dir) if t.is_relative() => dir.join(t),
+                    _ => t,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (dir.canonicalize(), p.file_name()) {
+        (Ok(d), Some(n)) => d.join(n),
+        _ => p,
     }
 }
 
@@ -429,6 +464,32 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             "a,b\n1,\"two, with comma\"\n5,6\n"
         );
+    }
+
+    /// A link and the file it names are one CSV, and so one lock: two
+    /// runs through the two names both wrote it, and rows were lost.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_locks_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.csv");
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let link = sub.join("link.csv");
+        // Relative, and to a file not made yet.
+        std::os::unix::fs::symlink("../real.csv", &link).unwrap();
+        let held = RunLock::acquire(&real).unwrap();
+        let e = RunLock::acquire(&link).err().expect("the link is locked");
+        assert!(matches!(e, LogError::Busy { .. }), "{e}");
+        assert!(!sub.join(".link.csv.lock").exists());
+        drop(held);
+        let held = RunLock::acquire(&link).unwrap();
+        assert!(dir.path().join(".real.csv.lock").exists());
+        assert!(matches!(
+            RunLock::acquire(&real).err(),
+            Some(LogError::Busy { .. })
+        ));
+        drop(held);
     }
 
     #[test]
