@@ -156,6 +156,13 @@ fn csv_rows_are_kept_and_reused() {
     assert_eq!(r2[0].max_batch, 20);
     assert_eq!(calls.load(Ordering::SeqCst), probes);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+    // The last row without its newline (an editor's save) is still a
+    // whole row: reused, not cut as torn and searched again.
+    std::fs::write(&out, text.trim_end_matches('\n')).unwrap();
+    let r3 = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!(r3[0].max_batch, 20);
+    assert_eq!(calls.load(Ordering::SeqCst), probes);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
 #[test]

@@ -486,7 +486,14 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
                 }
                 resultlog::rewrite(p, &HEADER, &rows)?;
             }
-            let (log, rows) = ResultLog::open(p, &HEADER)?;
+            let whole = |f: &[String]| MaxBatch::from_fields(f).is_ok();
+            let (log, rows) = ResultLog::open(p, &HEADER, &whole)?;
+            if let Some(t) = log.torn().filter(|_| !cfg.quiet) {
+                eprintln!(
+                    "note: {}: cut a last line torn as it was written ('{t}'); its strategy is searched again",
+                    p.display()
+                );
+            }
             (Some(log), parse_all(p, rows)?)
         }
         None => (None, Vec::new()),

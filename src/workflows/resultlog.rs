@@ -3,7 +3,7 @@
 //! A long run must never lose finished work, so each result is appended as
 //! one whole line the moment it exists; a kill can at worst leave one
 //! partial last line, which [`ResultLog::open`] cuts off before appending
-//! again. Re-running reads the rows already present, so the caller can skip
+//! again (a last line that is a whole row without its newline is kept). Re-running reads the rows already present, so the caller can skip
 //! them (resume). When a run completes, [`rewrite_sorted`] replaces the log
 //! atomically with its rows in a canonical order, so an interrupted and
 //! resumed run ends with the same file as an uninterrupted one.
@@ -165,12 +165,24 @@ fn read_all(path: &Path, file: impl Read) -> Result<Vec<u8>, LogError> {
 pub struct ResultLog {
     path: PathBuf,
     file: Mutex<File>,
+    torn: Option<String>,
 }
 
 impl ResultLog {
     /// Opens (creating if needed) a log with this header, repairs a torn
     /// last line, and returns the rows already in it.
-    pub fn open(path: &Path, header: &[&str]) -> Result<(ResultLog, Vec<Vec<String>>), LogError> {
+    ///
+    /// A last line without its newline is not always torn: a file edited
+    /// by hand, or written by another tool, often ends so, and cutting it
+    /// deleted a finished row without a word. A tail that is a whole row
+    /// (one record of the header's field count that `whole` accepts, as
+    /// the caller's row parser would) is kept and given its newline; any
+    /// other tail is cut, and [`ResultLog::torn`] says what was.
+    pub fn open(
+        path: &Path,
+        header: &[&str],
+        whole: &dyn Fn(&[String]) -> bool,
+    ) -> Result<(ResultLog, Vec<Vec<String>>), LogError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -219,11 +231,26 @@ impl ResultLog {
                 })?,
             )
         };
-        if keep < text.len() {
+        let tail = &text[keep..];
+        let whole_tail = match &rows {
+            Some(_) if !tail.is_empty() => one_record(tail, header.len()).filter(|r| whole(r)),
+            _ => None,
+        };
+        let mut torn = None;
+        if whole_tail.is_some() {
+            file.seek(SeekFrom::End(0)).map_err(io_err(path))?;
+            file.write_all(b"\n").map_err(io_err(path))?;
+        } else if keep < text.len() {
+            if rows.is_some() {
+                torn = Some(shown(&String::from_utf8_lossy(tail)));
+            }
             file.set_len(keep as u64).map_err(io_err(path))?;
         }
         let rows = match rows {
-            Some(rows) => rows,
+            Some(mut rows) => {
+                rows.extend(whole_tail);
+                rows
+            }
             None => {
                 file.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
                 file.write_all(header_line.as_bytes())
@@ -236,9 +263,17 @@ impl ResultLog {
             ResultLog {
                 path: path.to_path_buf(),
                 file: Mutex::new(file),
+                torn,
             },
             rows,
         ))
+    }
+
+    /// The last line cut off by [`ResultLog::open`] (a row torn as it was
+    /// written), as a message shows it: the caller says so, since that
+    /// row's work is done again.
+    pub fn torn(&self) -> Option<&str> {
+        self.torn.as_deref()
     }
 
     /// Appends one row as a single write of a whole line, then flushes.
@@ -253,6 +288,21 @@ impl ResultLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// `text` as exactly one CSV record of `fields` fields (trimmed as
+/// [`read_rows`] trims them); `None` if it is anything else.
+fn one_record(text: &[u8], fields: usize) -> Option<Vec<String>> {
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text);
+    let mut records = rd.records();
+    let rec = records.next()?.ok()?;
+    if records.next().is_some() || rec.len() != fields {
+        return None;
+    }
+    Some(rec.iter().map(|s| s.trim().to_string()).collect())
 }
 
 /// One CSV line (with quoting where a field needs it), newline included.
@@ -431,11 +481,17 @@ mod tests {
 
     const H: &[&str] = &["a", "b"];
 
+    /// The rows of these tests' logs, as a caller's parser would check
+    /// them.
+    fn numbers(f: &[String]) -> bool {
+        f.iter().all(|x| x.parse::<u64>().is_ok())
+    }
+
     #[test]
     fn an_io_error_is_said_once() {
         let dir = std::env::temp_dir().join(format!("remat-log-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let Err(e) = ResultLog::open(&dir, H) else {
+        let Err(e) = ResultLog::open(&dir, H, &numbers) else {
             panic!("a directory opened as a log");
         };
         let msg = format!("{:#}", anyhow::Error::new(e));
@@ -449,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.csv");
         {
-            let (log, rows) = ResultLog::open(&p, H).unwrap();
+            let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
             assert!(rows.is_empty());
             log.append(&["1", "two, with comma"]).unwrap();
         }
@@ -457,7 +513,7 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(b"3,fo").unwrap();
         drop(f);
-        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
         assert_eq!(rows, vec![vec!["1".to_string(), "two, with comma".into()]]);
         log.append(&["5", "6"]).unwrap();
         assert_eq!(
@@ -492,12 +548,37 @@ mod tests {
         drop(held);
     }
 
+    /// A last row whole but for its newline (a file saved by an editor)
+    /// is a finished row: it was cut, and its work done again.
+    #[test]
+    fn a_whole_last_row_without_its_newline_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        std::fs::write(&p, "a,b\n1,2\n3,4").unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
+        assert_eq!(rows, vec![vec!["1", "2"], vec!["3", "4"]]);
+        assert_eq!(log.torn(), None);
+        log.append(&["5", "6"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "a,b\n1,2\n3,4\n5,6\n"
+        );
+        // Torn: too few fields, or a value the parser refuses.
+        for tail in ["3", "3,", "3,x"] {
+            std::fs::write(&p, format!("a,b\n1,2\n{tail}")).unwrap();
+            let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
+            assert_eq!(rows, vec![vec!["1", "2"]], "{tail}");
+            assert_eq!(log.torn(), Some(tail));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
+        }
+    }
+
     #[test]
     fn refuses_a_foreign_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.csv");
         std::fs::write(&p, "name,value\n1,2\n").unwrap();
-        let e = ResultLog::open(&p, H).err().unwrap();
+        let e = ResultLog::open(&p, H, &numbers).err().unwrap();
         assert!(e.to_string().contains("a CSV of another kind"), "{e}");
         assert!(e.to_string().contains("not writing to it"), "{e}");
         // Read only, the same file is merely of another kind: a reader may
@@ -517,7 +598,7 @@ mod tests {
         binary.extend_from_slice(b"\n\n\xff");
         for content in [b"hello".to_vec(), b"a,c".to_vec(), vec![0u8; 200], binary] {
             std::fs::write(&p, &content).unwrap();
-            let e = ResultLog::open(&p, H).err().expect("refused");
+            let e = ResultLog::open(&p, H, &numbers).err().expect("refused");
             let msg = e.to_string();
             assert!(msg.contains("not writing to it"), "{msg}");
             assert!(msg.len() < 300 && !msg.contains('\n'), "{msg}");
@@ -526,7 +607,7 @@ mod tests {
         // A header torn as it was written is ours: it is written again
         // from the start of the file, with no bytes before it.
         std::fs::write(&p, "a,").unwrap();
-        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
         assert!(rows.is_empty());
         log.append(&["1", "2"]).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
