@@ -151,3 +151,33 @@ fn a_resumable_output_must_be_a_regular_file() {
         .unwrap()
         .contains("linear8,checkpoint-all,"));
 }
+
+/// A model named with a space at an end ("zc ") never matched its own
+/// rows, which CSV reading trims: every re-run solved and appended them
+/// again. Refused when the graph is read, naming the file.
+#[test]
+fn a_model_name_with_outer_white_space_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(linear8(dir.path())).unwrap();
+    for name in ["'zc '", "' zc'", "\"zc\\t\""] {
+        let m = write(
+            dir.path(),
+            "zc.yaml",
+            &text.replace("name: linear8", &format!("name: {name}")),
+        );
+        let csv = dir.path().join("zc.csv");
+        let o = remat(&[
+            "sweep",
+            m.to_str().unwrap(),
+            "-b",
+            "50%",
+            "-s",
+            "checkpoint-all",
+            "-o",
+            csv.to_str().unwrap(),
+        ]);
+        one_line_error(&o, "zc.yaml");
+        err_says(&o, "may not begin or end with white space");
+        assert!(!csv.exists());
+    }
+}
