@@ -313,7 +313,10 @@ fn a_device_search_goes_past_small_batches_that_are_too_slow() {
             allowed.push(b);
         }
     }
-    assert!(!allowed.contains(&1), "batch 1 must be too slow: {allowed:?}");
+    assert!(
+        !allowed.contains(&1),
+        "batch 1 must be too slow: {allowed:?}"
+    );
     let want = *allowed.last().expect("some batch is allowed");
     assert!(want > 1);
 

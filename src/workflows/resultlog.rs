@@ -559,10 +559,7 @@ mod tests {
         assert_eq!(rows, vec![vec!["1", "2"], vec!["3", "4"]]);
         assert_eq!(log.torn(), None);
         log.append(&["5", "6"]).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&p).unwrap(),
-            "a,b\n1,2\n3,4\n5,6\n"
-        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n3,4\n5,6\n");
         // Torn: too few fields, or a value the parser refuses.
         for tail in ["3", "3,", "3,x"] {
             std::fs::write(&p, format!("a,b\n1,2\n{tail}")).unwrap();
