@@ -156,6 +156,13 @@ fn csv_rows_are_kept_and_reused() {
     assert_eq!(r2[0].max_batch, 20);
     assert_eq!(calls.load(Ordering::SeqCst), probes);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+    // The last row without its newline (an editor's save) is still a
+    // whole row: reused, not cut as torn and searched again.
+    std::fs::write(&out, text.trim_end_matches('\n')).unwrap();
+    let r3 = maxbatch::run(&g, &cfg).unwrap();
+    assert_eq!(r3[0].max_batch, 20);
+    assert_eq!(calls.load(Ordering::SeqCst), probes);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
 #[test]
@@ -256,4 +263,69 @@ fn a_csv_in_use_is_refused() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(left, vec!["mb.csv".to_string()]);
+}
+
+/// On a device, a step-time rule is not monotone in the batch: a copy's
+/// latency does not grow with it, so offload-all is too slow at batch 1
+/// and within the rule at larger batches (vgg16 on gh200 in 16 GB: the
+/// search said 0 where batch 272 passes). The answer is the largest
+/// allowed batch, checked here against every batch up to the memory limit.
+#[test]
+fn a_device_search_goes_past_small_batches_that_are_too_slow() {
+    use remat::device::Device;
+    use remat::solve;
+    use remat::strategies::{self, SolveOptions};
+    // Costs are seconds; copies of a value of b x 4 bytes take b/2 s plus
+    // 10 s of latency, so they stall small batches and hide in large ones.
+    let dev = Device::parse(
+        "name: laggy\ncompute: {cost_is_seconds: true}\nfast: {capacity: 1000000}\n\
+         slow: {capacity: 1000000, to_slow: 8, to_fast: 8, latency: 10, engines: duplex, direct_read: none}\n",
+    )
+    .unwrap();
+    let g = Graph::from_file(
+        &GraphFile::parse(
+            "name: chain3\ngraph: forward\nnodes:\n\
+             - {name: f0, cost: 1, memory: 4, saves: [self]}\n\
+             - {name: f1, cost: 1, memory: 2, deps: [f0], saves: [self]}\n\
+             - {name: f2, cost: 1, memory: 2, deps: [f1], saves: [self]}\n\
+             - {name: loss, cost: 1, memory: 1, deps: [f2]}\n",
+        )
+        .unwrap(),
+        "chain3.yaml",
+    )
+    .unwrap();
+    let memory = Bytes(1000);
+    let rule = CostRule::MaxSlowdown(1.25);
+    let opts = SolveOptions {
+        device: Some(Arc::new(dev.clone())),
+        ..SolveOptions::default()
+    };
+    let offload = strategies::by_name("offload-all").unwrap();
+    // Every batch, by brute force, up to the first whose plan does not fit.
+    let mut allowed = Vec::new();
+    for b in 1u32.. {
+        let gb = g.at_batch(b);
+        let Ok(out) = solve::run(&gb, offload.as_ref(), memory, &opts) else {
+            break;
+        };
+        let Some(t) = out.timing() else { break };
+        if t.step.get() <= rule.time_bound(&gb, &dev).get() * (1.0 + 1e-9) {
+            allowed.push(b);
+        }
+    }
+    assert!(
+        !allowed.contains(&1),
+        "batch 1 must be too slow: {allowed:?}"
+    );
+    let want = *allowed.last().expect("some batch is allowed");
+    assert!(want > 1);
+
+    let mut cfg = config(memory);
+    cfg.strategies = vec![offload];
+    cfg.rule = rule;
+    cfg.opts = opts;
+    let r = maxbatch::run(&g, &cfg).unwrap();
+    let got = r.iter().find(|x| x.strategy == "offload-all").unwrap();
+    assert_eq!((got.status.as_str(), got.max_batch), ("found", want));
+    assert!(got.slowdown.unwrap() <= 1.25 + 1e-9, "{:?}", got.slowdown);
 }

@@ -207,6 +207,34 @@ fn killed_and_resumed_sweep_matches_uninterrupted() {
     assert_eq!(std::fs::read(&full).unwrap(), expected);
 }
 
+/// A CSV whose last row is whole but has no newline (saved by an editor,
+/// written by a script) keeps that row on resume: it was cut as torn, and
+/// its pair solved again.
+#[test]
+fn a_whole_last_row_without_its_newline_is_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let full = dir.path().join("full.csv");
+    sweep::run(&g, &config(&full, &g)).unwrap();
+    let expected = std::fs::read_to_string(&full).unwrap();
+    let lines: Vec<&str> = expected.lines().collect();
+    // The first nine lines, the last of them without its newline.
+    let part = dir.path().join("part.csv");
+    std::fs::write(&part, lines[..9].join("\n")).unwrap();
+    let s = sweep::run(&g, &config(&part, &g)).unwrap();
+    assert_eq!((s.solved, s.resumed), (16, 8));
+    assert_eq!(std::fs::read_to_string(&part).unwrap(), expected);
+    // A tail with every field but a value no sweep writes is torn.
+    let mut fields: Vec<&str> = lines[8].split(',').collect();
+    assert_eq!(fields.len(), sweep::HEADER.len());
+    fields[3] = "optim";
+    let torn = fields.join(",");
+    std::fs::write(&part, format!("{}\n{torn}", lines[..8].join("\n"))).unwrap();
+    let s = sweep::run(&g, &config(&part, &g)).unwrap();
+    assert_eq!((s.solved, s.resumed), (17, 7));
+    assert_eq!(std::fs::read_to_string(&part).unwrap(), expected);
+}
+
 #[test]
 fn warm_start_is_the_cheapest_known_plan_that_fits() {
     let dir = tempfile::tempdir().unwrap();

@@ -224,12 +224,25 @@ fn resolved(path: &Path) -> std::path::PathBuf {
 }
 
 /// A CSV that a command appends to and resumes from cannot be standard
-/// output: `-o -` used to read and write a file named `-`.
+/// output: `-o -` used to read and write a file named `-`. Nor can it be
+/// anything but a regular file (or one still to be made): the command
+/// reads it before any work, so a FIFO blocked the run forever, and
+/// `/dev/null` was refused only as "a CSV of another kind (header '')".
 pub fn check_resumable_output(path: &Path, command: &str) -> anyhow::Result<()> {
     if path.as_os_str() == "-" {
         return Err(input_err(format!(
             "-o -: {command} appends its rows to a CSV file and resumes from it, so it cannot write to standard output; give a file name"
         )));
+    }
+    // Following links: a link to a regular file is that file. A directory
+    // is left to check_output's own message.
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() && !m.is_dir() {
+            return Err(input_err(format!(
+                "{}: not a regular file; {command} appends its rows to a CSV file and resumes from it, so give the path of one (or of one to create)",
+                path.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -171,9 +171,15 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
                 .unwrap_or_default()
         );
     }
+    // With --fresh, "the same command" would drop the finished rows again.
     remat::cli::interrupt::exit_on_interrupt(format!(
-        "interrupted: the rows finished so far are in {}; run the same command again to resume",
-        output.display()
+        "interrupted: the rows finished so far are in {}; run {} again to resume",
+        output.display(),
+        if fresh {
+            "the same command without --fresh"
+        } else {
+            "the same command"
+        }
     ));
     let summary = sweep::run(&g, &cfg).map_err(|e| match e {
         SweepError::Log(

@@ -154,6 +154,15 @@ fn build_inner(file: &GraphFile) -> Result<Graph, Problem> {
     if file.name.trim().is_empty() {
         return Err(Problem::Other("name: must not be empty".into()));
     }
+    // CSV cells are read back trimmed (a hand-edited `a, b` stays readable),
+    // so a name with a space at either end never matched its own rows
+    // again: every re-run of a sweep solved and appended them anew.
+    if file.name.trim() != file.name {
+        return Err(Problem::Other(format!(
+            "name '{}' may not begin or end with white space (CSV rows are keyed by the name, trimmed)",
+            file.name.escape_debug()
+        )));
+    }
     // Labels are echoed in summaries, errors and plan headers: a newline or
     // an escape code in one splits or garbles them.
     let labels = [

@@ -146,8 +146,11 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
                     kept.insert(key, (name.as_str(), r));
                     rows.push(r.clone());
                 }
-                // Solve times differ between two runs of the same pair.
-                Some((_, k)) if (&k.status, k.cost, k.peak) == (&r.status, r.cost, r.peak) => {
+                // Solve times differ between two runs of the same pair; the
+                // plan's figures, its step time on the device included, do
+                // not (rows of one step time and another were merged as
+                // one, and the report counted whichever came first).
+                Some((_, k)) if same_result(k, r) => {
                     duplicates += 1;
                 }
                 Some((f, _)) => {
@@ -163,6 +166,13 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
         }
     }
     Ok(Merged { rows, duplicates })
+}
+
+/// Two rows of one pair that answer alike: same status, cost, peak and
+/// time columns. The solve time, the LP bound and the gap are not the
+/// plan's own (a run with `--no-lp-bound` leaves the bound empty).
+fn same_result(a: &Row, b: &Row) -> bool {
+    (&a.status, a.cost, a.peak, &a.timing) == (&b.status, b.cost, b.peak, &b.timing)
 }
 
 /// Summaries per model (models by name; strategies in registry order).
@@ -426,6 +436,36 @@ mod tests {
             e.to_string(),
             "a and e hold rows of 'm' solved on different graphs (fingerprints none and 0000000000000007); report each graph on its own"
         );
+    }
+
+    /// Two runs of a pair with one cost and peak but another step time
+    /// (an edited device, a changed simulator) are two results: merged as
+    /// one, the report counted whichever file came first.
+    #[test]
+    fn merge_refuses_a_pair_with_another_step_time() {
+        let timed = |step: f64| {
+            let mut r = row("offload-all", 10, Some(20.0));
+            r.timing = Some(crate::workflows::sweep::RowTiming {
+                step_seconds: step,
+                step_overhead: step / 0.1,
+                stall_seconds: 0.0,
+                bytes_to_slow: Bytes(5),
+                bytes_to_fast: Bytes(5),
+                slow_peak: Bytes(5),
+            });
+            r
+        };
+        let (a, b) = (vec![timed(0.13)], vec![timed(0.26)]);
+        for (x, y) in [(&a, &b), (&b, &a)] {
+            let e = merge(&[("x".into(), x.clone()), ("y".into(), y.clone())]).unwrap_err();
+            assert!(matches!(e, MergeError::Conflict { .. }), "{e}");
+        }
+        // The same step time, another solve time: one result.
+        let mut again = a.clone();
+        again[0].solve_seconds = Some(9.0);
+        let m = merge(&[("x".into(), a.clone()), ("z".into(), again)]).unwrap();
+        assert_eq!((m.rows.len(), m.duplicates), (1, 1));
+        assert_eq!(m.rows[0].timing.as_ref().unwrap().step_seconds, 0.13);
     }
 
     #[test]

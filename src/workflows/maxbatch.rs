@@ -10,6 +10,22 @@
 //! exponentially until a batch fails, then bisects; it assumes that a
 //! strategy that fits a batch also fits every smaller one.
 //!
+//! That holds for memory, and for the cost rules (costs and activations
+//! grow together with the batch, the fixed memory does not), but not for a
+//! step-time rule: a copy's latency does not shrink with the batch, so an
+//! offloading plan can be too slow at batch 1 and within the rule at 272
+//! (vgg16 on gh200 in 16 GB: +72% at batch 1, +17.7% at 272 against the
+//! +33.4% allowed; the search said 0). So with a device, a batch whose plan
+//! fits the memory but is too slow does not end the search: the batch
+//! grows, and is bisected, up to the largest batch that fits the memory,
+//! and the answer is the largest allowed batch seen. When that limit is
+//! itself too slow, the search bisects down between the largest allowed
+//! batch seen and the smallest too-slow one above it. It probes each power
+//! of two and the memory limit, so it finds the largest allowed batch when
+//! the allowed batches form one range (too slow below it from latency,
+//! above it from copies that no longer overlap) that reaches a power of two
+//! or the memory limit; an allowed range narrower than that is missed.
+//!
 //! With a device (`SolveOptions::device`) the question is about time, not
 //! compute: a batch is allowed when its plan's simulated step time is
 //! within the rule's bound of the all-fast step at that batch (every node
@@ -260,7 +276,19 @@ struct Fit {
     slowdown: Option<f64>,
 }
 
-/// Is `batch` allowed for `strat`? `Ok(None)`: no.
+/// A probe's answer.
+#[derive(Debug, Clone, Copy)]
+enum Probe {
+    Allowed(Fit),
+    /// On a device, a plan fits the memory but its step is past the
+    /// rule's bound: a larger batch may still pass (see the module doc).
+    TooSlow,
+    /// No plan fits (or the cost rule refuses it): neither does a larger
+    /// batch.
+    No,
+}
+
+/// Is `batch` allowed for `strat`?
 /// `timed_out` is set when the answer is "no plan" only because the time
 /// limit ran out first (`no-solution`): the batch may still fit.
 fn probe(
@@ -269,14 +297,14 @@ fn probe(
     batch: u32,
     cfg: &MaxBatchConfig,
     timed_out: &std::cell::Cell<bool>,
-) -> Result<Option<Fit>, SolveError> {
+) -> Result<Probe, SolveError> {
     // `search` has checked that the scaled graph keeps the limits.
     let gb = g.at_batch(batch);
     // Cheap necessary condition; also what ends the exponential phase. It is
     // `solve`'s own: with direct reads from the slow tier, batches past the
     // recompute-only floor fit (it stopped every device search there).
     if solve::budget_floor(&gb, cfg.opts.device.as_deref()) > cfg.memory {
-        return Ok(None);
+        return Ok(Probe::No);
     }
     let bound = cfg.rule.bound(&gb);
     let mut opts = cfg.opts.clone();
@@ -284,24 +312,24 @@ fn probe(
     opts.warm_start = None;
     let out = match solve::run(&gb, strat, cfg.memory, &opts) {
         Ok(o) => o,
-        Err(SolveError::BelowMinimum { .. }) => return Ok(None),
+        Err(SolveError::BelowMinimum { .. }) => return Ok(Probe::No),
         Err(e) => return Err(e),
     };
     let (Some(cost), Some(peak)) = (out.cost(), out.peak()) else {
         if out.status == crate::strategies::Status::NoSolution {
             timed_out.set(true);
         }
-        return Ok(None);
+        return Ok(Probe::No);
     };
     // Tolerate float round-off in the bound, not real excess.
     let over = |v: f64, bound: f64| v > bound * (1.0 + 1e-9) + 1e-12;
     if over(cost, bound) {
-        return Ok(None);
+        return Ok(Probe::No);
     }
     let slowdown = match (cfg.opts.device.as_deref(), out.timing()) {
         (Some(d), Some(t)) => {
             if over(t.step.get(), cfg.rule.time_bound(&gb, d).get()) {
-                return Ok(None);
+                return Ok(Probe::TooSlow);
             }
             let fast = d.all_fast_step(&gb).get();
             Some(if fast > 0.0 { t.step.get() / fast } else { 1.0 })
@@ -309,15 +337,16 @@ fn probe(
         (Some(_), None) => unreachable!("a plan solved with a device is timed"),
         (None, _) => None,
     };
-    Ok(Some(Fit {
+    Ok(Probe::Allowed(Fit {
         overhead: gb.overhead(cost),
         peak,
         slowdown,
     }))
 }
 
-/// Exponential growth then bisection for one strategy. `on_probe` sees
-/// each batch before it is tried.
+/// Exponential growth then bisection for one strategy (then, on a device,
+/// a bisection below a memory limit that is too slow: see the module
+/// doc). `on_probe` sees each batch before it is tried.
 pub fn search(
     g: &Graph,
     strat: &dyn Strategy,
@@ -355,13 +384,13 @@ pub fn search(
     // where checkpoint-all fits batch 178).
     let timed_out = std::cell::Cell::new(false);
     let unsure = std::cell::RefCell::new(std::collections::BTreeSet::<u32>::new());
-    let try_batch = |b: u32| -> Result<Option<Fit>, MaxBatchError> {
+    let try_batch = |b: u32| -> Result<Probe, MaxBatchError> {
         if not_applicable.get() {
-            return Ok(None);
+            return Ok(Probe::No);
         }
         if g.at_batch_within_limits(b).is_none() {
             beyond_limits.set(Some(beyond_limits.get().map_or(b, |c| c.min(b))));
-            return Ok(None);
+            return Ok(Probe::No);
         }
         on_probe(b);
         timed_out.set(false);
@@ -372,7 +401,7 @@ pub fn search(
         match answer {
             Err(SolveError::Strategy(StrategyError::NotApplicable { .. })) => {
                 not_applicable.set(true);
-                Ok(None)
+                Ok(Probe::No)
             }
             Err(error) => Err(MaxBatchError::Solve {
                 strategy: strat.name().to_string(),
@@ -382,34 +411,48 @@ pub fn search(
             Ok(f) => Ok(f),
         }
     };
+    // The largest allowed batch seen; the largest batch that fits the
+    // memory (allowed or too slow), and the smallest that does not; the
+    // batches too slow. Batches are probed in increasing order until the
+    // memory limit is found, so an allowed batch is always the best yet.
     let mut best: Option<(u32, Fit)> = None;
+    let mut fits: Option<u32> = None;
     let mut hi: Option<u32> = None;
+    let mut slow = std::collections::BTreeSet::<u32>::new();
     let mut b = 1u32;
     loop {
         match try_batch(b)? {
-            Some(f) => {
-                best = Some((b, f));
-                if b >= cap {
-                    result.status = "capped".into();
-                    break;
-                }
-                b = b.saturating_mul(2).min(cap);
+            Probe::Allowed(f) => best = Some((b, f)),
+            Probe::TooSlow => {
+                slow.insert(b);
             }
-            None => {
+            Probe::No => {
                 hi = Some(b);
                 break;
             }
         }
+        fits = Some(b);
+        if b >= cap {
+            if best.is_some_and(|(a, _)| a == b) {
+                result.status = "capped".into();
+            }
+            break;
+        }
+        b = b.saturating_mul(2).min(cap);
     }
-    if let (Some(mut hi), Some((mut lo, _))) = (hi, best) {
+    if let (Some(mut hi), Some(mut lo)) = (hi, fits) {
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             match try_batch(mid)? {
-                Some(f) => {
+                Probe::Allowed(f) => {
                     lo = mid;
                     best = Some((mid, f));
                 }
-                None => hi = mid,
+                Probe::TooSlow => {
+                    lo = mid;
+                    slow.insert(mid);
+                }
+                Probe::No => hi = mid,
             }
         }
         if beyond_limits.get() == Some(hi) {
@@ -418,8 +461,24 @@ pub fn search(
         if unsure.borrow().contains(&hi) {
             result.status = TIMED_OUT.into();
         }
-    } else if best.is_none() && unsure.borrow().contains(&1) {
+    } else if fits.is_none() && unsure.borrow().contains(&1) {
         result.status = TIMED_OUT.into();
+    }
+    // The memory limit too slow: the largest allowed batch is between the
+    // best seen and the next batch seen too slow.
+    if let Some((mut lo, _)) = best {
+        if let Some(mut hi) = slow.range(lo..).next().copied() {
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                match try_batch(mid)? {
+                    Probe::Allowed(f) => {
+                        lo = mid;
+                        best = Some((mid, f));
+                    }
+                    Probe::TooSlow | Probe::No => hi = mid,
+                }
+            }
+        }
     }
     if not_applicable.get() {
         result.status = crate::workflows::sweep::NOT_APPLICABLE.into();
@@ -486,7 +545,14 @@ pub fn run(g: &Graph, cfg: &MaxBatchConfig) -> Result<Vec<MaxBatch>, MaxBatchErr
                 }
                 resultlog::rewrite(p, &HEADER, &rows)?;
             }
-            let (log, rows) = ResultLog::open(p, &HEADER)?;
+            let whole = |f: &[String]| MaxBatch::from_fields(f).is_ok();
+            let (log, rows) = ResultLog::open(p, &HEADER, &whole)?;
+            if let Some(t) = log.torn().filter(|_| !cfg.quiet) {
+                eprintln!(
+                    "note: {}: cut a last line torn as it was written ('{t}'); its strategy is searched again",
+                    p.display()
+                );
+            }
             (Some(log), parse_all(p, rows)?)
         }
         None => (None, Vec::new()),

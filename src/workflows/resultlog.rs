@@ -3,7 +3,7 @@
 //! A long run must never lose finished work, so each result is appended as
 //! one whole line the moment it exists; a kill can at worst leave one
 //! partial last line, which [`ResultLog::open`] cuts off before appending
-//! again. Re-running reads the rows already present, so the caller can skip
+//! again (a last line that is a whole row without its newline is kept). Re-running reads the rows already present, so the caller can skip
 //! them (resume). When a run completes, [`rewrite_sorted`] replaces the log
 //! atomically with its rows in a canonical order, so an interrupted and
 //! resumed run ends with the same file as an uninterrupted one.
@@ -64,12 +64,16 @@ pub fn release_locks() {
 }
 
 impl RunLock {
+    /// Locks the file `csv` names, not the name: through a symbolic link
+    /// (`-o link.csv`, link to `real.csv`) a run locked `.link.csv.lock`
+    /// while another locked `.real.csv.lock`, and both wrote `real.csv`.
     pub fn acquire(csv: &Path) -> Result<RunLock, LogError> {
-        let name = csv
+        let target = link_target(csv);
+        let name = target
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let path = csv.with_file_name(format!(".{name}.lock"));
+        let path = target.with_file_name(format!(".{name}.lock"));
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -103,6 +107,37 @@ impl Drop for RunLock {
     }
 }
 
+/// The file `path` names once every symbolic link is followed, in its
+/// directory's canonical form, whether the file exists yet or not (a link
+/// may name a file a run is still to create). A path that cannot be
+/// resolved (a link loop) is itself.
+fn link_target(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As the kernel does, give up on a chain of links past 40.
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(t) => {
+                p = match p.parent() {
+                    Some(dir) if t.is_relative() => dir.join(t),
+                    _ => t,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (dir.canonicalize(), p.file_name()) {
+        (Ok(d), Some(n)) => d.join(n),
+        _ => p,
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
     move |error| LogError::Io {
         path: path.to_path_buf(),
@@ -130,12 +165,24 @@ fn read_all(path: &Path, file: impl Read) -> Result<Vec<u8>, LogError> {
 pub struct ResultLog {
     path: PathBuf,
     file: Mutex<File>,
+    torn: Option<String>,
 }
 
 impl ResultLog {
     /// Opens (creating if needed) a log with this header, repairs a torn
     /// last line, and returns the rows already in it.
-    pub fn open(path: &Path, header: &[&str]) -> Result<(ResultLog, Vec<Vec<String>>), LogError> {
+    ///
+    /// A last line without its newline is not always torn: a file edited
+    /// by hand, or written by another tool, often ends so, and cutting it
+    /// deleted a finished row without a word. A tail that is a whole row
+    /// (one record of the header's field count that `whole` accepts, as
+    /// the caller's row parser would) is kept and given its newline; any
+    /// other tail is cut, and [`ResultLog::torn`] says what was.
+    pub fn open(
+        path: &Path,
+        header: &[&str],
+        whole: &dyn Fn(&[String]) -> bool,
+    ) -> Result<(ResultLog, Vec<Vec<String>>), LogError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -184,11 +231,26 @@ impl ResultLog {
                 })?,
             )
         };
-        if keep < text.len() {
+        let tail = &text[keep..];
+        let whole_tail = match &rows {
+            Some(_) if !tail.is_empty() => one_record(tail, header.len()).filter(|r| whole(r)),
+            _ => None,
+        };
+        let mut torn = None;
+        if whole_tail.is_some() {
+            file.seek(SeekFrom::End(0)).map_err(io_err(path))?;
+            file.write_all(b"\n").map_err(io_err(path))?;
+        } else if keep < text.len() {
+            if rows.is_some() {
+                torn = Some(shown(&String::from_utf8_lossy(tail)));
+            }
             file.set_len(keep as u64).map_err(io_err(path))?;
         }
         let rows = match rows {
-            Some(rows) => rows,
+            Some(mut rows) => {
+                rows.extend(whole_tail);
+                rows
+            }
             None => {
                 file.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
                 file.write_all(header_line.as_bytes())
@@ -201,9 +263,17 @@ impl ResultLog {
             ResultLog {
                 path: path.to_path_buf(),
                 file: Mutex::new(file),
+                torn,
             },
             rows,
         ))
+    }
+
+    /// The last line cut off by [`ResultLog::open`] (a row torn as it was
+    /// written), as a message shows it: the caller says so, since that
+    /// row's work is done again.
+    pub fn torn(&self) -> Option<&str> {
+        self.torn.as_deref()
     }
 
     /// Appends one row as a single write of a whole line, then flushes.
@@ -218,6 +288,21 @@ impl ResultLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// `text` as exactly one CSV record of `fields` fields (trimmed as
+/// [`read_rows`] trims them); `None` if it is anything else.
+fn one_record(text: &[u8], fields: usize) -> Option<Vec<String>> {
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text);
+    let mut records = rd.records();
+    let rec = records.next()?.ok()?;
+    if records.next().is_some() || rec.len() != fields {
+        return None;
+    }
+    Some(rec.iter().map(|s| s.trim().to_string()).collect())
 }
 
 /// One CSV line (with quoting where a field needs it), newline included.
@@ -396,11 +481,17 @@ mod tests {
 
     const H: &[&str] = &["a", "b"];
 
+    /// The rows of these tests' logs, as a caller's parser would check
+    /// them.
+    fn numbers(f: &[String]) -> bool {
+        f.iter().all(|x| x.parse::<u64>().is_ok())
+    }
+
     #[test]
     fn an_io_error_is_said_once() {
         let dir = std::env::temp_dir().join(format!("remat-log-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let Err(e) = ResultLog::open(&dir, H) else {
+        let Err(e) = ResultLog::open(&dir, H, &numbers) else {
             panic!("a directory opened as a log");
         };
         let msg = format!("{:#}", anyhow::Error::new(e));
@@ -414,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.csv");
         {
-            let (log, rows) = ResultLog::open(&p, H).unwrap();
+            let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
             assert!(rows.is_empty());
             log.append(&["1", "two, with comma"]).unwrap();
         }
@@ -422,7 +513,7 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(b"3,fo").unwrap();
         drop(f);
-        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
         assert_eq!(rows, vec![vec!["1".to_string(), "two, with comma".into()]]);
         log.append(&["5", "6"]).unwrap();
         assert_eq!(
@@ -431,12 +522,60 @@ mod tests {
         );
     }
 
+    /// A link and the file it names are one CSV, and so one lock: two
+    /// runs through the two names both wrote it, and rows were lost.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_locks_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.csv");
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let link = sub.join("link.csv");
+        // Relative, and to a file not made yet.
+        std::os::unix::fs::symlink("../real.csv", &link).unwrap();
+        let held = RunLock::acquire(&real).unwrap();
+        let e = RunLock::acquire(&link).err().expect("the link is locked");
+        assert!(matches!(e, LogError::Busy { .. }), "{e}");
+        assert!(!sub.join(".link.csv.lock").exists());
+        drop(held);
+        let held = RunLock::acquire(&link).unwrap();
+        assert!(dir.path().join(".real.csv.lock").exists());
+        assert!(matches!(
+            RunLock::acquire(&real).err(),
+            Some(LogError::Busy { .. })
+        ));
+        drop(held);
+    }
+
+    /// A last row whole but for its newline (a file saved by an editor)
+    /// is a finished row: it was cut, and its work done again.
+    #[test]
+    fn a_whole_last_row_without_its_newline_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.csv");
+        std::fs::write(&p, "a,b\n1,2\n3,4").unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
+        assert_eq!(rows, vec![vec!["1", "2"], vec!["3", "4"]]);
+        assert_eq!(log.torn(), None);
+        log.append(&["5", "6"]).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n3,4\n5,6\n");
+        // Torn: too few fields, or a value the parser refuses.
+        for tail in ["3", "3,", "3,x"] {
+            std::fs::write(&p, format!("a,b\n1,2\n{tail}")).unwrap();
+            let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
+            assert_eq!(rows, vec![vec!["1", "2"]], "{tail}");
+            assert_eq!(log.torn(), Some(tail));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
+        }
+    }
+
     #[test]
     fn refuses_a_foreign_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.csv");
         std::fs::write(&p, "name,value\n1,2\n").unwrap();
-        let e = ResultLog::open(&p, H).err().unwrap();
+        let e = ResultLog::open(&p, H, &numbers).err().unwrap();
         assert!(e.to_string().contains("a CSV of another kind"), "{e}");
         assert!(e.to_string().contains("not writing to it"), "{e}");
         // Read only, the same file is merely of another kind: a reader may
@@ -456,7 +595,7 @@ mod tests {
         binary.extend_from_slice(b"\n\n\xff");
         for content in [b"hello".to_vec(), b"a,c".to_vec(), vec![0u8; 200], binary] {
             std::fs::write(&p, &content).unwrap();
-            let e = ResultLog::open(&p, H).err().expect("refused");
+            let e = ResultLog::open(&p, H, &numbers).err().expect("refused");
             let msg = e.to_string();
             assert!(msg.contains("not writing to it"), "{msg}");
             assert!(msg.len() < 300 && !msg.contains('\n'), "{msg}");
@@ -465,7 +604,7 @@ mod tests {
         // A header torn as it was written is ours: it is written again
         // from the start of the file, with no bytes before it.
         std::fs::write(&p, "a,").unwrap();
-        let (log, rows) = ResultLog::open(&p, H).unwrap();
+        let (log, rows) = ResultLog::open(&p, H, &numbers).unwrap();
         assert!(rows.is_empty());
         log.append(&["1", "2"]).unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");

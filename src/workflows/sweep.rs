@@ -562,7 +562,14 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         let fields = older_format(&cfg.output).unwrap_or_default();
         resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
     }
-    let (mut log, existing) = ResultLog::open(&cfg.output, &HEADER)?;
+    let whole = |f: &[String]| Row::from_fields(f).is_ok();
+    let (mut log, existing) = ResultLog::open(&cfg.output, &HEADER, &whole)?;
+    if let Some(t) = log.torn().filter(|_| !cfg.quiet) {
+        eprintln!(
+            "note: {}: cut a last line torn as it was written ('{t}'); its pair is solved again",
+            cfg.output.display()
+        );
+    }
     let mut existing = rows_from_fields(&cfg.output, existing)?;
     let ours = |r: &Row| r.model == g.name;
     if cfg.fresh && existing.iter().any(ours) {
@@ -582,7 +589,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
         let fields: Vec<Vec<String>> = existing.iter().map(Row::to_fields).collect();
         drop(log);
         resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
-        log = ResultLog::open(&cfg.output, &HEADER)?.0;
+        log = ResultLog::open(&cfg.output, &HEADER, &whole)?.0;
     }
     if let Some(r) = existing
         .iter()
