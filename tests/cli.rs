@@ -2889,40 +2889,44 @@ fn the_smallest_budget_typed_back_is_accepted() {
 }
 
 /// A sweep interrupted says what it keeps and how to go on, and leaves no
-/// lock file (it was killed without a word).
+/// lock file (it was killed without a word). After `--fresh` the same
+/// command would drop the rows it just finished: it says to leave it out.
 #[test]
 fn an_interrupted_sweep_says_how_to_resume() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("s.csv");
-    let o = interrupted_after(
-        3,
-        &[
+    for (extra, how) in [
+        (None, "run the same command again to resume"),
+        (
+            Some("--fresh"),
+            "run the same command without --fresh again to resume",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("s.csv");
+        let mut args = vec![
             "sweep",
             "models/resnet50.yaml",
             "-b",
             "30%",
             "-s",
             "remat-exact",
-        ]
-        .into_iter()
-        .chain([
             "--time-limit",
             "600",
             "--no-lp-bound",
             "-o",
             csv.to_str().unwrap(),
-        ])
-        .collect::<Vec<_>>(),
-    );
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    err_says(&o, "interrupted: the rows finished so far are in");
-    err_says(&o, "run the same command again to resume");
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".lock"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+        ];
+        args.extend(extra);
+        let o = interrupted_after(3, &args);
+        assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+        err_says(&o, "interrupted: the rows finished so far are in");
+        err_says(&o, how);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".lock"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
 
 /// Two sources of 10 bytes, each read by a 1-byte value, both read by the
@@ -3332,34 +3336,6 @@ fn run_or_kill(args: &[&str]) -> Output {
     let _ = child.kill();
     let o = child.wait_with_output().unwrap();
     panic!("remat {args:?} blocked: {}", stderr(&o));
-}
-
-/// An interrupted `sweep --fresh` must not tell the user to run the same
-/// command again: --fresh would drop the rows it just finished.
-#[test]
-fn an_interrupted_fresh_sweep_says_to_resume_without_fresh() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("s.csv");
-    let o = interrupted_after(
-        3,
-        &[
-            "sweep",
-            "models/resnet50.yaml",
-            "-b",
-            "30%",
-            "-s",
-            "remat-exact",
-            "--time-limit",
-            "600",
-            "--no-lp-bound",
-            "--fresh",
-            "-o",
-            csv.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
-    err_says(&o, "interrupted: the rows finished so far are in");
-    err_says(&o, "run the same command without --fresh again to resume");
 }
 
 /// sweep and max-batch read their -o before any work, to resume: a FIFO
