@@ -1916,8 +1916,10 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
     ]);
     one_line_error(&o, "/dev/zero");
     // CSVs too: report and plot read them, sweep and max-batch resume
-    // from them (all four used to read until the OOM killer came).
+    // from them (all four used to read until the OOM killer came). The
+    // last two now refuse any -o that is not a regular file first.
     let csv_cap = "/dev/zero: cannot read: larger than 268435456 bytes";
+    let not_regular = "/dev/zero: not a regular file;";
     one_line_error(&remat(&["report", "/dev/zero"]), csv_cap);
     let svg = dir.path().join("p.svg");
     one_line_error(
@@ -1936,7 +1938,7 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
         "/dev/zero",
         "-q",
     ]);
-    one_line_error(&o, csv_cap);
+    one_line_error(&o, not_regular);
     let o = remat(&[
         "max-batch",
         ms,
@@ -1948,7 +1950,7 @@ fn an_endless_input_file_is_refused_at_its_size_cap() {
         "/dev/zero",
         "-q",
     ]);
-    one_line_error(&o, csv_cap);
+    one_line_error(&o, not_regular);
 }
 
 /// lp-bound stopped by its time limit before any bound is a no-solution
