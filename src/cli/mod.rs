@@ -207,7 +207,7 @@ pub fn check_distinct_outputs(outputs: &[(&str, &Path)]) -> anyhow::Result<()> {
 
 /// `path` made absolute, symlinks resolved as far as it exists: a file not
 /// yet written is its directory's resolved path and its own name.
-fn resolved(path: &Path) -> std::path::PathBuf {
+pub(crate) fn resolved(path: &Path) -> std::path::PathBuf {
     if let Ok(p) = path.canonicalize() {
         return p;
     }

@@ -3,8 +3,9 @@
 //! A long run must never lose finished work, so each result is appended as
 //! one whole line the moment it exists; a kill can at worst leave one
 //! partial last line, which [`ResultLog::open`] cuts off before appending
-//! again (a last line that is a whole row without its newline is kept). Re-running reads the rows already present, so the caller can skip
-//! them (resume). When a run completes, [`rewrite_sorted`] replaces the log
+//! again (a last line that is a whole row without its newline is kept).
+//! Re-running reads the rows already present, so the caller can skip them
+//! (resume). When a run completes, [`rewrite_sorted`] replaces the log
 //! atomically with its rows in a canonical order, so an interrupted and
 //! resumed run ends with the same file as an uninterrupted one.
 
@@ -109,8 +110,8 @@ impl Drop for RunLock {
 
 /// The file `path` names once every symbolic link is followed, in its
 /// directory's canonical form, whether the file exists yet or not (a link
-/// may name a file a run is still to create). A path that cannot be
-/// resolved (a link loop) is itself.
+/// may name a file a run is still to create): [`crate::cli::resolved`] of
+/// the last link's target. A chain past 40 links stops where it is.
 fn link_target(path: &Path) -> PathBuf {
     let mut p = path.to_path_buf();
     // As the kernel does, give up on a chain of links past 40.
@@ -125,17 +126,7 @@ fn link_target(path: &Path) -> PathBuf {
             Err(_) => break,
         }
     }
-    if let Ok(c) = p.canonicalize() {
-        return c;
-    }
-    let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match (dir.canonicalize(), p.file_name()) {
-        (Ok(d), Some(n)) => d.join(n),
-        _ => p,
-    }
+    crate::cli::resolved(&p)
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
