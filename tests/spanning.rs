@@ -18,15 +18,22 @@ use remat::units::{Bytes, Seconds};
 /// 6 B, a cannot stay beside d (c, d and a make 9 B in stage 3; d, e and a
 /// in stage 4), so it must go to the slow tier and come back for g.
 fn seven() -> Graph {
-    let text = "name: seven\ngraph: training\nnodes:\n\
-        - {name: a, cost: 1, memory: 4}\n\
-        - {name: b, cost: 1, memory: 1, deps: [a]}\n\
-        - {name: c, cost: 1, memory: 1, deps: [b]}\n\
-        - {name: d, cost: 1, memory: 4, deps: [c]}\n\
-        - {name: e, cost: 1, memory: 1, deps: [d]}\n\
-        - {name: f, cost: 1, memory: 1, deps: [e]}\n\
-        - {name: g, cost: 1, memory: 1, deps: [f, a]}\n";
-    Graph::from_file(&GraphFile::parse(text).unwrap(), "seven.yaml").unwrap()
+    seven_with(1)
+}
+
+/// [`seven`] with e taking `e` bytes.
+fn seven_with(e: u64) -> Graph {
+    let text = format!(
+        "name: seven\ngraph: training\nnodes:\n\
+        - {{name: a, cost: 1, memory: 4}}\n\
+        - {{name: b, cost: 1, memory: 1, deps: [a]}}\n\
+        - {{name: c, cost: 1, memory: 1, deps: [b]}}\n\
+        - {{name: d, cost: 1, memory: 4, deps: [c]}}\n\
+        - {{name: e, cost: 1, memory: {e}, deps: [d]}}\n\
+        - {{name: f, cost: 1, memory: 1, deps: [e]}}\n\
+        - {{name: g, cost: 1, memory: 1, deps: [f, a]}}\n"
+    );
+    Graph::from_file(&GraphFile::parse(&text).unwrap(), "seven.yaml").unwrap()
 }
 
 /// 2 B/s each way, no latency, duplex: a's copy takes 2 s either way.
@@ -188,6 +195,86 @@ fn leads_that_break_the_rules_are_refused() {
     assert!(!removed.has_leads());
 }
 
+/// A fetch deferred into its reader's stage gives up hiding its copy for
+/// the memory of the stage before. With e at 2 B, fetching a (4 B) in stage
+/// 5 holds its buffer beside e and f: 7 B. Deferred, the copy is issued in
+/// stage 6 once e is freed and g waits for it: 6 B, at 2 s of stall.
+#[test]
+fn a_deferred_fetch_trades_its_stall_for_the_stage_before() {
+    let g = seven_with(2);
+    let sch = offloaded(&g);
+    // As in the test above: stall 1 for the copy out, 1 for the fetch.
+    assert_eq!(run(&g, &sch), (Seconds(9.0), Seconds(2.0), Bytes(7)));
+    let mut late = sch.clone();
+    late.defer_fetch(5, 0);
+    assert_eq!(late.validate(&g), Ok(()));
+    // Copy out 2 → 4 behind c (2 → 3): stall 1; d 4 → 5, e 5 → 6, f 6 → 7
+    // with nothing to fetch; a's copy 7 → 9 while g waits: stall 2; g
+    // 9 → 10. Peak 6 B: a, b, c in stage 2; a, f, g in stage 6.
+    assert_eq!(run(&g, &late), (Seconds(10.0), Seconds(3.0), Bytes(6)));
+    // The copy is issued after stage 5's last free (e's) and waited for
+    // right before g's buffer is allocated.
+    let plan = generate_plan(&g, &late).unwrap();
+    let pos = |f: &dyn Fn(&Statement) -> bool| plan.statements.iter().position(f).unwrap();
+    let copy_in = pos(&|s| matches!(s, Statement::CopyIn { .. }));
+    let e_reg = plan
+        .statements
+        .iter()
+        .find_map(|s| match s {
+            Statement::Allocate { register, node, .. } if node.idx() == 4 => Some(*register),
+            _ => None,
+        })
+        .unwrap();
+    let e_freed = pos(&|s| matches!(s, Statement::Deallocate { register } if *register == e_reg));
+    let g_alloc = pos(&|s| matches!(s, Statement::Allocate { node, .. } if node.idx() == 6));
+    assert!(e_freed < copy_in);
+    assert!(matches!(
+        plan.statements[g_alloc - 1],
+        Statement::Wait { .. }
+    ));
+    // Deferral is part of the schedule's content, and undone with its P.
+    assert_ne!(late, sch);
+    let mut undone = late.clone();
+    undone.set_p(5, 0, false);
+    assert!(!undone.has_deferrals());
+}
+
+#[test]
+fn deferrals_that_break_the_rules_are_refused() {
+    let g = seven();
+    let sch = offloaded(&g);
+    // The slow copy is dropped at the end of stage 5.
+    let mut unheld = sch.clone();
+    unheld.set_deferred(5, 0, true);
+    assert_eq!(
+        unheld.validate(&g),
+        Err(ScheduleError::Deferred { t: 5, i: 0 })
+    );
+    // A deferred fetch with a lead.
+    let mut led = sch.clone();
+    led.defer_fetch(5, 0);
+    led.set_fetch_lead(5, 0, 1);
+    assert!(led.validate(&g).is_err());
+    // Fetched in stage 4, kept through 5, read in 6: stage 5 does not read
+    // it.
+    let mut early = Schedule::checkpoint_all(&g);
+    early.offload(0, 2, 4);
+    early.set_s(6, 0, true);
+    assert_eq!(early.validate(&g), Ok(()));
+    early.defer_fetch(4, 0);
+    assert_eq!(
+        early.validate(&g),
+        Err(ScheduleError::Deferred { t: 4, i: 0 })
+    );
+    // No fetch to defer.
+    let mut ghost = Schedule::checkpoint_all(&g);
+    ghost.set_deferred(3, 0, true);
+    assert_eq!(
+        ghost.validate(&g),
+        Err(ScheduleError::Deferred { t: 3, i: 0 })
+    );
+}
+
 /// A random graph with random offloads on checkpoint-all (as in
 /// tests/tiers.rs, copied out one stage into the gap so that a lead has
 /// room), each copy given a random share of its longest lead.
@@ -254,6 +341,55 @@ proptest! {
             ..Params::default()
         };
         if let Some(c) = step_cover::step_cover_bound(&g, led.peak, &d, false, Copies::Spanning, &params).unwrap() {
+            prop_assert!(
+                c.bound.get() <= lt.step.get() * (1.0 + 1e-6),
+                "bound {} above the plan's step {}", c.bound.get(), lt.step.get()
+            );
+        }
+    }
+
+    /// Any fetch deferred into its reader's stage makes a valid plan that
+    /// the simulator accepts, on every kind of engine; deferral never
+    /// raises the peak and changes nothing computed or moved; and the step
+    /// cover program's bound stays at or below the plan's step.
+    #[test]
+    fn any_deferral_makes_a_valid_plan_under_the_bound(
+        seed in 0u64..1000,
+        nodes in 6usize..30,
+        picks in prop::collection::vec((0usize..200, 0usize..10), 1..8),
+        which in prop::collection::vec(any::<bool>(), 1..8),
+        engines in prop::sample::select(vec!["duplex", "shared", "synchronous"]),
+    ) {
+        let (g, sch) = common::offloaded_case(seed, nodes, &picks, false, 1);
+        let mut late = sch.clone();
+        let mut k = 0;
+        for t in 0..sch.stages() {
+            for &i in sch.p_row(t) {
+                if which[k % which.len()] {
+                    late.defer_fetch(t, i as usize);
+                }
+                k += 1;
+            }
+        }
+        prop_assert_eq!(late.validate(&g), Ok(()));
+        let d = Device::parse(&format!(
+            "name: big\ncompute: {{cost_is_seconds: true}}\nfast: {{capacity: 1GB}}\n\
+             slow: {{capacity: 1GB, to_slow: 2, to_fast: 3, latency: 0.5, engines: {engines}, direct_read: none}}\n",
+        ))
+        .unwrap();
+        let sim = |s: &Schedule| simulate_on(&g, &generate_plan(&g, s).unwrap(), Some(&d)).unwrap();
+        let (base, lsim) = (sim(&sch), sim(&late));
+        prop_assert!(lsim.peak <= base.peak);
+        prop_assert_eq!(lsim.cost, base.cost);
+        prop_assert_eq!(lsim.computations, base.computations);
+        let (lt, bt) = (lsim.timing.unwrap(), base.timing.unwrap());
+        prop_assert_eq!((lt.bytes_to_slow, lt.bytes_to_fast), (bt.bytes_to_slow, bt.bytes_to_fast));
+        let params = Params {
+            time_limit: std::time::Duration::from_secs(10),
+            feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
+            ..Params::default()
+        };
+        if let Some(c) = step_cover::step_cover_bound(&g, lsim.peak, &d, false, Copies::Spanning, &params).unwrap() {
             prop_assert!(
                 c.bound.get() <= lt.step.get() * (1.0 + 1e-6),
                 "bound {} above the plan's step {}", c.bound.get(), lt.step.get()

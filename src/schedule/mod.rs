@@ -67,6 +67,7 @@ impl PartialEq for Schedule {
                 && tr.held.iter().all(Vec::is_empty)
                 && tr.out_lead.is_empty()
                 && tr.fetch_lead.is_empty()
+                && tr.deferred.is_empty()
         };
         self.r == o.r
             && self.s == o.s
@@ -220,6 +221,18 @@ fn intervals_has(ivs: &[(u32, u32)], t: usize) -> bool {
 /// stage only, since a recomputation would replace the buffer being
 /// copied) and has no slow copy yet; a fetched value is absent (neither S
 /// nor R) and its slow copy exists (H).
+///
+/// *Deferred* fetches go the other way. A fetch `P[t,i]` that is deferred
+/// is issued at the start of stage `t + 1`, after stage `t` has freed what
+/// it no longer needs, and waited for just before the first computation of
+/// stage `t + 1` that reads it; S, P and H keep their meaning (the value
+/// is resident in `t + 1`). Why: a fetch within stage `t` holds its buffer
+/// beside everything stage `t` reads, and on a tight budget that stage is
+/// the peak (random-layered-n100 on the A100 at 50% had no plan at all for
+/// that reason); deferred, the buffer shares memory with stage `t + 1`
+/// only, at the price of a stall the copy can no longer hide. Rules: the
+/// fetch has no lead, stage `t + 1` reads the value and does not compute
+/// it, and the slow copy is still held there (`H[t+1,i]`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Transfers {
     out: Vec<Vec<u32>>,
@@ -233,6 +246,8 @@ pub struct Transfers {
     /// absent means 0.
     out_lead: std::collections::BTreeMap<(u32, u32), u32>,
     fetch_lead: std::collections::BTreeMap<(u32, u32), u32>,
+    /// Deferred fetches, by (fetch stage, node).
+    deferred: std::collections::BTreeSet<(u32, u32)>,
 }
 
 fn set_lead(m: &mut std::collections::BTreeMap<(u32, u32), u32>, t: usize, i: usize, lead: usize) {
@@ -291,6 +306,8 @@ pub enum ScheduleError {
     OutLead { t: usize, i: usize, u: usize },
     #[error("the copy of node {i} in by stage {t} is issued in stage {u}, where the value is still resident or has no slow copy")]
     FetchLead { t: usize, i: usize, u: usize },
+    #[error("the fetch of node {i} in stage {t} is deferred to stage {}, but it is not a fetch without a lead, or that stage does not read the value, computes it, or holds no slow copy of it", t + 1)]
+    Deferred { t: usize, i: usize },
 }
 
 impl Schedule {
@@ -498,6 +515,54 @@ impl Schedule {
         row_set(&mut tr.fetch[t], i, v);
         if !v {
             tr.fetch_lead.remove(&(t as u32, i as u32));
+            tr.deferred.remove(&(t as u32, i as u32));
+        }
+    }
+
+    /// Whether the fetch P[t,i] is deferred to stage `t + 1` (see
+    /// [`Transfers`]).
+    pub fn deferred(&self, t: usize, i: usize) -> bool {
+        self.tr
+            .as_ref()
+            .is_some_and(|tr| tr.deferred.contains(&(t as u32, i as u32)))
+    }
+
+    /// Defers the existing fetch P[t,i] (validated with the schedule), or
+    /// undoes that.
+    pub fn set_deferred(&mut self, t: usize, i: usize, v: bool) {
+        let tr = self.transfers_mut();
+        if v {
+            tr.deferred.insert((t as u32, i as u32));
+        } else {
+            tr.deferred.remove(&(t as u32, i as u32));
+        }
+    }
+
+    /// Every deferred fetch, `(fetch stage, node)`, by stage then node.
+    pub fn deferrals(&self) -> Vec<(usize, usize)> {
+        self.tr.as_ref().map_or_else(Vec::new, |tr| {
+            tr.deferred
+                .iter()
+                .map(|&(t, i)| (t as usize, i as usize))
+                .collect()
+        })
+    }
+
+    /// Defers the fetch P[t,i] into stage `t + 1`, holding the slow copy
+    /// there for it.
+    pub fn defer_fetch(&mut self, t: usize, i: usize) {
+        self.set_h(t + 1, i, true);
+        self.set_deferred(t, i, true);
+    }
+
+    pub fn has_deferrals(&self) -> bool {
+        self.tr.as_ref().is_some_and(|tr| !tr.deferred.is_empty())
+    }
+
+    /// Undoes every deferral: each fetch runs within its stage again.
+    pub fn clear_deferrals(&mut self) {
+        if let Some(tr) = &mut self.tr {
+            tr.deferred.clear();
         }
     }
 
@@ -722,7 +787,8 @@ impl Schedule {
     /// larger of the stage's compute time and each copy engine's load (both
     /// directions on a shared engine; everything in sequence on a
     /// synchronous device). Their sum is the simulated step time whenever
-    /// every copy out is of a kept value, no copy has a lead and nothing is
+    /// every copy out is of a kept value, no copy has a lead or is
+    /// deferred, and nothing is
     /// read directly from the slow tier (tested). For strategies to
     /// rank candidates, as [`Schedule::cost`]; reported figures always come
     /// from the simulator.
@@ -823,11 +889,12 @@ impl Schedule {
             }
             self.validate_transfers(t, hold_starts)?;
         }
-        self.validate_leads()
+        self.validate_leads(g)
     }
 
-    /// The lead rules of [`Transfers`], for the few copies that have one.
-    fn validate_leads(&self) -> Result<(), ScheduleError> {
+    /// The lead and deferral rules of [`Transfers`], for the few copies
+    /// that have one.
+    fn validate_leads(&self, g: &Graph) -> Result<(), ScheduleError> {
         for (t, i, lead, fetch) in self.leads() {
             if fetch && !self.p(t, i) || !fetch && !self.o(t, i) || lead > t {
                 let u = t.saturating_sub(lead);
@@ -857,6 +924,22 @@ impl Schedule {
             }
             if !fetch && self.r(t, i) {
                 return Err(ScheduleError::OutLead { t, i, u: t });
+            }
+        }
+        for (t, i) in self.deferrals() {
+            let u = t + 1;
+            let ok = self.p(t, i)
+                && self.fetch_lead(t, i) == 0
+                && u < self.stages()
+                && self.h(u, i)
+                && !self.r(u, i)
+                && self.r[u].iter().any(|&k| {
+                    g.deps(NodeId::from(k as usize))
+                        .iter()
+                        .any(|d| d.idx() == i)
+                });
+            if !ok {
+                return Err(ScheduleError::Deferred { t, i });
             }
         }
         Ok(())

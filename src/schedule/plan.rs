@@ -143,12 +143,36 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         v.sort_unstable();
         v
     };
+    // Deferred fetches (docs/format.md), by the stage that issues them:
+    // the one after their P stage.
+    let mut late_at: Vec<Vec<usize>> = Vec::new();
+    for (t, i) in sch.deferrals() {
+        if late_at.is_empty() {
+            late_at.resize(n, Vec::new());
+        }
+        late_at[t + 1].push(i);
+    }
     let mut fetch_in_flight: rustc_hash::FxHashMap<usize, Register> = Default::default();
     let mut out_in_flight: rustc_hash::FxHashMap<usize, (Register, Register)> = Default::default();
     for t in 0..n {
         let carry_next = |i: usize| t + 1 < n && sch.s(t + 1, i);
         let order: Vec<usize> = sch.r_row(t).iter().map(|&i| i as usize).collect();
-        let (outs, fetches) = (sch.o_row(t), sch.p_row(t));
+        let outs = sch.o_row(t);
+        // A deferred fetch belongs to the next stage.
+        let deferring = late_at.get(t + 1).is_some_and(|v| !v.is_empty());
+        let fetches_owned: Vec<u32>;
+        let fetches: &[u32] = if deferring {
+            fetches_owned = sch
+                .p_row(t)
+                .iter()
+                .copied()
+                .filter(|&i| !sch.deferred(t, i as usize))
+                .collect();
+            &fetches_owned
+        } else {
+            sch.p_row(t)
+        };
+        let late: &[usize] = late_at.get(t).map_or(&[], Vec::as_slice);
         let ends: Vec<usize> = ev.ends(t).iter().map(|&i| i as usize).collect();
         // At the start of a stage only kept values are held, so the entries
         // of `cur` and `shadow` the stage can change are among these: kept
@@ -160,6 +184,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             .copied()
             .chain(order.iter().copied())
             .chain(fetches.iter().map(|&i| i as usize))
+            .chain(late.iter().copied())
             .chain(
                 order
                     .iter()
@@ -180,6 +205,18 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         let led_here = issued_here(&out_issue, t);
         let after_compute =
             |i: usize| sch.r(t, i) && (led_here.contains(&i) || sch.o(t, i) && !sch.s(t, i));
+        // Deferred fetches are resident (for the rules below, as a kept
+        // value is) from the start of the stage, though their copy is
+        // issued only after the stage's first frees and waited for before
+        // their first reader.
+        let mut unwaited: Vec<(usize, Register)> = Vec::with_capacity(late.len());
+        for &i in late {
+            unwaited.push((i, next_reg));
+            cur[i] = Some(next_reg);
+            shadow[i] = Some(next_reg);
+            reg_node.push(i);
+            next_reg += 1;
+        }
         let mut new_fetches: Vec<(usize, Register)> = Vec::with_capacity(fetch_issue.len());
         for &i in &fetch_issue {
             new_fetches.push((i, next_reg));
@@ -289,7 +326,12 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // Values alive but not kept into this stage were freed at the end of
         // the previous stage, so `cur` holds exactly the carried ones here.
 
-        // Copies in, and copies out of kept values, start with the stage.
+        // Copies in, and copies out of kept values, start with the stage:
+        // the deferred ones first, since this stage waits for them.
+        for &(i, reg) in &unwaited {
+            let src = slow[i].expect("validated: a deferred fetch needs H");
+            out.push(Statement::CopyIn { register: reg, src });
+        }
         for &(i, reg) in &new_fetches {
             let src = slow[i].expect("validated: P needs H");
             out.push(Statement::CopyIn { register: reg, src });
@@ -332,6 +374,20 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
             };
             // An argument without a fast copy is a direct read of the slow
             // copy (validated: H).
+            // A kernel waits for the deferred fetches any of its outputs
+            // reads before its first output is made.
+            if !unwaited.is_empty() && g.group_start(node) == k {
+                let reads_it = |i: usize| {
+                    (k..=group_end).any(|m| g.deps(NodeId::from(m)).iter().any(|d| d.idx() == i))
+                };
+                unwaited.retain(|&(i, r)| {
+                    let now = reads_it(i);
+                    if now {
+                        out.push(Statement::Wait { register: r });
+                    }
+                    !now
+                });
+            }
             args.clear();
             args.extend(g.deps(node).iter().map(|d| {
                 cur[d.idx()]
@@ -419,6 +475,7 @@ pub fn generate_plan(g: &Graph, sch: &Schedule) -> Result<Plan, ScheduleError> {
         // Every copy completes within its stage; then the buffers it
         // pinned are freed and slow copies the next stage does not hold
         // are dropped.
+        debug_assert!(unwaited.is_empty(), "validated: a deferred fetch is read");
         for &r in &pending {
             out.push(Statement::Wait { register: r });
         }
