@@ -412,7 +412,8 @@ fn the_staged_cover_is_below_the_joint_optimum_on_small_dags() {
 /// beat the bound this program gave, which had copies in end a stage
 /// before their reader: 15 s and 14 s. The bound, and the step bound
 /// `solve` prints, must stay at or below it on every kind of engine and
-/// link.
+/// link; and remat-tiered, which can now defer a fetch that way, must find
+/// a plan as fast.
 #[test]
 fn a_fetch_in_its_readers_stage_is_within_the_bound() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit");
@@ -460,9 +461,13 @@ fn a_fetch_in_its_readers_stage_is_within_the_bound() {
             printed <= hand * (1.0 + 1e-9),
             "{engines} at {bw} B/s: solve's step bound {printed} above the hand plan's {hand}"
         );
-        if out.status == Status::Optimal {
-            assert!(step(&out) <= hand * (1.0 + 1e-9), "{engines} at {bw} B/s");
-        }
+        // The plan is within reach of the search: its fetches are deferred
+        // into their readers' stages (docs/format.md).
+        assert!(
+            step(&out) <= hand * (1.0 + 1e-9),
+            "{engines} at {bw} B/s: remat-tiered's {} above the hand plan's {hand}",
+            step(&out)
+        );
         checked += 1;
     }
     assert_eq!(checked, 6);

@@ -326,3 +326,33 @@ fn the_step_bound_is_below_every_plan() {
     }
     assert!(checked >= 20, "only {checked} plans checked");
 }
+
+/// random-layered-n100 at 50% on the A100 (23,160 bytes) had no plan from
+/// anything: no recompute-only plan fits, and every offload plan held a
+/// fetch's buffer beside the stage before its reader. With fetches
+/// deferred into their readers' stages, the least-memory offload plan
+/// peaks at the floor (20,020 bytes), and both remat-tiered and remat-fast
+/// find a plan from it.
+#[test]
+fn a_budget_only_deferred_fetches_reach_gets_a_plan() {
+    let Some((g, budget)) = common::shared_at("random-layered-n100.yaml", "50%") else {
+        return;
+    };
+    let dev = device("a100-40gb-pcie4.yaml");
+    let exact = strategies::by_name("remat-exact").unwrap();
+    let out = run(&g, exact.as_ref(), budget, &opts(&dev, 10)).unwrap();
+    assert!(!out.status.has_plan(), "{:?}", out.status);
+    for name in ["remat-tiered", "remat-fast"] {
+        let s = strategies::by_name(name).unwrap();
+        let out = run(&g, s.as_ref(), budget, &opts(&dev, 20)).unwrap();
+        assert!(
+            out.status.has_plan(),
+            "{name}: {:?} {:?}",
+            out.status,
+            out.detail
+        );
+        assert!(out.peak().unwrap() <= budget, "{name}");
+        let sch = out.schedule.as_ref().unwrap();
+        assert!(sch.has_deferrals(), "{name}: {:?}", out.detail);
+    }
+}

@@ -644,7 +644,7 @@ impl Schedule {
     /// The longest lead the fetch P[t,i] may take: back over the stages
     /// where the value is absent and its slow copy exists.
     pub fn max_fetch_lead(&self, t: usize, i: usize) -> usize {
-        if !self.p(t, i) {
+        if !self.p(t, i) || self.deferred(t, i) {
             return 0;
         }
         let mut u = t;

@@ -2070,10 +2070,19 @@ fn offload_search(
     // zoo, the search from them finds the best plans, and from offload-all
     // it mostly undoes stalling copies.
     let mut seeds: Vec<(String, Schedule, f64)> = Vec::new();
+    let no_recompute_plan = recompute.is_none();
     if let Some((sch, how)) = recompute {
         seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
     }
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
+    // Below the recompute-only minimum, memory is what is short.
+    if no_recompute_plan {
+        seeds.push((
+            super::tiered::LEAST_MEMORY.into(),
+            super::tiered::least_memory(g),
+            2.0,
+        ));
+    }
     for sch in turn_seed::seeds(g, dev, budget) {
         seeds.push((turn_seed::NAME.into(), sch, 2.0));
     }

@@ -267,6 +267,12 @@ impl Strategy for RematTiered {
                 starts.push(r.clone());
             }
         }
+        // Below the recompute-only minimum (or with recomputation
+        // forbidden), memory is what is short: the search also starts from
+        // the plan of least memory, which may be the only one that fits.
+        if recompute_plan.is_none() {
+            starts.push(tiered::least_memory(g));
+        }
         let n_starts = starts.len();
         for sch in starts {
             if done(&best, bound) {

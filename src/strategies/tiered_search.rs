@@ -372,6 +372,7 @@ impl<'a> Ctx<'a> {
         // Moves edit the schedule's stages; its copies' leads are derived
         // afresh below, never carried over a move.
         s.clear_leads();
+        s.clear_deferrals();
         let mut sch = solve_r_tiered(g, s, self.direct);
         let mut fix: Vec<usize> = touched.to_vec();
         // Each value's copy stages, gathered once: fixing one value edits
@@ -411,6 +412,17 @@ impl<'a> Ctx<'a> {
         }
         let mut plan = generate_plan(g, &sch).ok()?;
         let mut sim = simulate_on(g, &plan, Some(self.dev)).ok()?;
+        // Over budget, fetches deferred into their readers' stages where
+        // that lowers the peak.
+        if sim.peak > self.budget {
+            if let Some(late) = tiered::deferred_to_fit(g, self.budget, &sch, &plan) {
+                let lp = generate_plan(g, &late).ok()?;
+                let ls = simulate_on(g, &lp, Some(self.dev)).ok()?;
+                if ls.peak < sim.peak {
+                    (sch, plan, sim) = (late, lp, ls);
+                }
+            }
+        }
         let mut step = sim.timing.as_ref()?.step.get();
         // The same schedule with its copies spanning stages, if faster.
         if let Some(led) = tiered::faster_with_leads(g, self.dev, self.budget, &sch, &plan, &sim) {
@@ -434,7 +446,13 @@ impl<'a> Ctx<'a> {
         };
         let n = sch.stages();
         let load_out = (0..n).map(|t| load(sch.o_row(t), true)).collect();
-        let load_in = (0..n).map(|t| load(sch.p_row(t), false)).collect();
+        let mut load_in: Vec<f64> = (0..n).map(|t| load(sch.p_row(t), false)).collect();
+        // A deferred fetch loads the engine in its reader's stage.
+        for (t, i) in sch.deferrals() {
+            let secs = tiered::copy_secs(g, self.dev, i, false);
+            load_in[t] -= secs;
+            load_in[t + 1] += secs;
+        }
         Some(Eval {
             compute: tiered::stage_compute(g, &sch, self.dev),
             excess: stage_excess.iter().sum(),
@@ -731,10 +749,19 @@ impl<'a> Ctx<'a> {
 
     /// Whether the move, by the stage peaks, keeps a fitting plan fitting:
     /// every stage of the gap where it adds the value has room for it.
+    /// A fetch in the stage before a read needs no room there: where that
+    /// stage is over budget, [`Ctx::eval`] defers the fetch into the
+    /// reader's stage.
     fn room_for(&self, e: &Eval, gap: Gap, fate: Fate) -> bool {
         let Gap { v, a, c } = gap;
         let m = self.g.memory(NodeId::from(v)).as_f64();
-        (a + 1..c).all(|t| e.sch.s(t, v) || e.sch.p(t, v) || !resident(fate, t) || e.slack[t] >= m)
+        let deferrable = |t: usize| {
+            matches!(fate, Fate::Offload { fetch, .. } if fetch == t && t + 1 == c)
+                && !e.sch.r(c, v)
+        };
+        (a + 1..c).all(|t| {
+            e.sch.s(t, v) || e.sch.p(t, v) || !resident(fate, t) || e.slack[t] >= m || deferrable(t)
+        })
     }
 
     /// The schedule with `gap` re-decided as `fate`, and the values whose
@@ -1034,10 +1061,12 @@ impl<'a> Ctx<'a> {
                         fates.push(Fate::Offload { out, fetch: early });
                     }
                 }
-                // The fetch just in time, its lead spanning the stages
-                // before it that hold its buffer ([`Ctx::spanning_room`]).
+                // The fetch just in time: its lead spanning the stages
+                // before it that hold its buffer ([`Ctx::spanning_room`]),
+                // or, where the stage before the read is full, deferred
+                // into the reader's stage ([`Ctx::room_for`]).
                 let late = gap.c - 1;
-                if self.spanning && late != fetch && late >= out + 2 {
+                if late != fetch && late >= out + 2 {
                     fates.push(Fate::Offload { out, fetch: late });
                 }
             }
