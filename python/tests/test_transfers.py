@@ -103,3 +103,20 @@ def test_direct_reads_are_refused(tiered, workdir):
     model, data, loss_fn = call_factory(example("transformer"), 4)
     with pytest.raises(RematInputError, match="straight from the slow tier"):
         Executor(model, loss_fn, data, plan)
+
+
+def test_a_plan_at_the_floor_runs_with_the_simulated_peak(tiered, workdir):
+    """At the smallest budget any plan can have (the largest kernel with its inputs),
+    where remat-fast finds no recompute-only plan, its offload search on the device fits
+    one with every byte of the budget in use. The executor must hold exactly what the
+    simulator counts."""
+    graph, dev = tiered
+    lo, _ = inspect_bounds(binary.find_remat(), graph)
+    path = workdir / "transformer-floor.json"
+    plan = solve(graph, dev, "remat-fast", str(lo), path)
+    assert copies(plan) > 0
+    assert plan["peak_memory"] <= lo
+    rep = verify(example("transformer"), str(path), graph_path=graph, device_file=dev)
+    assert rep.grads_bitwise and rep.buffers_bitwise, rep.lines
+    assert rep.measured_peak == rep.simulated_peak == plan["peak_memory"], rep.lines
+    assert rep.ok, rep.lines
