@@ -2490,7 +2490,7 @@ fn flags_and_strategies_that_cannot_apply_are_refused() {
     let o = mb("all", &["--time-limit", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stdout(&o).contains("lp-bound"));
-    let o = mb("checkpoint-all", &["--max-overhead", "1e300"]);
+    let o = mb("checkpoint-all", &["--max-overhead", "1e300x"]);
     assert!(o.status.success(), "{}", stderr(&o));
     out_says(&o, "cost rule overhead<=1e300\n");
     for (args, needle) in [
@@ -2557,12 +2557,13 @@ fn replays_on_a_device_too_small_say_so() {
 }
 
 /// A bare number in a budget file is bytes, like one in `--budgets`: below
-/// the smallest budget it gets the same "did you mean" note.
+/// the smallest budget it gets the same "did you mean" note. One that
+/// rounds down to 0 bytes is refused: it used to become a 0-byte row.
 #[test]
 fn budget_files_ask_about_percentages_as_inline_lists_do() {
     let dir = tempfile::tempdir().unwrap();
     let m = linear8(dir.path());
-    let file = write(dir.path(), "pct.yaml", "budgets: [90, 0.5, 100%]\n");
+    let file = write(dir.path(), "pct.yaml", "budgets: [90, 2, 100%]\n");
     let csv = dir.path().join("b.csv");
     let o = remat(&[
         "sweep",
@@ -2578,9 +2579,7 @@ fn budget_files_ask_about_percentages_as_inline_lists_do() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains(
-            "pct.yaml: 0.5 is 0 B (0 bytes), below the smallest budget; did you mean 50%?"
-        ),
+        err.contains("pct.yaml: 2 is 2 B (2 bytes), below the smallest budget; did you mean 2%?"),
         "{err}"
     );
     // 90 bytes is above this graph's peak: no slip to point out.
@@ -2596,12 +2595,22 @@ fn budget_files_ask_about_percentages_as_inline_lists_do() {
         csv.to_str().unwrap(),
         "--no-lp-bound",
     ]);
-    assert!(
-        stderr(&o).contains(
-            "--budgets: 0.9 is 0 B (0 bytes), below the smallest budget; did you mean 90%?"
-        ),
-        "{}",
-        stderr(&o)
+    one_line_error(
+        &o,
+        "--budgets: 0.9 is 0 bytes, which no plan fits; did you mean 90%?",
+    );
+    let zero = write(dir.path(), "zero.yaml", "budgets: [0.5, 100%]\n");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "--budgets",
+        zero.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    one_line_error(
+        &o,
+        "zero.yaml: 0.5 is 0 bytes, which no plan fits; did you mean 50%?",
     );
 }
 

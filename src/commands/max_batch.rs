@@ -22,8 +22,9 @@ pub struct Args {
     /// plans; checkpoint-all is always included).
     #[arg(short, long, visible_alias = "strategy", default_value = "all")]
     strategies: String,
-    /// Allow cost up to F x checkpoint-all cost, instead of one extra forward pass.
-    #[arg(long, conflicts_with = "device")]
+    /// Allow cost up to this many times checkpoint-all's (`1.1`, `1.1x` or
+    /// `10%`), instead of one extra forward pass.
+    #[arg(long, conflicts_with = "device", value_parser = parse_overhead)]
     max_overhead: Option<f64>,
     /// Device file (devices/*.yaml): plans may use its slow tier, and a
     /// batch is allowed by its simulated step time instead of its cost.
@@ -120,13 +121,6 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     check_runnable(&strategies, device.is_some())?;
     solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
     if let Some(f) = max_overhead {
-        // No plan costs less than checkpoint-all: below 1 every batch
-        // would be refused and the answer would read "max batch 0".
-        if !(f.is_finite() && f >= 1.0) {
-            return Err(input_err(format!(
-                "--max-overhead is a factor of the checkpoint-all cost, at least 1 (1.1 allows 10% more), not {f}"
-            )));
-        }
         cfg.rule = CostRule::MaxOverhead(f);
     }
     if let Some(f) = max_slowdown {
@@ -207,13 +201,43 @@ fn check_runnable(list: &str, device: bool) -> Result<()> {
     Ok(())
 }
 
-/// `1.25` or `25%` (a quarter slower than all-fast). A bare number below 1
-/// would mean faster than all fast memory, which no plan is: refused, with
-/// the percentage it probably meant.
 /// The largest slowdown taken as a bare number (see [`parse_slowdown`]).
 const MAX_BARE_SLOWDOWN: f64 = 10.0;
 
+/// `1.25` or `25%` (a quarter slower than all-fast). A bare number below 1
+/// would mean faster than all fast memory, which no plan is: refused, with
+/// the percentage it probably meant.
 fn parse_slowdown(s: &str) -> Result<f64, String> {
+    parse_factor(s, Factor::Slowdown)
+}
+
+/// `--max-overhead`, read as `--max-slowdown` is: no plan costs less than
+/// checkpoint-all, so below 1 every batch would be refused and the answer
+/// would read "max batch 0"; and a bare 25 is more likely 25% than 25
+/// times the cost.
+fn parse_overhead(s: &str) -> Result<f64, String> {
+    parse_factor(s, Factor::Overhead)
+}
+
+#[derive(Clone, Copy)]
+enum Factor {
+    Slowdown,
+    Overhead,
+}
+
+fn parse_factor(s: &str, what: Factor) -> Result<f64, String> {
+    let (example, longer, below) = match what {
+        Factor::Slowdown => (
+            "a slowdown such as 1.25, 1.25x or 25%",
+            "steps",
+            "faster than all-fast memory",
+        ),
+        Factor::Overhead => (
+            "an overhead such as 1.1, 1.1x or 10% (at least 1: the checkpoint-all cost)",
+            "costs",
+            "cheaper than checkpoint-all; it is at least 1",
+        ),
+    };
     let t = s.trim();
     let factor = t.strip_suffix(['x', 'X']).map(str::trim);
     let v = match (t.strip_suffix('%'), factor) {
@@ -222,19 +246,23 @@ fn parse_slowdown(s: &str) -> Result<f64, String> {
         (None, None) => t.parse::<f64>().ok(),
     }
     .filter(|v| v.is_finite())
-    .ok_or("expected a slowdown such as 1.25, 1.25x or 25%")?;
+    .ok_or(format!("expected {example}"))?;
     // A bare 25 is more likely 25% than a step 25 times as long: asked for,
     // as --gap asks for 5%; a factor that large is written 25x.
     if factor.is_none() && !t.ends_with('%') && v > MAX_BARE_SLOWDOWN {
         return Err(format!(
-            "{t} would allow steps {t} times as long; write {t}% for {t}% slower, or {t}x for the factor"
+            "{t} would allow {longer} {t} times as large; write {t}% for {t}% more, or {t}x for the factor"
         ));
     }
     if v < 1.0 {
+        let name = match what {
+            Factor::Slowdown => "a slowdown",
+            Factor::Overhead => "an overhead",
+        };
         return Err(match t.strip_suffix('%') {
-            Some(_) => "a slowdown below 0% means faster than all-fast memory".into(),
+            Some(_) => format!("{name} below 0% means {below}"),
             None => format!(
-                "a slowdown below 1 means faster than all-fast memory; for {t} as a fraction extra write {}%",
+                "{name} below 1 means {below}; for {t} as a fraction extra write {}%",
                 remat::units::short_float(v * 100.0)
             ),
         });
@@ -251,11 +279,26 @@ mod tests {
         assert!(super::parse_slowdown("0.25").unwrap_err().contains("25%"));
         assert!(super::parse_slowdown("25")
             .unwrap_err()
-            .contains("write 25% for 25% slower, or 25x"));
+            .contains("write 25% for 25% more, or 25x"));
         assert_eq!(super::parse_slowdown("25x"), Ok(25.0));
         assert_eq!(super::parse_slowdown("2"), Ok(2.0));
         for bad in ["-5%", "x", "inf", "nan"] {
             assert!(super::parse_slowdown(bad).is_err(), "{bad}");
         }
+    }
+
+    /// `--max-overhead 25` used to allow 25 times checkpoint-all's cost
+    /// while `--max-slowdown 25` was refused as a probable percentage.
+    #[test]
+    fn overheads_read_as_slowdowns_are() {
+        assert_eq!(super::parse_overhead("1.1"), Ok(1.1));
+        assert_eq!(super::parse_overhead("10%"), Ok(1.1));
+        assert_eq!(super::parse_overhead("25x"), Ok(25.0));
+        assert!(super::parse_overhead("25")
+            .unwrap_err()
+            .contains("25% for 25% more"));
+        assert!(super::parse_overhead("0.5")
+            .unwrap_err()
+            .contains("at least 1"));
     }
 }

@@ -122,15 +122,17 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     .map_err(|e| input_err(e.to_string()))?;
     list.check_model(&g, &source)
         .map_err(|e| input_err(e.to_string()))?;
-    remat::cli::note_cost_unit(device.as_deref(), &g, ctx.quiet);
-    // A bare `90` in `--budgets 90,80` or in a budget file is bytes, and
-    // below the smallest budget every row would say infeasible: say what
-    // was probably meant.
     let named = if source.starts_with("--budgets ") {
         "--budgets"
     } else {
         source.as_str()
     };
+    list.check_nonzero(&g, named)
+        .map_err(|e| input_err(e.to_string()))?;
+    remat::cli::note_cost_unit(device.as_deref(), &g, ctx.quiet);
+    // A bare `90` in `--budgets 90,80` or in a budget file is bytes, and
+    // below the smallest budget every row would say infeasible: say what
+    // was probably meant.
     for n in list.slips(&g, named).iter().filter(|_| !quiet) {
         eprintln!("note: {n}");
     }

@@ -210,6 +210,31 @@ impl BudgetList {
             .collect()
     }
 
+    /// A budget of 0 bytes is refused: no plan fits it, and it is a slip
+    /// (`0.9` is bytes, rounded down), not a point of a trade-off curve.
+    pub fn check_nonzero(&self, g: &Graph, source: &str) -> Result<(), BudgetError> {
+        if self.resolve(g).first() != Some(&Bytes::ZERO) {
+            return Ok(());
+        }
+        let peak = analysis::checkpoint_all_peak(g);
+        let item = self
+            .bare
+            .iter()
+            .find(|i| BudgetSpec::parse(i).is_ok_and(|b| b.resolve(peak) == Bytes::ZERO));
+        let msg = match item {
+            Some(i) => format!(
+                "{} is 0 bytes, which no plan fits{}",
+                i.trim(),
+                crate::units::percent_meant(i).map_or(String::new(), |h| format!("; {h}"))
+            ),
+            None => "a budget of 0 bytes fits no plan".to_string(),
+        };
+        Err(BudgetError {
+            source_name: source.to_string(),
+            msg,
+        })
+    }
+
     /// A budget file names the model it was written for; applying it to
     /// another model is almost surely the wrong file.
     pub fn check_model(&self, g: &Graph, source: &str) -> Result<(), BudgetError> {
