@@ -534,6 +534,11 @@ fn bad_device_files_get_one_line_errors_naming_the_file() {
             "slow.latency",
         ),
         ("name: x\n: : :\n".to_string(), ""),
+        // Sweep rows are keyed by the name, read back trimmed.
+        (
+            good.replace("name: a100-40gb-pcie4", "name: ' a100 '"),
+            "white space",
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let p = dir.path().join(format!("bad{i}.yaml"));

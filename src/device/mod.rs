@@ -446,6 +446,15 @@ impl RawDevice {
         }
         // The name is echoed in summaries and notes: a newline or an
         // escape code in it splits or garbles them (as a graph's labels).
+        // Sweep and max-batch rows are keyed by the device name, and CSV
+        // cells are read back trimmed: a name with a space at either end
+        // never matched its own rows, and every re-run solved them anew.
+        if self.name.trim() != self.name {
+            return Err(format!(
+                "name: '{}' may not begin or end with white space (CSV rows are keyed by the name, trimmed)",
+                self.name.escape_debug()
+            ));
+        }
         if self.name.chars().any(char::is_control) {
             return Err(format!(
                 "name: '{}' may not contain control characters",
