@@ -275,6 +275,19 @@ fn deferrals_that_break_the_rules_are_refused() {
     );
 }
 
+/// The step cover program's spanning form at `budget`, in seconds, if it
+/// is built.
+fn spanning_bound(g: &Graph, budget: Bytes, d: &Device) -> Option<f64> {
+    let params = Params {
+        time_limit: std::time::Duration::from_secs(10),
+        feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
+        ..Params::default()
+    };
+    step_cover::step_cover_bound(g, budget, d, false, Copies::Spanning, &params)
+        .unwrap()
+        .map(|c| c.bound.get())
+}
+
 /// A random graph with random offloads on checkpoint-all (as in
 /// tests/tiers.rs, copied out one stage into the gap so that a lead has
 /// room), each copy given a random share of its longest lead.
@@ -335,16 +348,8 @@ proptest! {
         prop_assert_eq!(lt.slow_peak >= bt.slow_peak, true);
         // The step cover program's spanning form holds for the plan with
         // leads, at the plan's own peak as the budget.
-        let params = Params {
-            time_limit: std::time::Duration::from_secs(10),
-            feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
-            ..Params::default()
-        };
-        if let Some(c) = step_cover::step_cover_bound(&g, led.peak, &d, false, Copies::Spanning, &params).unwrap() {
-            prop_assert!(
-                c.bound.get() <= lt.step.get() * (1.0 + 1e-6),
-                "bound {} above the plan's step {}", c.bound.get(), lt.step.get()
-            );
+        if let Some(bound) = spanning_bound(&g, led.peak, &d) {
+            prop_assert!(bound <= lt.step.get() * (1.0 + 1e-6), "bound {bound} above the plan's step {}", lt.step.get());
         }
     }
 
@@ -384,16 +389,8 @@ proptest! {
         prop_assert_eq!(lsim.computations, base.computations);
         let (lt, bt) = (lsim.timing.unwrap(), base.timing.unwrap());
         prop_assert_eq!((lt.bytes_to_slow, lt.bytes_to_fast), (bt.bytes_to_slow, bt.bytes_to_fast));
-        let params = Params {
-            time_limit: std::time::Duration::from_secs(10),
-            feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
-            ..Params::default()
-        };
-        if let Some(c) = step_cover::step_cover_bound(&g, lsim.peak, &d, false, Copies::Spanning, &params).unwrap() {
-            prop_assert!(
-                c.bound.get() <= lt.step.get() * (1.0 + 1e-6),
-                "bound {} above the plan's step {}", c.bound.get(), lt.step.get()
-            );
+        if let Some(bound) = spanning_bound(&g, lsim.peak, &d) {
+            prop_assert!(bound <= lt.step.get() * (1.0 + 1e-6), "bound {bound} above the plan's step {}", lt.step.get());
         }
     }
 }
