@@ -26,8 +26,14 @@ fn main() {
             for s in turn_seed::turn_seeds(&g, &dev, budget, &[share], link) {
                 let r = simulate_on(&g, &generate_plan(&g, &s).unwrap(), Some(&dev)).unwrap();
                 let t0 = Instant::now();
-                let got =
-                    tiered_search::improve(&g, budget, &dev, s, t0 + Duration::from_secs_f64(secs));
+                let got = tiered_search::improve(
+                    &g,
+                    budget,
+                    &dev,
+                    s,
+                    t0 + Duration::from_secs_f64(secs),
+                    true,
+                );
                 println!(
                     "link {link} share {share}: seed {:.3} ms at {:.3} GB -> {} in {:.1} s",
                     r.timing.unwrap().step.get() * 1e3,

@@ -355,4 +355,16 @@ fn a_budget_only_deferred_fetches_reach_gets_a_plan() {
         let sch = out.schedule.as_ref().unwrap();
         assert!(sch.has_deferrals(), "{name}: {:?}", out.detail);
     }
+    // Offload only: the joint MILP admits no plan (its fetches end within
+    // their stage), the least-memory plan fits, and the search from it
+    // recomputes nothing.
+    let s = strategies::by_name("remat-tiered").unwrap();
+    let o = SolveOptions {
+        no_recompute: true,
+        ..opts(&dev, 10)
+    };
+    let out = run(&g, s.as_ref(), budget, &o).unwrap();
+    assert!(out.status.has_plan(), "{:?} {:?}", out.status, out.detail);
+    assert!(out.peak().unwrap() <= budget);
+    assert_eq!(out.schedule.as_ref().unwrap().recomputations(), 0);
 }

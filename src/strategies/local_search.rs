@@ -2127,7 +2127,7 @@ fn offload_search(
             .saturating_duration_since(now)
             .mul_f64(w / weight_left);
         weight_left -= w;
-        if let Some((sch, step)) = improve(g, budget, dev, seed, now + share) {
+        if let Some((sch, step)) = improve(g, budget, dev, seed, now + share, true) {
             if best.as_ref().is_none_or(|b| step.get() < b.1) {
                 best = Some((sch, step.get(), name));
             }

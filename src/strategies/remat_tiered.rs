@@ -271,7 +271,9 @@ impl Strategy for RematTiered {
         // forbidden), memory is what is short: the search also starts from
         // the plan of least memory, which may be the only one that fits.
         if recompute_plan.is_none() {
-            starts.push(tiered::least_memory(g));
+            let least = tiered::least_memory(g);
+            consider(&mut best, tiered::LEAST_MEMORY.into(), least.clone());
+            starts.push(least);
         }
         let n_starts = starts.len();
         for sch in starts {
@@ -284,7 +286,7 @@ impl Strategy for RematTiered {
                 .mul_f64(SEARCH_TIME_SHARE / n_starts as f64)
                 .min(left.mul_f64(0.5));
             if let Some((found, _)) =
-                tiered_search::improve(g, budget, dev, sch, Instant::now() + slice)
+                tiered_search::improve(g, budget, dev, sch, Instant::now() + slice, !no_rec)
             {
                 consider(&mut best, "remat-fast's offload moves".into(), found);
             }
@@ -448,14 +450,18 @@ impl Strategy for RematTiered {
             for (j, (name, from)) in froms.into_iter().enumerate() {
                 let left = half.saturating_duration_since(Instant::now());
                 let until = Instant::now() + left / (k - j) as u32;
-                if let Some((found, step)) = tiered_search::improve(g, budget, dev, from, until) {
+                if let Some((found, step)) =
+                    tiered_search::improve(g, budget, dev, from, until, !no_rec)
+                {
                     finalists.push((found.clone(), step));
                     consider(&mut best, name, found);
                 }
             }
             if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
                 if !done(&best, bound) {
-                    if let Some((found, _)) = tiered_search::improve(g, budget, dev, b, moves_end) {
+                    if let Some((found, _)) =
+                        tiered_search::improve(g, budget, dev, b, moves_end, !no_rec)
+                    {
                         consider(&mut best, "remat-fast's offload moves".into(), found);
                     }
                 }
@@ -463,7 +469,9 @@ impl Strategy for RematTiered {
         }
         if let Some(sch) = milp_plan {
             if !done(&best, bound) && Instant::now() < moves_end {
-                if let Some((found, _)) = tiered_search::improve(g, budget, dev, sch, moves_end) {
+                if let Some((found, _)) =
+                    tiered_search::improve(g, budget, dev, sch, moves_end, !no_rec)
+                {
                     consider(
                         &mut best,
                         "remat-fast's offload moves from the MILP's plan".into(),
@@ -790,15 +798,25 @@ fn step_time(g: &Graph, sch: &Schedule, budget: Bytes, dev: &Device) -> Option<S
 
 /// `sch` or, if faster, the same schedule with its copies spanning stages
 /// ([`tiered::faster_with_leads`]), with its simulated step; `None` when
-/// it does not fit.
+/// it does not fit, even with fetches deferred where it is over budget.
 fn fastest_form(
     g: &Graph,
     sch: Schedule,
     budget: Bytes,
     dev: &Device,
 ) -> Option<(Schedule, Seconds)> {
-    let plan = generate_plan(g, &sch).ok()?;
-    let sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    let mut plan = generate_plan(g, &sch).ok()?;
+    let mut sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    let mut sch = sch;
+    // Over budget, the same plan may fit with fetches deferred into their
+    // readers' stages (the MILP's and the policies' plans fetch within a
+    // stage).
+    if sim.peak > budget {
+        let late = tiered::deferred_to_fit(g, budget, &sch, &plan)?;
+        plan = generate_plan(g, &late).ok()?;
+        sim = simulate_on(g, &plan, Some(dev)).ok()?;
+        sch = late;
+    }
     if sim.peak > budget {
         return None;
     }

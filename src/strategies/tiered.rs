@@ -867,6 +867,7 @@ mod tests {
                     &dev,
                     sol.schedule.clone().unwrap(),
                     end,
+                    true,
                 );
                 for sch in sol.schedule.into_iter().chain(searched.map(|s| s.0)) {
                     let computes = super::super::local_search::Computes::of(&sch);

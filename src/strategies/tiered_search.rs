@@ -65,15 +65,20 @@ const REFRESH_STARTS: usize = 128;
 /// may be over budget) on `dev` by offload and recompute moves; returns
 /// the best schedule found whose simulated fast-tier peak fits `budget`,
 /// with its simulated step time, or None if nothing fits. Stops by
-/// `deadline`.
+/// `deadline`. Without `recompute` (offload only) no move recomputes, and
+/// a seed that recomputes is not improved.
 pub fn improve(
     g: &Graph,
     budget: Bytes,
     dev: &Device,
     seed: Schedule,
     deadline: Instant,
+    recompute: bool,
 ) -> Option<(Schedule, Seconds)> {
-    let cx = Ctx::new(g, dev, budget, deadline);
+    let cx = Ctx {
+        recompute,
+        ..Ctx::new(g, dev, budget, deadline)
+    };
     // The seed as given, if it fits, is the answer to beat.
     let mut best: Option<(Schedule, f64)> = cx
         .simulate(&seed)
@@ -299,6 +304,8 @@ struct Ctx<'a> {
     /// chosen in [`Ctx::eval`] let them ([`Ctx::spanning_room`]), or bound
     /// to their stage.
     spanning: bool,
+    /// Whether moves may recompute (`remat-tiered --no-recompute`: not).
+    recompute: bool,
 }
 
 /// One value's gap: stages `a + 1 ..= c - 1` between two events `a < c`.
@@ -351,6 +358,7 @@ impl<'a> Ctx<'a> {
             direct: dev.slow.direct_read.is_some(),
             deadline,
             spanning: true,
+            recompute: true,
         }
     }
 
@@ -374,6 +382,9 @@ impl<'a> Ctx<'a> {
         s.clear_leads();
         s.clear_deferrals();
         let mut sch = solve_r_tiered(g, s, self.direct);
+        if !self.recompute && sch.recomputations() > 0 {
+            return None;
+        }
         let mut fix: Vec<usize> = touched.to_vec();
         // Each value's copy stages, gathered once: fixing one value edits
         // only its own, and walking every stage per value was quadratic
@@ -889,10 +900,14 @@ impl<'a> Ctx<'a> {
                     .take(OVER_STAGES)
                     .copied()
                     .find(|&t| gap.a < t && t < gap.c);
-                let mut fates = vec![
-                    Fate::Drop { via_inputs: false },
-                    Fate::Drop { via_inputs: true },
-                ];
+                let mut fates = if self.recompute {
+                    vec![
+                        Fate::Drop { via_inputs: false },
+                        Fate::Drop { via_inputs: true },
+                    ]
+                } else {
+                    Vec::new()
+                };
                 for widest in [false, true] {
                     if let Some((out, fetch)) = self.window(&cur, gap, t_must, widest) {
                         let f = Fate::Offload { out, fetch };
@@ -1048,7 +1063,7 @@ impl<'a> Ctx<'a> {
                 return None;
             }
             let mut fates = vec![Fate::Keep];
-            if (gap.a + 1..gap.c).any(|t| cur.sch.p(t, gap.v)) {
+            if self.recompute && (gap.a + 1..gap.c).any(|t| cur.sch.p(t, gap.v)) {
                 fates.push(Fate::Drop { via_inputs: false });
             }
             if let Some((out, fetch)) = self.window(cur, gap, None, false) {
@@ -1070,7 +1085,9 @@ impl<'a> Ctx<'a> {
                     fates.push(Fate::Offload { out, fetch: late });
                 }
             }
-            fates.extend(self.refreshes(cur, gap));
+            if self.recompute {
+                fates.extend(self.refreshes(cur, gap));
+            }
             for fate in fates {
                 if !self.room_for(cur, gap, fate) {
                     continue;
@@ -1098,7 +1115,7 @@ impl<'a> Ctx<'a> {
         // held value rather than recompute it, however cheap the value is
         // (FCN8's first convolution costs 0.15 ms to recompute and 5.8 ms
         // to read over NVLink-C2C on the GH200).
-        if self.direct {
+        if self.direct && self.recompute {
             if let Some(e) = self.recompute_a_direct_read(cur) {
                 return Some(e);
             }
@@ -1309,7 +1326,7 @@ mod tests {
                         // search is enough for what is checked here.
                         let generous = k == 0 && path.ends_with("segnet.yaml") && pct == 50;
                         let limit = Duration::from_millis(if generous { 60_000 } else { 300 });
-                        let got = improve(&g, budget, &dev, seed, Instant::now() + limit);
+                        let got = improve(&g, budget, &dev, seed, Instant::now() + limit, true);
                         let what = format!("{} at {pct}% on {dname}", path.display());
                         let Some((sch, step)) = got else {
                             assert!(!generous, "{what}: checkpoint-all did not fit");
@@ -1414,7 +1431,7 @@ mod tests {
         // which first fits in e's stage (d, e and a: 6 B), the copy runs
         // behind e … h and the step is 9 + 1 + 4 = 14 s, the optimum.
         let far = Instant::now() + Duration::from_secs(600);
-        let (best, step) = improve(&g, budget, &dev, sch, far).unwrap();
+        let (best, step) = improve(&g, budget, &dev, sch, far, true).unwrap();
         assert_eq!(step.get(), 14.0);
         assert_eq!(best.recomputations(), 1);
         let (step, peak) = tiered::hand::run(&g, &dev, &best);
