@@ -344,7 +344,15 @@ fn a_budget_only_deferred_fetches_reach_gets_a_plan() {
     assert!(!out.status.has_plan(), "{:?}", out.status);
     for name in ["remat-tiered", "remat-fast"] {
         let s = strategies::by_name(name).unwrap();
-        let out = run(&g, s.as_ref(), budget, &opts(&dev, 20)).unwrap();
+        // The offload moves report their plans as found, so that an
+        // interrupt answers with one (remat-fast's used to answer "before
+        // any plan was found" while its search held one that fit).
+        let watch = Arc::new(strategies::watch::Watch::default());
+        let o = SolveOptions {
+            watch: Some(watch.clone()),
+            ..opts(&dev, 20)
+        };
+        let out = run(&g, s.as_ref(), budget, &o).unwrap();
         assert!(
             out.status.has_plan(),
             "{name}: {:?} {:?}",
@@ -354,7 +362,19 @@ fn a_budget_only_deferred_fetches_reach_gets_a_plan() {
         assert!(out.peak().unwrap() <= budget, "{name}");
         let sch = out.schedule.as_ref().unwrap();
         assert!(sch.has_deferrals(), "{name}: {:?}", out.detail);
+        let (_, seen, _) = watch.snapshot().plan.expect("a plan was reported");
+        assert!(seen.has_transfers(), "{name}");
     }
+    // Without a slow tier the recompute-only proof stands: remat-fast said
+    // "no plan found within the time limit" instead.
+    let text = std::fs::read_to_string(common::root().join("devices/a100-40gb-pcie4.yaml"))
+        .unwrap()
+        .replace("capacity: 512GB", "capacity: 0");
+    let no_host = Device::parse(&text).unwrap();
+    assert_eq!(no_host.slow.capacity, Bytes::ZERO);
+    let fast = strategies::by_name("remat-fast").unwrap();
+    let out = run(&g, fast.as_ref(), budget, &opts(&no_host, 10)).unwrap();
+    assert_eq!(out.status, Status::Infeasible, "{:?}", out.detail);
     // Offload only: the joint MILP admits no plan (its fetches end within
     // their stage), the least-memory plan fits, and the search from it
     // recomputes nothing.

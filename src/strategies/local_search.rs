@@ -1867,8 +1867,13 @@ impl Strategy for RematFast {
         // it goes on, and the pipeline's bound check reports it loudly.)
         if bound.value.is_infinite() && inc.best.is_none() {
             // On a device, plans that read the slow tier directly may still
-            // fit: the offload search gets the rest of the time.
-            if let Some(dev) = opts.device.as_deref() {
+            // fit: the offload search gets the rest of the time. A device
+            // without a slow tier is no help, and the proof stands.
+            if let Some(dev) = opts
+                .device
+                .as_deref()
+                .filter(|d| d.slow.capacity > Bytes::ZERO)
+            {
                 let end = start + full_limit.saturating_sub(sim_time + Duration::from_millis(200));
                 return Ok(offload_search(
                     g, budget, dev, opts, None, &bound, inc.trace, end,
@@ -1994,7 +1999,11 @@ impl Strategy for RematFast {
             }
         }
         let proven = done(&inc);
-        if let Some(dev) = opts.device.as_deref() {
+        if let Some(dev) = opts
+            .device
+            .as_deref()
+            .filter(|d| d.slow.capacity > Bytes::ZERO)
+        {
             let end = start + full_limit.saturating_sub(sim_time + Duration::from_millis(200));
             let recompute = inc.best.map(|(_, sch, how)| (sch, how));
             return Ok(offload_search(
@@ -2075,12 +2084,13 @@ fn offload_search(
         seeds.push((format!("remat-fast's recompute plan ({how})"), sch, 2.0));
     }
     seeds.push(("checkpoint-all".into(), Schedule::checkpoint_all(g), 2.0));
-    // Below the recompute-only minimum, memory is what is short.
+    // Below the recompute-only minimum, memory is what is short: the plan
+    // of least memory may be the only start the repair can fit.
     if no_recompute_plan {
         seeds.push((
             super::tiered::LEAST_MEMORY.into(),
             super::tiered::least_memory(g),
-            2.0,
+            1.0,
         ));
     }
     for sch in turn_seed::seeds(g, dev, budget) {
@@ -2127,7 +2137,16 @@ fn offload_search(
             .saturating_duration_since(now)
             .mul_f64(w / weight_left);
         weight_left -= w;
-        if let Some((sch, step)) = improve(g, budget, dev, seed, now + share, true) {
+        // Reported as found, in cost units as the recompute plans are, so
+        // that an interrupt answers with the best plan of either kind.
+        let origin = format!("offload search from {name}");
+        let mut report = |sch: &Schedule, step: crate::units::Seconds| {
+            if let Some(w) = &opts.watch {
+                let per_unit = dev.compute_time(1.0).get();
+                w.plan(step.get() / per_unit.max(f64::MIN_POSITIVE), sch, &origin);
+            }
+        };
+        if let Some((sch, step)) = improve(g, budget, dev, seed, now + share, true, &mut report) {
             if best.as_ref().is_none_or(|b| step.get() < b.1) {
                 best = Some((sch, step.get(), name));
             }

@@ -66,7 +66,9 @@ const REFRESH_STARTS: usize = 128;
 /// the best schedule found whose simulated fast-tier peak fits `budget`,
 /// with its simulated step time, or None if nothing fits. Stops by
 /// `deadline`. Without `recompute` (offload only) no move recomputes, and
-/// a seed that recomputes is not improved.
+/// a seed that recomputes is not improved. Each better fitting plan is
+/// also handed to `found` as the search goes, so that an interrupt can
+/// answer with it.
 pub fn improve(
     g: &Graph,
     budget: Bytes,
@@ -74,6 +76,7 @@ pub fn improve(
     seed: Schedule,
     deadline: Instant,
     recompute: bool,
+    found: &mut dyn FnMut(&Schedule, Seconds),
 ) -> Option<(Schedule, Seconds)> {
     let cx = Ctx {
         recompute,
@@ -94,9 +97,10 @@ pub fn improve(
     let Some(cur) = cx.eval(seed, &all) else {
         return best.map(|(s, t)| (s, Seconds(t)));
     };
-    let keep_best = |e: &Eval, best: &mut Option<(Schedule, f64)>| {
+    let mut keep_best = |e: &Eval, best: &mut Option<(Schedule, f64)>| {
         if e.peak <= budget && best.as_ref().is_none_or(|b| e.step < b.1) {
             *best = Some((e.sch.clone(), e.step));
+            found(&e.sch, Seconds(e.step));
         }
     };
     keep_best(&cur, &mut best);
@@ -1326,7 +1330,15 @@ mod tests {
                         // search is enough for what is checked here.
                         let generous = k == 0 && path.ends_with("segnet.yaml") && pct == 50;
                         let limit = Duration::from_millis(if generous { 60_000 } else { 300 });
-                        let got = improve(&g, budget, &dev, seed, Instant::now() + limit, true);
+                        let got = improve(
+                            &g,
+                            budget,
+                            &dev,
+                            seed,
+                            Instant::now() + limit,
+                            true,
+                            &mut |_, _| {},
+                        );
                         let what = format!("{} at {pct}% on {dname}", path.display());
                         let Some((sch, step)) = got else {
                             assert!(!generous, "{what}: checkpoint-all did not fit");
@@ -1431,7 +1443,7 @@ mod tests {
         // which first fits in e's stage (d, e and a: 6 B), the copy runs
         // behind e … h and the step is 9 + 1 + 4 = 14 s, the optimum.
         let far = Instant::now() + Duration::from_secs(600);
-        let (best, step) = improve(&g, budget, &dev, sch, far, true).unwrap();
+        let (best, step) = improve(&g, budget, &dev, sch, far, true, &mut |_, _| {}).unwrap();
         assert_eq!(step.get(), 14.0);
         assert_eq!(best.recomputations(), 1);
         let (step, peak) = tiered::hand::run(&g, &dev, &best);
