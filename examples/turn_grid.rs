@@ -33,6 +33,7 @@ fn main() {
                     s,
                     t0 + Duration::from_secs_f64(secs),
                     true,
+                    &mut |_, _| {},
                 );
                 println!(
                     "link {link} share {share}: seed {:.3} ms at {:.3} GB -> {} in {:.1} s",
