@@ -973,8 +973,16 @@ fn remat_fast_offloads_where_the_copy_hides_and_recomputing_costs_time() {
     assert!(!rec_sch.has_transfers());
     // improve, from that plan: the offload, at the all-fast step.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let (sch, step) =
-        remat::strategies::tiered_search::improve(&g, budget, &dev, rec_sch, deadline).unwrap();
+    let (sch, step) = remat::strategies::tiered_search::improve(
+        &g,
+        budget,
+        &dev,
+        rec_sch,
+        deadline,
+        true,
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert!(sch.has_transfers());
     assert_eq!(sch.recomputations(), 0);
     assert_eq!(step, Seconds(9.0));
@@ -1058,8 +1066,16 @@ fn a_direct_read_gives_way_to_a_cheaper_recomputation() {
     let dev = device("duplex", 100, "2");
     let seed = direct_schedule(&g);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let (sch, step) =
-        remat::strategies::tiered_search::improve(&g, Bytes(6), &dev, seed, deadline).unwrap();
+    let (sch, step) = remat::strategies::tiered_search::improve(
+        &g,
+        Bytes(6),
+        &dev,
+        seed,
+        deadline,
+        true,
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!(step, Seconds(10.0));
     assert_eq!(sch.recomputations(), 1);
     let t = simulate_on(&g, &generate_plan(&g, &sch).unwrap(), Some(&dev))
