@@ -481,13 +481,21 @@ impl fmt::Display for Bandwidth {
     }
 }
 
+/// A duration that does not parse: named as one (a device file's bad
+/// latency used to read "invalid size").
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid duration '{input}': {reason}")]
+pub struct DurationError {
+    pub input: String,
+    pub reason: String,
+}
+
 /// Parses a duration: `10us`, `1.5 ms`, `2s`, `300ns`, or plain seconds.
-pub fn parse_seconds(input: &str) -> Result<Seconds, SizeError> {
+pub fn parse_seconds(input: &str) -> Result<Seconds, DurationError> {
     let s = input.trim();
-    let err = |reason: &str| SizeError {
+    let err = |reason: &str| DurationError {
         input: input.to_string(),
         reason: reason.to_string(),
-        kind: SizeErrorKind::Other,
     };
     let split = s
         .find(|c: char| {
@@ -593,7 +601,10 @@ mod tests {
         }
         assert!((parse_seconds("10us").unwrap().get() - 10e-6).abs() < 1e-18);
         assert_eq!(parse_seconds("2").unwrap(), Seconds(2.0));
-        assert!(parse_seconds("-1s").is_err());
+        assert_eq!(
+            parse_seconds("-1s").unwrap_err().to_string(),
+            "invalid duration '-1s': a duration must be finite and not negative"
+        );
         assert!(parse_seconds("3 fortnights").is_err());
     }
 
