@@ -129,12 +129,7 @@ impl Strategy for RematTiered {
                 .as_ref()
                 .filter(|_| !no_rec || sch.recomputations() == 0)
             {
-                let per_unit = dev.compute_time(1.0).get();
-                w.plan(
-                    step.get() / per_unit.max(f64::MIN_POSITIVE),
-                    sch,
-                    "remat-fast's offload moves",
-                );
+                w.step(dev, step, sch, "remat-fast's offload moves");
             }
         };
         let consider = |best: &mut Option<Candidate>, name: String, sch: Schedule| {
@@ -142,12 +137,8 @@ impl Strategy for RematTiered {
                 return;
             }
             if let Some((sch, step)) = fastest_form(g, sch, budget, dev) {
-                // The watch ranks plans in cost units: the step time as
-                // the compute it equals (so the progress line reads it
-                // against checkpoint-all), and an interrupt answers with it.
                 if let Some(w) = &opts.watch {
-                    let per_unit = dev.compute_time(1.0).get();
-                    w.plan(step.get() / per_unit.max(f64::MIN_POSITIVE), &sch, &name);
+                    w.step(dev, step, &sch, &name);
                 }
                 if best.as_ref().is_none_or(|b| step < b.step) {
                     *best = Some(Candidate { name, sch, step });
@@ -859,21 +850,9 @@ fn fastest_form(
     budget: Bytes,
     dev: &Device,
 ) -> Option<(Schedule, Seconds)> {
-    let mut plan = generate_plan(g, &sch).ok()?;
-    let mut sim = simulate_on(g, &plan, Some(dev)).ok()?;
-    let mut sch = sch;
-    // Over budget, the same plan may fit with fetches deferred into their
-    // readers' stages (the MILP's and the policies' plans fetch within a
-    // stage).
-    if sim.peak > budget {
-        let late = tiered::deferred_to_fit(g, budget, &sch, &plan)?;
-        plan = generate_plan(g, &late).ok()?;
-        sim = simulate_on(g, &plan, Some(dev)).ok()?;
-        sch = late;
-    }
-    if sim.peak > budget {
-        return None;
-    }
+    // The MILP's and the policies' plans fetch within a stage; over budget,
+    // the same plan may fit with fetches deferred.
+    let (sch, plan, sim) = tiered::fitting_form(g, dev, budget, sch)?;
     match tiered::faster_with_leads(g, dev, budget, &sch, &plan, &sim) {
         Some(led) => Some((led.sch, Seconds(led.step))),
         None => Some((sch, sim.timing?.step)),

@@ -273,6 +273,51 @@ pub(crate) fn deferred_to_fit(
     any.then_some(late)
 }
 
+/// [`deferred_to_fit`] with the deferred schedule's plan and simulation on
+/// `dev`; `None` where it defers nothing or its plan is refused.
+pub(crate) fn deferred_simulated(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    sch: &Schedule,
+    plan: &Plan,
+) -> Option<(Schedule, Plan, SimReport)> {
+    let late = deferred_to_fit(g, budget, sch, plan)?;
+    let plan = generate_plan(g, &late).ok()?;
+    let sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    Some((late, plan, sim))
+}
+
+/// `sch` simulated on `dev` if it fits `budget`, or else the same schedule
+/// with fetches deferred ([`deferred_simulated`]) if that fits; `None`
+/// when neither does.
+pub(crate) fn fitting_form(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    sch: Schedule,
+) -> Option<(Schedule, Plan, SimReport)> {
+    let plan = generate_plan(g, &sch).ok()?;
+    let sim = simulate_on(g, &plan, Some(dev)).ok()?;
+    let fit = if sim.peak > budget {
+        deferred_simulated(g, dev, budget, &sch, &plan)?
+    } else {
+        (sch, plan, sim)
+    };
+    (fit.2.peak <= budget).then_some(fit)
+}
+
+/// The simulated step of [`fitting_form`].
+pub(crate) fn fitting_step(
+    g: &Graph,
+    dev: &Device,
+    budget: Bytes,
+    sch: &Schedule,
+) -> Option<crate::units::Seconds> {
+    let (_, _, sim) = fitting_form(g, dev, budget, sch.clone())?;
+    sim.timing.map(|t| t.step)
+}
+
 /// How answers name [`least_memory`]'s plan as a start.
 pub(crate) const LEAST_MEMORY: &str = "the least-memory offload plan";
 

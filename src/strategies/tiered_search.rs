@@ -430,11 +430,9 @@ impl<'a> Ctx<'a> {
         // Over budget, fetches deferred into their readers' stages where
         // that lowers the peak.
         if sim.peak > self.budget {
-            if let Some(late) = tiered::deferred_to_fit(g, self.budget, &sch, &plan) {
-                let lp = generate_plan(g, &late).ok()?;
-                let ls = simulate_on(g, &lp, Some(self.dev)).ok()?;
-                if ls.peak < sim.peak {
-                    (sch, plan, sim) = (late, lp, ls);
+            if let Some(late) = tiered::deferred_simulated(g, self.dev, self.budget, &sch, &plan) {
+                if late.2.peak < sim.peak {
+                    (sch, plan, sim) = late;
                 }
             }
         }

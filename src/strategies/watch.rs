@@ -47,6 +47,25 @@ impl Watch {
         })
     }
 
+    /// A plan on a device, ranked in cost units like every other plan: its
+    /// step time as the compute it equals, so that the progress line reads
+    /// it against checkpoint-all and an interrupt keeps the fastest plan of
+    /// either kind (recompute-only or tiered).
+    pub fn step(
+        &self,
+        dev: &crate::device::Device,
+        step: crate::units::Seconds,
+        schedule: &Schedule,
+        origin: &str,
+    ) {
+        let per_unit = dev.compute_time(1.0).get();
+        self.plan(
+            step.get() / per_unit.max(f64::MIN_POSITIVE),
+            schedule,
+            origin,
+        );
+    }
+
     /// An incumbent cost without its schedule (display only).
     pub fn cost(&self, cost: f64) {
         self.with(|s| s.cost = Some(s.cost.map_or(cost, |c| c.min(cost))))
