@@ -509,3 +509,59 @@ fn rows_without_recomputation_are_their_own() {
     names.sort();
     assert_eq!(names, ["remat-tiered", "remat-tiered+no-recompute"]);
 }
+
+/// Takes its whole limit, as an exact strategy that cannot prove its plan.
+struct UsesItsLimit;
+
+impl remat::strategies::Strategy for UsesItsLimit {
+    fn name(&self) -> &'static str {
+        "test-uses-its-limit"
+    }
+    fn describe(&self) -> &'static str {
+        "test: checkpoint-all after the whole time limit"
+    }
+    fn solve(
+        &self,
+        g: &Graph,
+        b: Bytes,
+        o: &SolveOptions,
+    ) -> Result<remat::strategies::Solution, StrategyError> {
+        std::thread::sleep(o.time_limit);
+        remat::strategies::Strategy::solve(&CheckpointAll, g, b, o)
+    }
+}
+
+/// The shared bounds are part of a pair's time: the LP used to get a full
+/// limit of its own after the solve, so a pair took up to twice its limit
+/// (random-layered-n250 at 80% with 5 s: 11.2 s). Now it gets what the
+/// pair's limit leaves, and nothing after a strategy that took it all;
+/// the budget's other pair, which leaves time, computes it.
+#[test]
+fn the_bounds_run_within_the_pairs_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = fan(3, 0);
+    let limit = std::time::Duration::from_millis(400);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut cfg = SweepConfig::new(vec![Bytes(251)], dir.path().join("t.csv"));
+    cfg.strategies = vec![Box::new(UsesItsLimit), Box::new(CheckpointAll)];
+    cfg.jobs = 1;
+    cfg.quiet = true;
+    cfg.opts.time_limit = limit;
+    cfg.lp_bound = Some(Arc::new(move |g: &Graph, _: Bytes, o: &SolveOptions| {
+        log.lock().unwrap().push(o.time_limit);
+        Ok(Some(g.total_cost() * 0.75))
+    }));
+    let s = sweep::run(&g, &cfg).unwrap();
+    assert_eq!(s.solved, 2);
+    let seen = seen.lock().unwrap().clone();
+    // Once for the budget, by checkpoint-all's pair, within its limit.
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0] < limit, "{seen:?}");
+    // The pair that used its limit still has the graph's bound (here the
+    // cover program's, above the hook's) in the column.
+    let rows = csv_rows(&std::fs::read_to_string(dir.path().join("t.csv")).unwrap());
+    for s in ["checkpoint-all", "test-uses-its-limit"] {
+        assert_eq!(field(&rows, s, Bytes(251), "lp_bound"), "8", "{s}");
+    }
+}

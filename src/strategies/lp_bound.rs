@@ -17,7 +17,8 @@ use crate::solver::{LpStatus, Params};
 use crate::units::Bytes;
 
 /// The LP lower bound at `budget`, in cost units; `None` if even the LP is
-/// infeasible (then no plan fits). Always solved by HiGHS.
+/// infeasible (then no plan fits) or it stopped at its limit without a
+/// bound. Always solved by HiGHS.
 pub fn lp_lower_bound(
     g: &Graph,
     budget: Bytes,
@@ -25,8 +26,8 @@ pub fn lp_lower_bound(
 ) -> Result<Option<f64>, StrategyError> {
     match lp_outcome(g, budget, opts)? {
         LpOutcome::Bound(b) => Ok(Some(b)),
-        LpOutcome::Infeasible => Ok(None),
-        LpOutcome::Stopped(why) => Err(StrategyError::Solver(why)),
+        // Stopped by its limit: no bound, and no failure either.
+        LpOutcome::Infeasible | LpOutcome::Stopped(_) => Ok(None),
     }
 }
 
