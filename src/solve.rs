@@ -492,6 +492,7 @@ pub fn from_snapshot(
             format!("interrupted after {seconds:.1} s, before any plan was found"),
         ),
     };
+    let bound = g.tidy_bound(bound);
     let lower_bound = (!offloads).then(|| sim.as_ref().map_or(bound, |s| bound.min(s.cost)));
     let step_bound = device.map(|d| {
         let b = crate::solver::tiered::step_bound(g, budget, d, false);

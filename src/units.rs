@@ -92,6 +92,17 @@ pub fn short_float(v: f64) -> String {
         return format!("{v}");
     }
     let int_digits = v.abs().log10().floor() as i32 + 1;
+    // Past 10^17 the digits are not the number's (a cost of 1e307 printed
+    // 308 of them): twelve significant ones, as below.
+    if int_digits > 17 {
+        let s = format!("{v:.11e}");
+        return match s.split_once('e') {
+            Some((m, e)) if m.contains('.') => {
+                format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
+            }
+            _ => s,
+        };
+    }
     let decimals = (12 - int_digits).max(0) as usize;
     let s = format!("{v:.decimals$}");
     if s.contains('.') {
@@ -572,6 +583,9 @@ mod tests {
         assert_eq!(short_float(23781002090496.0), "23781002090496");
         assert_eq!(short_float(0.125), "0.125");
         assert_eq!(short_float(90.0), "90");
+        assert_eq!(short_float(1e307), "1e307");
+        assert_eq!(short_float(-2.5e20), "-2.5e20");
+        assert_eq!(short_float(123456789012345678.0), "1.23456789012e17");
         assert_eq!(Bytes(16 << 30).human_binary(), "16.000 GiB");
         assert_eq!(
             BudgetSpec::parse("-5GB").unwrap_err().reason,

@@ -3384,6 +3384,29 @@ fn a_resumable_output_must_be_a_regular_file() {
     assert!(std::fs::read_to_string(&real)
         .unwrap()
         .contains("linear8,checkpoint-all,"));
+    // So is a plan written through a link whose target does not exist yet,
+    // even in a directory still to be made (the link was replaced by a file).
+    let deep = dir.path().join("plans/deep.json");
+    let link = dir.path().join("plan-link.json");
+    std::os::unix::fs::symlink("plans/deep.json", &link).unwrap();
+    let o = remat(&[
+        "solve",
+        m,
+        "-b",
+        "100%",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        link.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(&deep)
+        .unwrap()
+        .contains("\"statements\""));
 }
 
 /// A model named with a space at an end ("zc ") never matched its own

@@ -447,7 +447,9 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
         return std::fs::write(path, contents).with_context(context);
     }
-    let resolved = std::fs::canonicalize(path).ok();
+    let resolved = std::fs::canonicalize(path)
+        .ok()
+        .or_else(|| link_target(path));
     let path = resolved.as_deref().unwrap_or(path);
     let dir = path
         .parent()
@@ -472,6 +474,26 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
         return Err(anyhow::Error::new(e).context(context()));
     }
     Ok(())
+}
+
+/// Where a chain of symbolic links ends when its last target does not
+/// exist yet (`canonicalize` refuses those): the file is written there, as
+/// `>` in a shell would, instead of replacing the link with a file.
+fn link_target(path: &Path) -> Option<std::path::PathBuf> {
+    let mut at = path.to_path_buf();
+    let mut hops = 0;
+    while std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+        hops += 1;
+        if hops > 40 {
+            return None;
+        }
+        let to = std::fs::read_link(&at).ok()?;
+        at = match at.parent() {
+            Some(dir) if to.is_relative() => dir.join(to),
+            _ => to,
+        };
+    }
+    (hops > 0).then_some(at)
 }
 
 /// Writes to standard output for `-`, as `zoo` does, else atomically to

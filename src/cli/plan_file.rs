@@ -93,7 +93,14 @@ fn parse_text(g: &Graph, text: &str) -> Result<PlanFile, String> {
             // Other `#` lines are comments, free text.
             if let Some((k, v)) = c.split_once(':') {
                 let v = v.trim();
-                let num = |what: &str| format!("line {line}: {what} must be a number, got '{v}'");
+                let num = |what: &str| {
+                    // "-5" and "1.5" are numbers, but not byte counts.
+                    if v.parse::<f64>().is_ok() {
+                        format!("line {line}: {what} must be a whole number of bytes, got '{v}'")
+                    } else {
+                        format!("line {line}: {what} must be a number, got '{v}'")
+                    }
+                };
                 let key = k.trim();
                 let known = [
                     "model",

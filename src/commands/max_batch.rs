@@ -24,7 +24,7 @@ pub struct Args {
     strategies: String,
     /// Allow cost up to this many times checkpoint-all's (`1.1`, `1.1x` or
     /// `10%`), instead of one extra forward pass.
-    #[arg(long, conflicts_with = "device", value_parser = parse_overhead)]
+    #[arg(long, conflicts_with = "device", allow_hyphen_values = true, value_parser = parse_overhead)]
     max_overhead: Option<f64>,
     /// Device file (devices/*.yaml): plans may use its slow tier, and a
     /// batch is allowed by its simulated step time instead of its cost.
@@ -33,10 +33,10 @@ pub struct Args {
     /// With --device: allow a step time up to this many times the all-fast
     /// step at the same batch (`1.25` or `25%`), instead of one extra
     /// forward pass's time.
-    #[arg(long, requires = "device", value_parser = parse_slowdown)]
+    #[arg(long, requires = "device", allow_hyphen_values = true, value_parser = parse_slowdown)]
     max_slowdown: Option<f64>,
     /// Largest batch tried.
-    #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1 << 24, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(1..))]
     max_batch: u32,
     /// Write the results as CSV (rows are kept; re-running skips them).
     #[arg(short, long)]

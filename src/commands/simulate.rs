@@ -40,7 +40,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         &file,
         &p,
         device.as_ref(),
-        budget.map(|b| b.bytes),
+        budget.as_ref().map(|b| b.bytes),
     )?;
     let unit = g.cost_unit.as_deref().unwrap_or("cost units");
     outln!(
@@ -110,7 +110,12 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             ),
             _ => "fits".to_string(),
         };
-        outln!("budget           {} ({} bytes): {fits}", b.human(), b)?;
+        // Echoed in the units it was given in, as solve does.
+        let shown = match &budget {
+            Some(given) if given.bytes == b => given.show(),
+            _ => format!("{} ({} bytes)", b.human(), b),
+        };
+        outln!("budget           {shown}: {fits}")?;
     }
     // Only once the plan has passed: a plan over its budget gets its one
     // line of error alone.

@@ -141,9 +141,20 @@ fn out_of_range(msg: String) -> FormatError {
             .strip_prefix(" as u128")
             .or_else(|| rest.strip_prefix(" as i128"))?;
         let at = rest.split_once(" at ").map_or("", |(_, at)| at);
+        // A byte count past 2^53 is refused anyway; a cost or time may be
+        // that large, written as a float.
+        let hint = if path.ends_with("memory") {
+            "a memory at most 2^53"
+        } else {
+            "write a larger number as a float, like 1e20"
+        };
         Some(format!(
-            "{path}: {number} is out of range (integers are at most 64 bits; a memory at most 2^53){}",
-            if at.is_empty() { String::new() } else { format!(", at {at}") }
+            "{path}: {number} is out of range (integers are at most 64 bits; {hint}){}",
+            if at.is_empty() {
+                String::new()
+            } else {
+                format!(", at {at}")
+            }
         ))
     })();
     parsed.map_or(FormatError::Syntax(msg), FormatError::Field)

@@ -55,28 +55,34 @@ pub struct ModelReport {
     pub timed: bool,
 }
 
+/// Who holds the rows that clash: two files, or one that mixes them.
+fn holders(first: &str, second: &str) -> String {
+    if first == second {
+        format!("{first} holds")
+    } else {
+        format!("{first} and {second} hold")
+    }
+}
+
 /// Why rows of several sweep CSVs cannot be reported together.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     /// One model name, two graphs (costs edited, a new batch size): its
     /// ratios would compare plans of different problems, a strategy even
     /// with itself.
-    #[error("{first} and {second} hold rows of '{model}' solved on different graphs (fingerprints {a} and {b}); report each graph on its own")]
+    #[error("{files} rows of '{model}' solved on different graphs (fingerprints {a} and {b}); report each graph on its own")]
     GraphDiffers {
         model: String,
-        first: String,
-        second: String,
+        /// "A and B hold", or "A holds" when one CSV mixes them.
+        files: String,
         a: String,
         b: String,
     },
     /// Step times and plans on one device say nothing about another.
-    #[error(
-        "{first} and {second} hold rows of '{model}' {a} and {b}; report each device on its own"
-    )]
+    #[error("{files} rows of '{model}' {a} and {b}; report each device on its own")]
     DeviceDiffers {
         model: String,
-        first: String,
-        second: String,
+        files: String,
         a: String,
         b: String,
     },
@@ -125,8 +131,7 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
             if r.graph != r0.graph {
                 return Err(MergeError::GraphDiffers {
                     model: r.model.clone(),
-                    first: f0.to_string(),
-                    second: name.clone(),
+                    files: holders(f0, &name),
                     a: fp(r0.graph),
                     b: fp(r.graph),
                 });
@@ -134,8 +139,7 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
             if r.device_fingerprint != r0.device_fingerprint {
                 return Err(MergeError::DeviceDiffers {
                     model: r.model.clone(),
-                    first: f0.to_string(),
-                    second: name.clone(),
+                    files: holders(f0, &name),
                     a: on(r0),
                     b: on(r),
                 });
@@ -431,10 +435,19 @@ mod tests {
         for r in &mut edited {
             r.graph = Some(crate::graph::Fingerprint(7));
         }
-        let e = merge(&[("a".into(), a), ("e".into(), edited)]).unwrap_err();
+        let e = merge(&[("a".into(), a.clone()), ("e".into(), edited)]).unwrap_err();
         assert_eq!(
             e.to_string(),
             "a and e hold rows of 'm' solved on different graphs (fingerprints none and 0000000000000007); report each graph on its own"
+        );
+        // One CSV that mixes two graphs is named once.
+        let mut mixed = a.clone();
+        mixed[1].graph = Some(crate::graph::Fingerprint(7));
+        let e = merge(&[("a".into(), mixed)]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("a holds rows of 'm' solved on different graphs"),
+            "{e}"
         );
     }
 

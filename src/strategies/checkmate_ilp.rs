@@ -376,8 +376,10 @@ pub(crate) fn solve_milp(
         .filter(|q| q.0 <= good_enough && opts.warm_start.is_none())
     {
         let note = format!(
-            "DTR eviction ({how}, cost {cost}) is within the requested gap of the {} ({floor}), no seeding or MILP needed; bound {:.2} s",
+            "DTR eviction ({how}, cost {}) is within the requested gap of the {} ({}), no seeding or MILP needed; bound {:.2} s",
+            crate::units::short_float(*cost),
             bound.note,
+            crate::units::short_float(g.tidy_bound(floor)),
             start.elapsed().as_secs_f64()
         );
         return Ok(Solution {
@@ -423,8 +425,9 @@ pub(crate) fn solve_milp(
             bound: Some(floor),
         });
         let note = format!(
-            "a plan read off the solution of the {}, within the requested gap of it ({floor}): no seeding, no MILP needed; bound {bound_secs:.2} s, total {:.2} s",
+            "a plan read off the solution of the {}, within the requested gap of it ({}): no seeding, no MILP needed; bound {bound_secs:.2} s, total {:.2} s",
             bound.note,
+            crate::units::short_float(g.tidy_bound(floor)),
             start.elapsed().as_secs_f64()
         );
         return Ok(Solution {

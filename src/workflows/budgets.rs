@@ -161,7 +161,9 @@ impl BudgetList {
                 let looks_like_a_file = [".yaml", ".yml", ".json", "/"]
                     .iter()
                     .any(|s| arg.to_ascii_lowercase().contains(s));
-                if looks_like_a_file {
+                if path.exists() {
+                    err(format!("{arg}: not a regular file"))
+                } else if looks_like_a_file {
                     err(format!(
                         "{arg}: no such budget file (nor is it a list of budgets like 90%,80%)"
                     ))
