@@ -27,8 +27,7 @@ def _export(a) -> int:
 
     if a.device not in DEVICES:
         raise RematInputError(f"unknown --device '{a.device}' ({', '.join(DEVICES)})")
-    if a.batch < 1:
-        raise RematInputError(f"--batch must be at least 1 (got {a.batch})")
+    _check_batch_flag(a)
     # 0 was silently the device's figure (a falsy override), -1, nan and inf were taken
     peak_flops = _positive_figure("--peak-tflops", a.peak_tflops, 1e12)
     bandwidth = _positive_figure("--bandwidth-gbs", a.bandwidth_gbs, 1e9)
@@ -62,9 +61,16 @@ def _positive_figure(flag: str, value: Optional[float], scale: float) -> Optiona
     return value * scale
 
 
+def _check_batch_flag(a) -> None:
+    """--batch, where given, as export checks it: before the factory is called with it."""
+    if a.batch is not None and a.batch < 1:
+        raise RematInputError(f"--batch must be at least 1 (got {a.batch})")
+
+
 def _verify(a) -> int:
     from .verify import verify
 
+    _check_batch_flag(a)
     rep = verify(a.factory, a.plan, graph_path=a.graph, batch=a.batch, seed=a.seed,
                  device_file=a.device_file)
     print("\n".join(rep.lines))
@@ -74,6 +80,7 @@ def _verify(a) -> int:
 def _train(a) -> int:
     from .verify import train
 
+    _check_batch_flag(a)
     if a.steps < 1:
         raise RematInputError(f"--steps must be at least 1 (got {a.steps})")
     rep = train(a.factory, a.plan, graph_path=a.graph, batch=a.batch, steps=a.steps,

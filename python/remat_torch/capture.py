@@ -63,7 +63,7 @@ import torch
 import torch.fx as fx
 import torch.fx.traceback as fx_traceback
 
-from .errors import RematInputError
+from .errors import RematInputError, quote_error
 
 # --------------------------------------------------------------------------- model wrapper
 
@@ -559,10 +559,10 @@ def _joint_with_aot_module(wrapper, batch):
     except Exception as e:  # noqa: BLE001 - say why, if it is weight tying
         tied = _shared(wrapper.named_parameters(remove_duplicate=False))
         if tied:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise RematInputError(
                 f"tied parameters ({'; '.join(' = '.join(_strip(n) for n in t) for t in tied)})"
-                f" cannot be captured with aot_module on this torch ({first}): use "
+                f" cannot be captured with aot_module on this torch "
+                f"({quote_error(e, with_type=False)}): use "
                 "torch >= 2.9 (aot_export_joint_with_descriptors)") from e
         raise
     gm = recorded["gm"]
@@ -732,8 +732,7 @@ def _capture(model, batch, loss_fn, api, groups=True) -> Capture:
         except RematInputError:
             raise
         except Exception as e:  # noqa: BLE001 - tracing failures are user-facing
-            raise RematInputError(f"capturing the joint graph failed: {type(e).__name__}: "
-                                  f"{str(e).splitlines()[0] if str(e) else ''}"
+            raise RematInputError(f"capturing the joint graph failed: {quote_error(e)}"
                                   + _where(e) + _why_untraceable(e)) from e
     if not isinstance(loss, fx.Node):  # a Python number: nothing to differentiate
         raise RematInputError("the loss must be a floating-point scalar tensor "
@@ -862,6 +861,12 @@ def normalize_inputs(model: Any, batch: Any, loss_fn: Any) -> Tuple[torch.Tensor
     if not callable(loss_fn):
         raise RematInputError(f"loss_fn is not callable (got {type(loss_fn).__name__})")
     check_batch_grad(batch)
+    for i, t in enumerate(batch):
+        # a step on no data trains nothing, and the trace of a mean over it divides by
+        # zero somewhere inside torch ('float division by zero', with no location)
+        if t.numel() == 0:
+            raise RematInputError(f"batch[{i}] has no elements (shape {list(t.shape)}): a "
+                                  "training step needs data")
     return tuple(batch)
 
 
@@ -886,6 +891,13 @@ def check_not_meta(model: torch.nn.Module, batch: Sequence[torch.Tensor],
         named += [(f"loss_fn parameter '{k}'", t) for k, t in loss_fn.named_parameters()]
         named += [(f"loss_fn buffer '{k}'", t) for k, t in loss_fn.named_buffers()]
     named += [(f"batch[{i}]", t) for i, t in enumerate(batch)]
+    refuse_meta(named)
+
+
+def refuse_meta(named: Sequence[Tuple[str, torch.Tensor]]) -> None:
+    """:func:`check_not_meta` of ``(what, tensor)`` pairs: the executor checks each
+    call's batch too (a meta batch passed the captured-shape check, and a kernel then
+    failed on it, blamed on the node)."""
     for what, t in named:
         if t.device.type == "meta":
             raise RematInputError(

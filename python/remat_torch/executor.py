@@ -68,15 +68,23 @@ from .capture import (
     capture,
     check_batch_grad,
     normalize_inputs,
+    refuse_meta,
     storage_bytes,
 )
-from .errors import RematInputError
+from .errors import RematInputError, quote_error
 from .memory import StorageTracker
 
 
 def graph_name(base: str, batch_size: int, fp: str) -> str:
     """The graph-file ``name``: it carries the fingerprint, and every plan repeats it."""
     return f"{base}-b{batch_size}-{fp[:12]}"
+
+
+def _plan_path(plan: Any) -> Optional[str]:
+    """The file name of a plan given as one (a str or a pathlib.Path); None otherwise."""
+    if isinstance(plan, (str, os.PathLike)):
+        return os.fsdecode(plan)
+    return None
 
 
 def load_plan(path: str) -> Dict[str, Any]:
@@ -140,14 +148,19 @@ class Executor:
     """A training step that runs a remat plan. See the module docstring."""
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable[..., Any],
-                 batch: Sequence[torch.Tensor], plan: Dict[str, Any] | str,
+                 batch: Sequence[torch.Tensor], plan: Dict[str, Any] | str | os.PathLike,
                  cap: Optional[Capture] = None, model_name: Optional[str] = None):
         batch = normalize_inputs(model, batch, loss_fn)
-        if isinstance(plan, str):
-            plan = load_plan(plan)
+        path = _plan_path(plan)
+        if path is not None:
+            plan = load_plan(path)
         if not isinstance(plan, dict):
             raise RematInputError(f"the plan must be a file name or a dict (got "
                                   f"{type(plan).__name__})")
+        if not isinstance(plan.get("statements"), list):
+            # as load_plan says of a file; _check_plan and the run index it
+            raise RematInputError(f"{plan.get('_path', 'plan')}: not a remat plan "
+                                  "(no 'statements' list)")
         # the model is reached through a weak reference: train_step's cache, keyed weakly by
         # the model, holds its executors, so a strong one there would keep every model it
         # ever saw alive; it drops `_keep`, an executor built directly keeps it
@@ -195,7 +208,7 @@ class Executor:
             raise RematInputError(
                 f"{path}: the plan is for model '{name}', whose fingerprint does not match "
                 f"this model's joint graph ({cap.fingerprint[:12]})")
-        check_statements(path, plan["statements"])
+        check_statements(path, plan.get("statements"))
         regs: Dict[int, GraphNode] = {}
         slow: set = set()  # registers in the slow tier
         copies: set = set()  # registers made by a copy (what a wait may name)
@@ -328,6 +341,8 @@ class Executor:
         return out
 
     def _check_batch(self, batch: Sequence[torch.Tensor]) -> None:
+        # before the shapes: a meta batch has the captured ones
+        refuse_meta([(f"batch[{i}]", t) for i, t in enumerate(batch)])
         got = [(tuple(t.shape), t.dtype) for t in batch]
         if got != self.batch_shapes:
             raise RematInputError(
@@ -364,7 +379,7 @@ class Executor:
         except Exception as e:
             raise RematInputError(
                 f"{self.path}: node '{name}' ({getattr(n.target, '__name__', n.target)}) "
-                f"failed on the real batch: {type(e).__name__}: {e}") from e
+                f"failed on the real batch: {quote_error(e)}") from e
 
     def _ensure_grads(self) -> None:
         for p in self.cap.trained_params().values():
@@ -435,9 +450,10 @@ class Executor:
                            "otherwise than the real one)"
                            if isinstance(real, torch.Tensor) and isinstance(fake, torch.Tensor)
                            and real.stride() != fake.stride() else "")
+                why = quote_error(e, with_type=False)[:120]
                 raise RematInputError(
                     f"{self.path}: {v.name} ({v.target}) of the joint graph cannot be taken "
-                    f"from the real tensors ({str(e).splitlines()[0][:120]}){strides}") from e
+                    f"from the real tensors ({why}){strides}") from e
 
         written: set = set()  # parameters whose p.grad this step has written
         # partial gradients still to come per parameter (a tied one has several); the
@@ -903,8 +919,7 @@ def _run_grad_hooks(name: str, p: torch.Tensor) -> None:
             out = hook(g)
         except Exception as e:  # noqa: BLE001 - user code: say whose hook, in one line
             raise RematInputError(f"the gradient hook of parameter '{name}' failed: "
-                                  f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                                  ) from e
+                                  f"{quote_error(e)}") from e
         if out is None:
             continue
         if not isinstance(out, torch.Tensor) or out.shape != g.shape or out.dtype != g.dtype:
@@ -923,8 +938,7 @@ def _run_grad_hooks(name: str, p: torch.Tensor) -> None:
             hook(p)
         except Exception as e:  # noqa: BLE001
             raise RematInputError(f"the post-accumulate-grad hook of parameter '{name}' "
-                                  f"failed: {type(e).__name__}: "
-                                  f"{str(e).splitlines()[0] if str(e) else ''}") from e
+                                  f"failed: {quote_error(e)}") from e
 
 
 # how many executors train_step keeps per model: a loss function made anew every step
@@ -943,7 +957,9 @@ def _plan_key(plan: Any) -> tuple:
     rewritten on disk (a timestamp may not tell, at its granularity), or a dict edited
     in place, is another plan; the executor of a dict gets its own copy, which later
     edits cannot reach."""
-    if isinstance(plan, str):
+    path = _plan_path(plan)
+    if path is not None:
+        plan = path
         try:
             with open(plan, "rb") as f:
                 blob = f.read()
@@ -959,7 +975,7 @@ def _plan_key(plan: Any) -> tuple:
     return ("dict", hashlib.sha256(text.encode()).hexdigest()), json.loads(text)
 
 
-def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
+def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str | os.PathLike,
                batch: Sequence[torch.Tensor], loss_fn: Callable[..., Any]) -> torch.Tensor:
     """One training step of ``model`` on ``batch`` with a remat plan: fills ``p.grad``,
     updates buffers once, returns the loss. The executor (the capture and the checked
@@ -967,6 +983,9 @@ def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str,
     function, which parameters require grad and each module's mode: a change of any
     of these captures the model again. At most ``CACHE_SIZE`` executors are kept per
     model (the least recently used goes)."""
+    # before the model is a cache key (None cannot be weakly referenced: a TypeError),
+    # and a single tensor becomes a 1-tuple before it is unpacked into the step
+    batch = normalize_inputs(model, batch, loss_fn)
     cache = _EXECUTORS.setdefault(model, OrderedDict())
     plan_key, plan = _plan_key(plan)
     # the executor holds loss_fn, so its id is not reused while the entry lives

@@ -18,7 +18,7 @@ from typing import Any, Callable, Tuple
 
 import torch
 
-from .errors import RematInputError
+from .errors import RematInputError, quote_error
 
 Factory = Callable[[int], Tuple[torch.nn.Module, Tuple[torch.Tensor, ...], Callable[..., Any]]]
 
@@ -36,8 +36,14 @@ def _exec_file(path: str):
     try:
         loader_spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - user code: report in one line
-        raise RematInputError(f"{path}: import failed: {type(e).__name__}: {e}") from e
+        raise RematInputError(f"{path}: import failed: {quote_error(e)}") from e
+    except SystemExit as e:
+        raise RematInputError(f"{path}: importing it called {_exit_call(e)}") from e
     return module
+
+
+def _exit_call(e: SystemExit) -> str:
+    return "sys.exit()" if e.code is None else f"sys.exit({e.code!r})"
 
 
 def load_factory(spec: str) -> Factory:
@@ -61,7 +67,9 @@ def load_factory(spec: str) -> Factory:
         try:
             module = importlib.import_module(path)
         except Exception as e:  # noqa: BLE001
-            raise RematInputError(f"{path}: import failed: {type(e).__name__}: {e}") from e
+            raise RematInputError(f"{path}: import failed: {quote_error(e)}") from e
+        except SystemExit as e:
+            raise RematInputError(f"{path}: importing it called {_exit_call(e)}") from e
     fn = getattr(module, name, None)
     if fn is None or not callable(fn):
         raise RematInputError(f"{path}: no factory function named '{name}'")
@@ -75,7 +83,12 @@ def call_factory(spec: str, batch_size: int):
     try:
         result = fn(batch_size)
     except Exception as e:  # noqa: BLE001
-        raise RematInputError(f"{path}: factory failed: {type(e).__name__}: {e}") from e
+        raise RematInputError(f"{path}: factory failed: {quote_error(e)}") from e
+    except SystemExit as e:
+        # not an Exception: it went past every handler, and the command exited with the
+        # factory's code and no word (exit 3 and an empty stderr)
+        raise RematInputError(f"{path}: {spec.rpartition(':')[2]}: the factory called "
+                              f"{_exit_call(e)}") from e
     if not (isinstance(result, tuple) and len(result) == 3):
         raise RematInputError(f"{path}: the factory must return (model, batch, loss_fn)")
     model, batch, loss_fn = result

@@ -119,6 +119,9 @@ def meta_model(b):
 
 def meta_batch(b):
     return _mlp(), (torch.randn(b, 4), torch.randint(0, 3, (b,), device="meta")), F.cross_entropy
+
+def empty_batch(b):
+    return nn.Linear(2, 2), (torch.randn(0, 2), torch.randn(0, 2)), F.mse_loss
 '''
 
 
@@ -155,6 +158,7 @@ def factories(tmp_path_factory):
     ("meta_model", "meta_model: parameter '0.weight' is on the meta device (a shape without "
                    "values): a plan runs on real tensors"),
     ("meta_batch", "meta_batch: batch[1] is on the meta device"),
+    ("empty_batch", "empty_batch: batch[0] has no elements (shape [0, 2])"),
 ])
 def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd):
     """Before: a float loss was an AttributeError traceback; .item() and nonzero named only
@@ -163,7 +167,9 @@ def test_untraceable_models_are_one_line(fn, needle, factories, tmp_path, capfd)
     integer loss was '(got [])', without its dtype; an input that requires grad was
     accepted, and its .grad silently left None; a model on the meta device was exported
     and verify was then a NotImplementedError traceback (aten::equal on meta); a
-    sparse gradient was a NotImplementedError traceback from untyped_storage(); a model
+    sparse gradient was a NotImplementedError traceback from untyped_storage(); a batch
+    tensor with no elements was 'ZeroDivisionError: float division by zero' from inside
+    the trace, naming nothing; a model
     with no trained parameter was exported, and verify's eager run was a RuntimeError
     traceback ('element 0 of tensors does not require grad'); a loss_fn reading a module
     outside the model was exported with that module's parameters as constants of the
@@ -312,3 +318,118 @@ def test_roofline_overrides_in_the_api():
     assert 'cost_unit: "us (roofline, a100: 2 TFLOP/s, 1 GB/s)"' in text
     relu = next(line for line in text.splitlines() if '"aten.relu.default"' in line)
     assert "cost: 0.128," in relu, relu
+
+
+def test_a_plan_dict_without_statements_is_refused():
+    """Before: a KeyError: 'statements' from _check_plan (a file without them was
+    already refused, in these words)."""
+    from remat_torch import train_step
+
+    model, data, cap, _ = _mlp_plan()
+    for plan in [{"model": f"m-{cap.fingerprint[:12]}"},
+                 {"model": f"m-{cap.fingerprint[:12]}", "statements": 5}]:
+        with pytest.raises(RematInputError,
+                           match=r"^plan: not a remat plan \(no 'statements' list\)$"):
+            train_step(model, plan, data, F.cross_entropy)
+        with pytest.raises(RematInputError,
+                           match=r"^plan: not a remat plan \(no 'statements' list\)$"):
+            Executor(model, F.cross_entropy, data, plan, cap=cap)
+
+
+def test_train_step_checks_its_arguments():
+    """Before: a model of None was 'TypeError: cannot create weak reference to
+    'NoneType' object' (the executor cache is keyed weakly by the model), and a single
+    tensor batch, accepted by Executor, was unpacked row by row into the step."""
+    from remat_torch import train_step
+
+    model, data, cap, sts = _mlp_plan()
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": sts}
+    with pytest.raises(RematInputError, match=r"^the model must be an nn.Module \(got NoneType\)$"):
+        train_step(None, plan, data, F.cross_entropy)
+    with pytest.raises(RematInputError, match=r"^the model must be an nn.Module \(got NoneType\)$"):
+        Executor(None, F.cross_entropy, data, plan)
+    with pytest.raises(RematInputError, match=r"^the batch must be a non-empty tuple"):
+        train_step(model, plan, None, F.cross_entropy)
+    x = data[0]
+    cap1 = capture(model, x, lambda out: out.square().mean())
+    plan1 = {"model": f"m-{cap1.fingerprint[:12]}", "statements": no_remat_statements(cap1)}
+
+    def loss_fn(out):
+        return out.square().mean()
+
+    for _ in range(2):  # the cached executor too
+        loss = train_step(model, plan1, x, loss_fn)
+        assert loss.item() == model(x).square().mean().item()
+
+
+def test_an_empty_batch_tensor_is_refused_in_the_api():
+    from remat_torch import train_step
+
+    model, data, cap, sts = _mlp_plan()
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": sts}
+    empty = (data[0][:0], data[1][:0])
+    with pytest.raises(RematInputError, match=r"^batch\[0\] has no elements \(shape \[0, 4\]\)"):
+        capture(model, empty, F.cross_entropy)
+    with pytest.raises(RematInputError, match=r"^batch\[0\] has no elements \(shape \[0, 4\]\)"):
+        Executor(model, F.cross_entropy, empty, plan, cap=cap)
+    with pytest.raises(RematInputError, match=r"^batch\[1\] has no elements \(shape \[0\]\)"):
+        train_step(model, plan, (data[0], data[1][:0]), F.cross_entropy)
+
+
+def test_a_plan_may_be_a_path(tmp_path):
+    """Before: 'the plan must be a file name or a dict (got PosixPath)'."""
+    import os
+    import pathlib
+
+    from remat_torch import train_step
+
+    model, data, cap, sts = _mlp_plan()
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"model": f"m-{cap.fingerprint[:12]}", "statements": sts}))
+    want = F.cross_entropy(model(data[0]), data[1]).item()
+    assert isinstance(path, os.PathLike) and isinstance(path, pathlib.Path)
+    assert Executor(model, F.cross_entropy, data, path, cap=cap)(*data).item() == want
+    assert train_step(model, path, data, F.cross_entropy).item() == want
+    with pytest.raises(RematInputError, match=r"missing.json: no such file$"):
+        train_step(model, tmp_path / "missing.json", data, F.cross_entropy)
+
+
+def test_a_meta_batch_is_refused_on_every_call():
+    """Before: the first call (which captures) said 'batch[0] is on the meta device', a
+    cached one ran the plan and blamed the kernel: "node 'addmm' (addmm.default) failed
+    on the real batch: RuntimeError: Tensor on device cpu is not on the expected device
+    meta!"."""
+    from remat_torch import train_step
+
+    model, data, cap, sts = _mlp_plan()
+    plan = {"model": f"m-{cap.fingerprint[:12]}", "statements": sts}
+    meta = (data[0].to("meta"), data[1])
+    train_step(model, plan, data, F.cross_entropy)  # cached from here
+    for _ in range(2):
+        with pytest.raises(RematInputError, match=r"^batch\[0\] is on the meta device"):
+            train_step(model, plan, meta, F.cross_entropy)
+    with pytest.raises(RematInputError, match=r"^batch\[0\] is on the meta device"):
+        Executor(model, F.cross_entropy, data, plan, cap=cap)(*meta)
+
+
+def test_torchs_frame_dump_is_left_out(tmp_path):
+    """Before: an overflowing --batch printed a 1,465-character line, torch's message
+    followed by its C++ frame dump ('frame #0: c10::Error::Error(...)')."""
+    line = refused(run_main("export", example("mlp"), "--batch", "99999999999999999999",
+                            "-o", str(tmp_path / "g.yaml")),
+                   "factory failed: TypeError: randn(): argument 'size' failed to unpack",
+                   "Overflow when unpacking long long")
+    assert "frame #" not in line and "Exception raised from" not in line, line
+    assert len(line) < 300, line
+
+
+def test_quote_error_keeps_the_first_line():
+    from remat_torch.errors import quote_error
+
+    e = RuntimeError("bad size\nException raised from f at x.cpp:1 (most recent call first):\n"
+                     "frame #0: c10::Error::Error(c10::SourceLocation) + 0x9d\n")
+    assert quote_error(e) == "RuntimeError: bad size"
+    assert quote_error(e, with_type=False) == "bad size"
+    assert quote_error(ValueError()) == "ValueError"
+    assert quote_error(ValueError("\n  second\n")) == "ValueError: second"
+    assert quote_error(KeyError("k")) == "KeyError: 'k'"

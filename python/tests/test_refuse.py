@@ -117,6 +117,9 @@ def untraceable(b):
     return Broken(), (torch.randn(b, 4),), lambda out: out.sum()
 def not_a_triple(b):
     return nn.Linear(2, 2)
+def exits(b):
+    import sys
+    sys.exit(3)
 '''
 
 
@@ -126,8 +129,11 @@ def not_a_triple(b):
     ("raises", "factory failed: ValueError: no data here"),
     ("untraceable", "capturing the joint graph failed"),
     ("not_a_triple", "must return (model, batch, loss_fn)"),
+    ("exits", "exits: the factory called sys.exit(3)"),
 ])
 def test_bad_factories(fn, needle, workdir):
+    """Before: a factory calling sys.exit(3) ended the command with exit code 3 and
+    nothing on stderr (SystemExit is not an Exception)."""
     path = workdir / "bad_factories.py"
     path.write_text(BAD_FACTORIES)
     refused(run_main("export", f"{path}:{fn}", "--batch", "2", "-o", str(workdir / "bad.yaml")),
@@ -205,3 +211,49 @@ def test_the_graphs_optimizer_bytes_must_be_a_byte_count(mlp_plan, workdir, monk
     monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
     refused(run_main("verify", example("mlp"), plan, "--graph", str(bad)),
             f"{bad}: 'meta.optimizer_bytes' must be a whole number of bytes (got \"big\")")
+
+
+@pytest.mark.parametrize("cmd", ["verify", "train"])
+@pytest.mark.parametrize("batch", ["0", "-1"])
+def test_verify_and_train_check_the_batch_flag(mlp_plan, cmd, batch, monkeypatch):
+    """Before: only export checked --batch; verify and train called the factory with 0 or
+    -1, and its ZeroDivisionError or negative-dimension error was blamed on the model."""
+    graph, plan = mlp_plan
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    assert refused(run_main(cmd, example("mlp"), plan, "--graph", graph, "--batch", batch)) == (
+        f"error: --batch must be at least 1 (got {batch})")
+
+
+def test_a_graph_files_batch_size_below_one_is_refused(mlp_plan, workdir, monkeypatch):
+    graph, plan = mlp_plan
+    text = open(graph).read()
+    assert "\nbatch_size: 4\n" in text
+    bad = workdir / "bad-batch-size.yaml"
+    bad.write_text(text.replace("\nbatch_size: 4\n", "\nbatch_size: 0\n", 1))
+
+    def not_called(*a):
+        raise AssertionError("the factory was called")
+
+    monkeypatch.setattr("remat_torch.verify.call_factory", not_called)
+    refused(run_main("verify", example("mlp"), plan, "--graph", str(bad)),
+            "the graph file's batch_size must be at least 1 (got 0): pass --batch")
+
+
+@pytest.mark.parametrize("cmd", ["verify", "train"])
+def test_an_edited_fixed_memory_is_refused(mlp_plan, workdir, cmd):
+    """Before: verify ran, and remat simulate's peak (from the edited figure) did not
+    match the measured one: 'peak memory DIFFER ... verdict FAILED', exit 1, the plan's
+    fault; an edited node size is refused, and so is this now."""
+    graph, plan = mlp_plan
+    text = open(graph).read()
+    real = next(int(line.split()[1]) for line in text.splitlines()
+                if line.startswith("fixed_memory: "))
+    bad = workdir / "bad-fixed-memory.yaml"
+    bad.write_text(text.replace(f"\nfixed_memory: {real}\n", "\nfixed_memory: 6000\n", 1))
+    refused(run_main(cmd, example("mlp"), plan, "--graph", str(bad)),
+            f"{bad}: 'fixed_memory' is 6000, but this model's joint graph keeps {real} bytes "
+            "resident")
