@@ -131,7 +131,7 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
             if r.graph != r0.graph {
                 return Err(MergeError::GraphDiffers {
                     model: r.model.clone(),
-                    files: holders(f0, &name),
+                    files: holders(f0, name),
                     a: fp(r0.graph),
                     b: fp(r.graph),
                 });
@@ -139,7 +139,7 @@ pub fn merge(sources: &[(String, Vec<Row>)]) -> Result<Merged, MergeError> {
             if r.device_fingerprint != r0.device_fingerprint {
                 return Err(MergeError::DeviceDiffers {
                     model: r.model.clone(),
-                    files: holders(f0, &name),
+                    files: holders(f0, name),
                     a: on(r0),
                     b: on(r),
                 });
