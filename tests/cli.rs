@@ -3438,3 +3438,34 @@ fn a_model_name_with_outer_white_space_is_refused() {
         assert!(!csv.exists());
     }
 }
+
+/// `remat solve ... --plan p.json | head -3`: the summary was printed before
+/// the plan was written, so a reader that stopped early ended the process
+/// at its next line, and the plan was lost. The plan is written first.
+#[test]
+fn a_plan_is_written_even_when_the_summarys_reader_has_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let plan = dir.path().join("p.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_remat"))
+        .args([
+            "solve",
+            m.to_str().unwrap(),
+            "-b",
+            "100%",
+            "-s",
+            "checkpoint-all",
+            "--plan",
+            plan.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader is gone before the first line.
+    drop(child.stdout.take());
+    // It may end by SIGPIPE at its first line, as other tools do.
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&plan).expect("the plan was written");
+    assert!(text.contains("\"statements\""));
+}

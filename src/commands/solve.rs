@@ -142,6 +142,28 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     // order only (README, "Every plan").
     let forced = order_is_forced(&g);
     let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    // The plan file first: a summary piped into `head` used to end the
+    // process at its first failed line, before the plan was written. On
+    // standard output, the plan comes after the summary (on stderr).
+    let mut written = None;
+    let plan_bytes = match (plan.as_ref(), out.status.has_plan()) {
+        (Some(path), true) => out
+            .plan_file(&g)
+            .map(|pf| -> Result<(&std::path::PathBuf, Vec<u8>)> {
+                let bytes = if path.extension().is_some_and(|e| e == "json") {
+                    serde_json::to_vec_pretty(&pf)?
+                } else {
+                    plan_text(&pf).into_bytes()
+                };
+                Ok((path, bytes))
+            })
+            .transpose()?,
+        _ => None,
+    };
+    if let Some((path, bytes)) = plan_bytes.as_ref().filter(|_| !to_stdout) {
+        write_output(path, bytes)?;
+        written = Some(path.to_path_buf());
+    }
     if to_stdout {
         print_summary(
             &mut std::io::stderr(),
@@ -181,18 +203,11 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             out!("{lines}")?;
         }
     }
-    if let Some(path) = plan.as_ref().filter(|_| out.status.has_plan()) {
-        if let Some(pf) = out.plan_file(&g) {
-            let bytes = if path.extension().is_some_and(|e| e == "json") {
-                serde_json::to_vec_pretty(&pf)?
-            } else {
-                plan_text(&pf).into_bytes()
-            };
-            write_output(path, &bytes)?;
-            if path.as_os_str() != "-" {
-                outln!("plan written     {}", path.display())?;
-            }
-        }
+    if let Some((path, bytes)) = plan_bytes.as_ref().filter(|_| to_stdout) {
+        write_output(path, bytes)?;
+    }
+    if let Some(path) = &written {
+        outln!("plan written     {}", path.display())?;
     }
     if interrupted {
         return Err(Interrupted.into());
