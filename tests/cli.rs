@@ -467,6 +467,19 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     let o = sweep(false);
     assert_eq!(o.status.code(), Some(2));
     err_says(&o, "pass --fresh");
+    // Without -q too the refusal is the only line: the sweep's opening line
+    // ("sweep linear8: 2 budgets ...") used to come first.
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "-b",
+        "90%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    one_line_error(&o, "pass --fresh");
     let o = sweep(true);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = remat::workflows::sweep::read_csv(&csv).unwrap();

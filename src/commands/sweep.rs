@@ -160,7 +160,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         cfg.lp_bound = Some(std::sync::Arc::new(strategies::lp_bound::lp_lower_bound));
     }
     if !quiet {
-        eprintln!(
+        cfg.header = Some(format!(
             "sweep {}: {} ({}) x {}{}",
             g.name,
             plural(cfg.budgets.len(), "budget", "budgets"),
@@ -171,7 +171,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
                 .as_ref()
                 .map(|d| format!(", timed on device '{}'", d.name))
                 .unwrap_or_default()
-        );
+        ));
     }
     // With --fresh, "the same command" would drop the finished rows again.
     remat::cli::interrupt::exit_on_interrupt(format!(

@@ -377,6 +377,10 @@ pub struct SweepConfig {
     /// Drop the CSV's rows of this model before starting, instead of
     /// refusing to resume rows solved on a different graph.
     pub fresh: bool,
+    /// A line saying what the sweep will do, printed unless quiet once the
+    /// CSV has been checked: printed before, it made a refusal the second
+    /// line of standard error instead of the only one.
+    pub header: Option<String>,
 }
 
 impl SweepConfig {
@@ -393,6 +397,7 @@ impl SweepConfig {
             lp_bound: None,
             zero_timings: false,
             stop_after: None,
+            header: None,
             fresh: false,
         }
     }
@@ -643,6 +648,9 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let total_pairs = budgets.len() * cfg.strategies.len();
     let resumed = total_pairs - pending.len();
 
+    if let Some(h) = cfg.header.as_ref().filter(|_| !cfg.quiet) {
+        eprintln!("{h}");
+    }
     let bar = resultlog::progress_bar(
         cfg.quiet,
         pending.len(),
