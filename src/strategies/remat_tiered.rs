@@ -582,12 +582,7 @@ impl Strategy for RematTiered {
                         Seconds(led.step)
                     ));
                     if let Some(w) = &opts.watch {
-                        let per_unit = dev.compute_time(1.0).get();
-                        w.plan(
-                            led.step / per_unit.max(f64::MIN_POSITIVE),
-                            &led.sch,
-                            &b.name,
-                        );
+                        w.step(dev, Seconds(led.step), &led.sch, &b.name);
                     }
                     b.sch = led.sch;
                     b.step = Seconds(led.step);
