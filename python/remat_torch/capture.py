@@ -678,12 +678,19 @@ def capture(model: torch.nn.Module, batch: Sequence[torch.Tensor], loss_fn: Call
             api: Optional[str] = None, groups: bool = True) -> Capture:
     """Capture the joint forward+backward graph of ``loss_fn(model(batch[0]), *batch[1:])``.
 
+    A ``DistributedDataParallel`` model is captured as its ``module``.
+
     ``api`` forces the entry point ("descriptors" or "aot_module"); by default the
     descriptor API is used where torch has it. ``groups=False`` keeps each
     multi-output kernel one node (all its outputs freed together), as before the
     graph format had groups: only for comparing the two.
     """
     batch = normalize_inputs(model, batch, loss_fn)
+    # a DistributedDataParallel model's graph is its module's (the same fingerprint): a
+    # remat step runs the module and does DDP's communication around it
+    from .ddp import split
+
+    model = split(model)[0]
     check_not_meta(model, batch, loss_fn)
     # capturing must not consume the global RNG (the step that follows would then
     # draw other dropout masks than an uncaptured one): save and restore it

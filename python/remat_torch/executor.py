@@ -43,7 +43,10 @@ Semantics (see docs/pytorch.md):
   it), ``wait`` makes the compute stream wait for the copy (nothing to do on
   CPU, where copies are synchronous), ``drop`` frees a slow register. A
   kernel reading a slow register directly (a device with ``direct_read``) is
-  refused: PyTorch kernels here run on fast-tier tensors only.
+  refused: PyTorch kernels here run on fast-tier tensors only;
+* a ``DistributedDataParallel`` model runs its ``module``'s plan, with DDP's buffer
+  broadcast before and its gradient average (outside ``no_sync()``) after the step
+  (``remat_torch.ddp``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
+from . import ddp as _ddp
 from .capture import (
     Capture,
     GraphNode,
@@ -151,6 +155,13 @@ class Executor:
                  batch: Sequence[torch.Tensor], plan: Dict[str, Any] | str | os.PathLike,
                  cap: Optional[Capture] = None, model_name: Optional[str] = None):
         batch = normalize_inputs(model, batch, loss_fn)
+        # a DistributedDataParallel model: the plan is its module's, the step runs on the
+        # module, and DDP's buffer broadcast and gradient averaging are done around it
+        wrapper = model
+        model, ddp = _ddp.split(model)
+        if ddp is not None:
+            _ddp.check(ddp)
+        self._ddp = weakref.ref(ddp) if ddp is not None else None
         path = _plan_path(plan)
         if path is not None:
             plan = load_plan(path)
@@ -165,7 +176,7 @@ class Executor:
         # the model, holds its executors, so a strong one there would keep every model it
         # ever saw alive; it drops `_keep`, an executor built directly keeps it
         self._model = weakref.ref(model)
-        self._keep: Optional[torch.nn.Module] = model
+        self._keep: Optional[torch.nn.Module] = wrapper
         self.loss_fn = loss_fn
         self.cap = cap if cap is not None else capture(model, batch, loss_fn)
         self.plan = plan
@@ -191,6 +202,17 @@ class Executor:
             raise RematInputError(f"{self.path}: the model this step was built for no "
                                   "longer exists")
         return model
+
+    @property
+    def ddp(self) -> Optional[torch.nn.Module]:
+        """The DistributedDataParallel wrapper the step was built for (None: none)."""
+        if self._ddp is None:
+            return None
+        ddp = self._ddp()
+        if ddp is None:
+            raise RematInputError(f"{self.path}: the DistributedDataParallel model this step "
+                                  "was built for no longer exists")
+        return ddp
 
     # ------------------------------------------------------------------ checks
 
@@ -397,8 +419,16 @@ class Executor:
     def run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],
             measure: bool = False) -> torch.Tensor:
         self._check_batch(batch)
+        ddp = self.ddp
+        if ddp is None:
+            with _autocast_off():
+                return self._run(statements, batch, measure)
+        trained = self.cap.trained_params()
+        _ddp.before_step(ddp, trained)
         with _autocast_off():
-            return self._run(statements, batch, measure)
+            loss = self._run(statements, batch, measure)
+        _ddp.after_step(ddp, trained)
+        return loss
 
     def _run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],
              measure: bool) -> torch.Tensor:
@@ -982,14 +1012,17 @@ def train_step(model: torch.nn.Module, plan: Dict[str, Any] | str | os.PathLike,
     plan) is cached per model, for the plan (its file's or dict's contents), the loss
     function, which parameters require grad and each module's mode: a change of any
     of these captures the model again. At most ``CACHE_SIZE`` executors are kept per
-    model (the least recently used goes)."""
+    model (the least recently used goes). A ``DistributedDataParallel`` model runs the
+    plan of its ``module`` and averages the gradients over its process group, as DDP
+    does (``remat_torch.ddp``)."""
     # before the model is a cache key (None cannot be weakly referenced: a TypeError),
     # and a single tensor becomes a 1-tuple before it is unpacked into the step
     batch = normalize_inputs(model, batch, loss_fn)
     cache = _EXECUTORS.setdefault(model, OrderedDict())
     plan_key, plan = _plan_key(plan)
-    # the executor holds loss_fn, so its id is not reused while the entry lives
-    key = (plan_key, id(loss_fn), model_state(model))
+    # the executor holds loss_fn, so its id is not reused while the entry lives; a DDP
+    # model's state is its module's (no_sync() toggles the wrapper's flags, not the graph)
+    key = (plan_key, id(loss_fn), model_state(_ddp.split(model)[0]))
     ex = cache.get(key)
     if ex is None:
         ex = Executor(model, loss_fn, batch, plan)
