@@ -22,6 +22,10 @@ from remat_torch.executor import graph_name
 from remat_torch.graphfile import export
 
 dist = pytest.importorskip("torch.distributed")
+
+# Ranks talk over the loopback device: CI machines reach no network, and gloo would
+# otherwise pick the interface the host name resolves to (inherited by spawned ranks).
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
