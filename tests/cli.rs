@@ -469,16 +469,13 @@ fn graph_to_stdout_and_report_skips_other_csvs() {
     err_says(&o, "pass --fresh");
     // Without -q too the refusal is the only line: the sweep's opening line
     // ("sweep linear8: 2 budgets ...") used to come first.
-    let o = remat(&[
+    let o = remat(&checkpoint_all(
         "sweep",
         m.to_str().unwrap(),
-        "-b",
         "90%",
-        "-s",
-        "checkpoint-all",
         "-o",
         csv.to_str().unwrap(),
-    ]);
+    ));
     one_line_error(&o, "pass --fresh");
     let o = sweep(true);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -601,6 +598,18 @@ fn one_line_error(o: &Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+}
+
+/// `remat CMD MODEL -b BUDGET -s checkpoint-all OUT_FLAG OUT`: the quickest
+/// solve or sweep that writes a file.
+fn checkpoint_all<'a>(
+    cmd: &'a str,
+    m: &'a str,
+    budget: &'a str,
+    out_flag: &'a str,
+    out: &'a str,
+) -> [&'a str; 8] {
+    [cmd, m, "-b", budget, "-s", "checkpoint-all", out_flag, out]
 }
 
 /// Command-line mistakes that clap catches are one line and exit 2, like
@@ -3402,16 +3411,13 @@ fn a_resumable_output_must_be_a_regular_file() {
     let deep = dir.path().join("plans/deep.json");
     let link = dir.path().join("plan-link.json");
     std::os::unix::fs::symlink("plans/deep.json", &link).unwrap();
-    let o = remat(&[
+    let o = remat(&checkpoint_all(
         "solve",
         m,
-        "-b",
         "100%",
-        "-s",
-        "checkpoint-all",
         "--plan",
         link.to_str().unwrap(),
-    ]);
+    ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
@@ -3461,16 +3467,13 @@ fn a_plan_is_written_even_when_the_summarys_reader_has_gone() {
     let m = linear8(dir.path());
     let plan = dir.path().join("p.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_remat"))
-        .args([
+        .args(checkpoint_all(
             "solve",
             m.to_str().unwrap(),
-            "-b",
             "100%",
-            "-s",
-            "checkpoint-all",
             "--plan",
             plan.to_str().unwrap(),
-        ])
+        ))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
