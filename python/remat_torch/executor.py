@@ -420,14 +420,12 @@ class Executor:
             measure: bool = False) -> torch.Tensor:
         self._check_batch(batch)
         ddp = self.ddp
-        if ddp is None:
-            with _autocast_off():
-                return self._run(statements, batch, measure)
-        trained = self.cap.trained_params()
-        _ddp.before_step(ddp, trained)
+        if ddp is not None:
+            _ddp.before_step(ddp, self.cap.trained_params())
         with _autocast_off():
             loss = self._run(statements, batch, measure)
-        _ddp.after_step(ddp, trained)
+        if ddp is not None:
+            _ddp.after_step(ddp, self.cap.trained_params())
         return loss
 
     def _run(self, statements: List[Dict[str, Any]], batch: Sequence[torch.Tensor],

@@ -145,7 +145,6 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     // The plan file first: a summary piped into `head` used to end the
     // process at its first failed line, before the plan was written. On
     // standard output, the plan comes after the summary (on stderr).
-    let mut written = None;
     let plan_bytes = match (plan.as_ref(), out.status.has_plan()) {
         (Some(path), true) => out
             .plan_file(&g)
@@ -160,9 +159,14 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             .transpose()?,
         _ => None,
     };
-    if let Some((path, bytes)) = plan_bytes.as_ref().filter(|_| !to_stdout) {
-        write_output(path, bytes)?;
-        written = Some(path.to_path_buf());
+    let write_plan = || -> Result<()> {
+        if let Some((path, bytes)) = &plan_bytes {
+            write_output(path, bytes)?;
+        }
+        Ok(())
+    };
+    if !to_stdout {
+        write_plan()?;
     }
     if to_stdout {
         print_summary(
@@ -203,10 +207,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             out!("{lines}")?;
         }
     }
-    if let Some((path, bytes)) = plan_bytes.as_ref().filter(|_| to_stdout) {
-        write_output(path, bytes)?;
-    }
-    if let Some(path) = &written {
+    if to_stdout {
+        write_plan()?;
+    } else if let Some((path, _)) = &plan_bytes {
         outln!("plan written     {}", path.display())?;
     }
     if interrupted {

@@ -729,7 +729,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             inner: strat,
             schedule: Mutex::new(None),
         };
-        let pair_start = std::time::Instant::now();
+        let pair_start = Instant::now();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             solve::run(g, &rec, budget, &opts)
         }));
