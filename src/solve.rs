@@ -3,7 +3,7 @@
 //! comes from the simulator, never from a solver's objective.
 
 use crate::graph::analysis;
-use crate::graph::Graph;
+use crate::graph::{Graph, NodeId};
 use crate::schedule::feasible::Feasibility;
 use crate::schedule::{generate_plan, simulate_on, Plan, PlanFile, Schedule, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
@@ -34,6 +34,11 @@ pub struct Outcome {
     /// With a device: a lower bound on the step time of any plan within
     /// the budget (the graph's own, raised by the strategy's).
     pub step_bound: Option<Seconds>,
+    /// When the plan first computes the nodes in another order than the
+    /// file's (no schedule in the file's order fits): that order. The
+    /// bounds then hold for plans in that order, and `schedule` is `None`
+    /// (a schedule is told in one order's stages).
+    pub order: Option<Vec<NodeId>>,
 }
 
 impl Outcome {
@@ -149,7 +154,15 @@ pub fn run(
     let start = Instant::now();
     let proved;
     let opts = match prove_nothing_fits(g, budget, opts) {
-        Proof::NothingFits(why) => {
+        Proof::NothingFits(why, in_order) => {
+            let mut why = why;
+            if in_order {
+                match in_another_order(g, strategy, budget, opts, start, &why)? {
+                    Reordered::Answer(out) => return Ok(*out),
+                    Reordered::NotTried => {}
+                    Reordered::NoneFound(note) => why = format!("{why}; {note}"),
+                }
+            }
             let seconds = start.elapsed().as_secs_f64();
             return Ok(Outcome {
                 strategy: strategy.name().to_string(),
@@ -167,6 +180,7 @@ pub fn run(
                     bound: None,
                 }],
                 step_bound: None,
+                order: None,
             });
         }
         Proof::Open(rest) => {
@@ -175,6 +189,18 @@ pub fn run(
         }
         Proof::NotTried => opts,
     };
+    checked(g, strategy, budget, opts, start)
+}
+
+/// The strategy's answer through the plan generator and the simulator,
+/// with the bounds that hold for it; `start` is when the solve began.
+fn checked(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+) -> Result<Outcome, SolveError> {
     let mut sol = crate::strategies::solve_groups(strategy, g, budget, opts)?;
     let seconds = start.elapsed().as_secs_f64();
     let direct = opts
@@ -367,14 +393,119 @@ pub fn run(
         seconds,
         trace,
         step_bound,
+        order: None,
     })
+}
+
+/// What [`in_another_order`] came to.
+enum Reordered {
+    Answer(Box<Outcome>),
+    /// The strategy keeps the file's order, or the graph has no other.
+    NotTried,
+    /// Searched, no plan: what to add to the proof's words.
+    NoneFound(String),
+}
+
+/// Where no schedule in the file's order fits, a plan in another order:
+/// the node-order search ([`crate::schedule::free_order`]) picks an order
+/// in a quarter of the time left, the exact schedule search finds a
+/// schedule in it in half of the rest, and the strategy runs on the
+/// reordered graph from that schedule with what remains. Its plan is told
+/// back in the file's node ids and simulated again on the graph as given.
+///
+/// Why here and not in a strategy: the proof that the file's order has no
+/// schedule comes first, and every command (solve, sweep, max-batch)
+/// passes through here. Only strategies that are remat's own reorder
+/// ([`Strategy::may_reorder`]); graphs with multi-output kernels keep
+/// their order (the search does not model kernels).
+fn in_another_order(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+    why: &str,
+) -> Result<Reordered, SolveError> {
+    if !strategy.may_reorder() || g.has_groups() || analysis::order_is_forced(g) {
+        return Ok(Reordered::NotTried);
+    }
+    let bug = |msg: String| SolveError::Bug {
+        strategy: strategy.name().to_string(),
+        msg,
+    };
+    let left = || opts.time_limit.saturating_sub(start.elapsed());
+    let searched = Instant::now();
+    let none = |what: &str| {
+        Ok(Reordered::NoneFound(format!(
+            "{what} ({:.2} s)",
+            searched.elapsed().as_secs_f64()
+        )))
+    };
+    let Some(order) = crate::schedule::free_order::search(g, budget, Instant::now() + left() / 4)
+    else {
+        return none("a search over other node orders found none that fits");
+    };
+    let gp = g
+        .reordered(&order)
+        .ok_or_else(|| bug("the node-order search returned no topological order".into()))?;
+    let schedule = match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2)
+    {
+        Feasibility::Fits(s) => s,
+        _ => return none("a search over other node orders found one, but no schedule in it yet"),
+    };
+    let mut o = opts.clone();
+    o.time_limit = left();
+    o.warm_start = Some(("the node-order search's schedule".into(), schedule));
+    // The watch's snapshots would be schedules in the new order, which an
+    // interrupt or a sweep's warm start reads in the file's.
+    o.watch = None;
+    let out = checked(&gp, strategy, budget, &o, start)?;
+    let (Some(plan), Some(inner)) = (out.plan, out.sim) else {
+        return none("a search over other node orders found one, but no plan in it");
+    };
+    let plan = plan.renumbered(&order);
+    let sim = simulate_on(g, &plan, opts.device.as_deref())
+        .map_err(|e| bug(format!("the reordered plan is rejected: {e}")))?;
+    if sim.peak > budget || (sim.cost - inner.cost).abs() > 1e-9 * inner.cost.abs().max(1.0) {
+        return Err(bug(format!(
+            "the reordered plan simulates to cost {} and peak {}, where its own order gave {} and {}",
+            sim.cost, sim.peak, inner.cost, inner.peak
+        )));
+    }
+    let moved = order
+        .iter()
+        .enumerate()
+        .filter(|(k, v)| v.idx() != *k)
+        .count();
+    let note = format!(
+        "computes in another node order than the file's ({moved} of {} nodes move), found by a search over orders, because {why}; the bound holds for plans in that order",
+        g.len()
+    );
+    let detail = Some(match out.detail {
+        Some(d) => format!("{d}; {note}"),
+        None => note,
+    });
+    Ok(Reordered::Answer(Box::new(Outcome {
+        strategy: out.strategy,
+        budget,
+        status: out.status,
+        plan: Some(plan),
+        schedule: None,
+        sim: Some(sim),
+        lower_bound: out.lower_bound,
+        detail,
+        seconds: out.seconds,
+        trace: out.trace,
+        step_bound: out.step_bound,
+        order: Some(order),
+    })))
 }
 
 /// What [`prove_nothing_fits`] settled.
 enum Proof {
-    /// No schedule fits; the search's size in states.
-    /// No plan fits: why, for the detail line.
-    NothingFits(String),
+    /// No plan fits: why, for the detail line, and whether the proof is
+    /// only for the file's node order.
+    NothingFits(String, bool),
     /// Undecided (or some schedule fits): the options with the search's
     /// time taken off the strategy's limit.
     Open(SolveOptions),
@@ -404,10 +535,13 @@ fn prove_nothing_fits(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Proof {
     // Neither recomputation nor a slow tier: checkpoint-all is the only
     // plan (this said "no-fit ... try a longer --time-limit").
     if opts.no_recompute {
-        return Proof::NothingFits(format!(
-            "without recomputation (--no-recompute) and with no slow tier to offload to, the only plan is checkpoint-all, whose peak is {} ({peak} bytes)",
-            peak.human()
-        ));
+        return Proof::NothingFits(
+            format!(
+                "without recomputation (--no-recompute) and with no slow tier to offload to, the only plan is checkpoint-all, whose peak is {} ({peak} bytes)",
+                peak.human()
+            ),
+            false,
+        );
     }
     if g.len() > 20_000 {
         return Proof::NotTried;
@@ -415,10 +549,13 @@ fn prove_nothing_fits(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Proof {
     let start = Instant::now();
     let slice = (opts.time_limit / 50).min(std::time::Duration::from_secs(1));
     match crate::schedule::feasible::decide(g, budget, start + slice) {
-        Feasibility::NoSchedule { states } => Proof::NothingFits(format!(
-            "no schedule in the file's node order fits: proven by an exhaustive search ({states} states in {:.2} s)",
-            start.elapsed().as_secs_f64()
-        )),
+        Feasibility::NoSchedule { states } => Proof::NothingFits(
+            format!(
+                "no schedule in the file's node order fits: proven by an exhaustive search ({states} states in {:.2} s)",
+                start.elapsed().as_secs_f64()
+            ),
+            true,
+        ),
         _ => {
             let mut rest = opts.clone();
             rest.time_limit = rest.time_limit.saturating_sub(start.elapsed());
@@ -517,5 +654,6 @@ pub fn from_snapshot(
         detail: Some(detail),
         seconds,
         step_bound,
+        order: None,
     }
 }

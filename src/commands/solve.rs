@@ -403,11 +403,13 @@ fn print_summary(
         let scope = match (
             device.is_some_and(|d| d.slow.capacity > Bytes::ZERO),
             forced,
+            out.order.is_some(),
         ) {
-            (true, true) => ", recompute-only plans",
-            (true, false) => ", recompute-only plans in the file's node order",
-            (false, true) => "",
-            (false, false) => ", plans in the file's node order",
+            (_, _, true) => ", plans in this plan's node order",
+            (true, true, _) => ", recompute-only plans",
+            (true, false, _) => ", recompute-only plans in the file's node order",
+            (false, true, _) => "",
+            (false, false, _) => ", plans in the file's node order",
         };
         match ratio {
             Some(r) => writeln!(

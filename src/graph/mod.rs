@@ -295,6 +295,49 @@ impl Graph {
         }
     }
 
+    /// The same graph with its nodes in `order`, another topological order
+    /// (the `k`-th node of the result is `order[k]`), or `None` when
+    /// `order` is not one: not a permutation, or a node before an input.
+    /// Groups stay only if each kernel's outputs stay together, in order.
+    pub fn reordered(&self, order: &[NodeId]) -> Option<Graph> {
+        let n = self.len();
+        let mut pos = vec![u32::MAX; n];
+        for (k, v) in order.iter().enumerate() {
+            let slot = pos.get_mut(v.idx())?;
+            if *slot != u32::MAX {
+                return None;
+            }
+            *slot = k as u32;
+        }
+        if order.len() != n {
+            return None;
+        }
+        let mut nodes = Vec::with_capacity(n);
+        for (k, v) in order.iter().enumerate() {
+            let mut node = self.node(*v).clone();
+            for d in &mut node.deps {
+                let p = pos[d.idx()];
+                if p as usize >= k {
+                    return None;
+                }
+                *d = NodeId(p);
+            }
+            nodes.push(node);
+        }
+        let g = Graph::from_ordered(
+            self.name.clone(),
+            self.cost_unit.clone(),
+            self.batch_size,
+            self.fixed_memory,
+            nodes,
+        );
+        let kept = self.ids().all(|i| {
+            let r = g.group(NodeId(pos[i.idx()]));
+            self.group(i).map(|m| pos[m] as usize).eq(r)
+        });
+        kept.then_some(g)
+    }
+
     /// [`Graph::at_batch`] when the scaled graph keeps the limits every
     /// validated graph keeps (node and total bytes within 2^53, costs
     /// whose most expensive plan is a finite float), else `None`. A

@@ -8,6 +8,7 @@
 //! stage: the tiered MILP's variables, one for one (see [`Transfers`]).
 
 pub mod feasible;
+pub mod free_order;
 pub mod groups;
 pub mod plan;
 pub mod profile;

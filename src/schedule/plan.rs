@@ -607,6 +607,38 @@ pub struct UnknownNode {
 }
 
 impl Plan {
+    /// The same statements with each node `v` renamed `map[v]`: a plan
+    /// made on a reordered graph ([`Graph::reordered`]), told in the
+    /// original graph's ids.
+    pub fn renumbered(&self, map: &[NodeId]) -> Plan {
+        let statements = self
+            .statements
+            .iter()
+            .map(|s| match s {
+                Statement::Allocate {
+                    register,
+                    node,
+                    bytes,
+                } => Statement::Allocate {
+                    register: *register,
+                    node: map[node.idx()],
+                    bytes: *bytes,
+                },
+                Statement::Compute {
+                    node,
+                    register,
+                    args,
+                } => Statement::Compute {
+                    node: map[node.idx()],
+                    register: *register,
+                    args: args.clone(),
+                },
+                other => other.clone(),
+            })
+            .collect();
+        Plan { statements }
+    }
+
     pub fn to_file_statements(&self, g: &Graph) -> Vec<FileStatement> {
         self.statements
             .iter()

@@ -1746,6 +1746,10 @@ impl Strategy for RematFast {
         "remat-fast"
     }
 
+    fn may_reorder(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &'static str {
         "fast plan, no solver for the plan: local search on S (solve_r prices each move), DTR eviction and the baselines, cheapest wins; optimal when within the gap of the cover-program bound. On a device (--device) it searches offload moves too (from its plan, the seed policies' and checkpoint-all; least simulated step time wins); remat-exact stays recompute-only"
     }
@@ -1815,16 +1819,33 @@ impl Strategy for RematFast {
         // 70%: 44 s, leaving the fallback no time).
         let slot = start + window.mul_f64(1.0 - BASELINE_TIME_SHARE);
         if inc.best.is_none() && !dtr_optimal {
-            let quarter = Instant::now() + slot.saturating_duration_since(Instant::now()) / 4;
-            if let Feasibility::Fits(sch) = feasible::decide(g, budget, quarter) {
+            // A caller's schedule that fits stands in for the search's: the
+            // node-order search hands over one in the order it chose, where
+            // finding one again can take this whole slot.
+            let given = opts.warm_start.as_ref().filter(|(_, s)| {
+                s.stages() == g.len()
+                    && s.validate(g).is_ok()
+                    && super::portfolio::evaluate(g, s).is_some_and(|sim| sim.peak <= budget)
+            });
+            let from = match given {
+                Some((name, s)) => Some((s.clone(), format!("{name}, searched from"))),
+                None => {
+                    let quarter =
+                        Instant::now() + slot.saturating_duration_since(Instant::now()) / 4;
+                    match feasible::decide(g, budget, quarter) {
+                        Feasibility::Fits(s) => Some((
+                            s,
+                            "the exact feasibility search's schedule, searched from".into(),
+                        )),
+                        _ => None,
+                    }
+                }
+            };
+            if let Some((sch, how)) = from {
                 // Half of what is left, the forecast search the rest.
                 let half = Instant::now() + slot.saturating_duration_since(Instant::now()) / 2;
                 let searched = search_from(g, sch.clone(), budget, Ranking::Forecast, half);
-                inc.consider(
-                    g,
-                    searched.unwrap_or(sch),
-                    "the exact feasibility search's schedule, searched from".into(),
-                );
+                inc.consider(g, searched.unwrap_or(sch), how);
             }
         }
         let found = if dtr_optimal {

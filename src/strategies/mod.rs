@@ -240,6 +240,13 @@ pub trait Strategy: Send + Sync {
     fn handles_groups(&self) -> bool {
         false
     }
+    /// True for strategies that may answer in another node order than the
+    /// file's where no schedule in the file's order fits
+    /// ([`crate::schedule::free_order`]). The prior-work baselines keep
+    /// the order their papers fix.
+    fn may_reorder(&self) -> bool {
+        false
+    }
 }
 
 /// A seed policy's answer, for at most its time limit (`None`: it did not

@@ -77,6 +77,10 @@ impl Strategy for RematExact {
         "remat-exact"
     }
 
+    fn may_reorder(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &'static str {
         "optimal: the Checkmate MILP with tight FREE bounds, shrunk by LP reduced-cost fixing, seeded by repaired LP rounding (same optimum)"
     }
