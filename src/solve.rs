@@ -481,6 +481,15 @@ fn in_another_order(
         "computes in another node order than the file's ({moved} of {} nodes move), found by a search over orders, because {why}; the bound holds for plans in that order",
         g.len()
     );
+    // Optimal in its order is no promise about the other orders, which
+    // the search did not bound.
+    let (status, note) = match out.status {
+        Status::Optimal => (
+            Status::Feasible,
+            format!("{note}; optimal among plans in that order"),
+        ),
+        s => (s, note),
+    };
     let detail = Some(match out.detail {
         Some(d) => format!("{d}; {note}"),
         None => note,
@@ -488,7 +497,7 @@ fn in_another_order(
     Ok(Reordered::Answer(Box::new(Outcome {
         strategy: out.strategy,
         budget,
-        status: out.status,
+        status,
         plan: Some(plan),
         schedule: None,
         sim: Some(sim),

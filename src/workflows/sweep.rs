@@ -496,6 +496,9 @@ impl Strategy for Recorder<'_> {
     fn handles_groups(&self) -> bool {
         true
     }
+    fn may_reorder(&self) -> bool {
+        self.inner.may_reorder()
+    }
     fn solve(&self, g: &Graph, b: Bytes, o: &SolveOptions) -> Result<Solution, StrategyError> {
         let sol = crate::strategies::solve_groups(self.inner, g, b, o)?;
         if sol.status.has_plan() {
@@ -761,7 +764,11 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 if let (Some(t), Some(base)) = (out.timing(), all_fast) {
                     row.timing = Some(RowTiming::of(t, base));
                 }
-                if out.status == Status::Bound || !strat.makes_plans() {
+                // A plan in another node order than the file's (no
+                // schedule in the file's fits) is bounded in its own order
+                // only: the shared bounds are the file order's.
+                let own_order = out.order.is_some();
+                if out.status == Status::Bound || !strat.makes_plans() || own_order {
                     // A bound-only strategy's row carries its own bound, or
                     // none when it stopped before one: solving the same LP
                     // again would stop again.
@@ -800,7 +807,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 // higher than the LP's, and is all there is with
                 // --no-lp-bound. Once per budget, like the LP; without time
                 // left, the eviction bound alone (milliseconds).
-                if out.status != Status::Bound && budget >= min_budget {
+                if out.status != Status::Bound && budget >= min_budget && !own_order {
                     let cell = &floors[&budget];
                     let floor = match cell.get() {
                         Some(f) => *f,
@@ -846,9 +853,12 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         0.0
                     });
                 }
-                if let (Some(sim), Some(sch)) = (
+                // A plan in another order was solved on the reordered
+                // graph: its schedule is no warm start in the file's.
+                if let (Some(sim), Some(sch), false) = (
                     &out.sim,
                     rec.schedule.into_inner().unwrap_or_else(|e| e.into_inner()),
+                    own_order,
                 ) {
                     pool.lock()
                         .unwrap_or_else(|e| e.into_inner())

@@ -1,0 +1,133 @@
+//! Plans in another node order (`schedule::free_order`, `solve::run`):
+//! where no schedule in the file's order fits, the search over orders
+//! finds one that does, and the answer is a plan on the graph as given.
+
+use remat::graph::analysis;
+use remat::schedule::feasible::{decide, Feasibility};
+use remat::schedule::free_order;
+use remat::schedule::simulate;
+use remat::solve;
+use remat::strategies::local_search::RematFast;
+use remat::strategies::remat_exact::RematExact;
+use remat::strategies::{SolveOptions, Status, Strategy};
+use remat::zoo::synthetic::{self, Dist, RandomDag};
+use remat::{Bytes, Graph};
+use std::time::{Duration, Instant};
+
+fn graphs() -> impl Iterator<Item = Graph> {
+    (0..24u64).map(|seed| {
+        synthetic::random_layered(&RandomDag {
+            nodes: 9 + seed as usize % 6,
+            seed,
+            width: 4,
+            cost: Dist::Uniform(1, 9),
+            memory: Dist::Uniform(1, 12),
+            forward: seed % 2 == 0,
+            ..RandomDag::default()
+        })
+    })
+}
+
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(30)
+}
+
+/// The search is exhaustive on small graphs, and a schedule in the file's
+/// order is one of the sequences it searches: wherever the file's order
+/// has a schedule, it finds an order, and every order it returns is a
+/// topological order of the graph.
+#[test]
+fn an_order_is_found_wherever_the_files_order_fits() {
+    let mut below = 0;
+    for g in graphs() {
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        for b in lo..=hi {
+            let found = free_order::search(&g, Bytes(b), later());
+            if let Some(order) = &found {
+                assert!(
+                    g.reordered(order).is_some(),
+                    "{} at {b}: not an order",
+                    g.name
+                );
+            }
+            match decide(&g, Bytes(b), later()) {
+                Feasibility::Fits(_) => assert!(found.is_some(), "{} at {b}", g.name),
+                Feasibility::NoSchedule { .. } => below += usize::from(found.is_some()),
+                Feasibility::Unknown { .. } => panic!("{} at {b}: undecided", g.name),
+            }
+        }
+    }
+    // Budgets where only another order fits exist among these graphs.
+    assert!(below > 0);
+}
+
+/// Where the file's order is proven to have no schedule and another order
+/// has one, remat-fast and remat-exact answer with a plan in that order:
+/// a plan on the graph as given that fits, whose cost is at least one pass
+/// and at least its bound, and whose order is reported.
+#[test]
+fn solve_answers_in_another_order_where_the_files_has_no_schedule() {
+    let mut answered = 0;
+    for g in graphs() {
+        if answered == 3 {
+            break;
+        }
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        for b in lo..=hi {
+            let budget = Bytes(b);
+            if !matches!(decide(&g, budget, later()), Feasibility::NoSchedule { .. }) {
+                continue;
+            }
+            let Some(order) = free_order::search(&g, budget, later()) else {
+                continue;
+            };
+            let gp = g.reordered(&order).unwrap();
+            if !matches!(decide(&gp, budget, later()), Feasibility::Fits(_)) {
+                continue;
+            }
+            let opts = SolveOptions {
+                time_limit: Duration::from_secs(5),
+                ..SolveOptions::default()
+            };
+            for strategy in [&RematFast as &dyn Strategy, &RematExact] {
+                let out = solve::run(&g, strategy, budget, &opts).unwrap();
+                let what = format!("{} at {b}, {}", g.name, strategy.name());
+                assert!(out.status.has_plan(), "{what}: {:?}", out.status);
+                let order = out.order.as_ref().expect("the order is reported");
+                assert!(order.iter().enumerate().any(|(k, v)| v.idx() != k));
+                let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
+                assert!(sim.peak <= budget, "{what}: peak {}", sim.peak);
+                assert_eq!(Some(sim.cost), out.cost(), "{what}");
+                assert!(sim.cost >= g.total_cost(), "{what}");
+                assert!(sim.cost >= out.lower_bound.unwrap() - 1e-9, "{what}");
+                assert!(out.schedule.is_none(), "{what}");
+                let detail = out.detail.unwrap_or_default();
+                assert!(detail.contains("another node order"), "{what}: {detail}");
+            }
+            answered += 1;
+            break;
+        }
+    }
+    assert_eq!(answered, 3);
+}
+
+/// Baselines keep the file's order: their answer stays the proof.
+#[test]
+fn a_baseline_keeps_the_files_order() {
+    let g = graphs()
+        .find(|g| {
+            let lo = analysis::min_feasible_budget(g).get();
+            matches!(
+                decide(g, Bytes(lo), later()),
+                Feasibility::NoSchedule { .. }
+            ) && free_order::search(g, Bytes(lo), later()).is_some()
+        })
+        .expect("a graph whose file order is the tighter");
+    let budget = analysis::min_feasible_budget(&g);
+    let chen = remat::strategies::by_name("chen-sqrtn").unwrap();
+    let out = solve::run(&g, chen.as_ref(), budget, &SolveOptions::default()).unwrap();
+    assert_eq!(out.status, Status::Infeasible);
+    assert!(out.order.is_none());
+}
