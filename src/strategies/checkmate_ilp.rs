@@ -201,9 +201,11 @@ pub(crate) fn find_seed(
     // A caller's warm start (a sweep's best plan so far) does not replace
     // the portfolio: the answer must never be worse than the best heuristic
     // at this budget, so both are tried and the cheaper one seeds.
+    // The heuristics see it too: remat-fast searches from it where nothing
+    // else fits (the node-order search's schedule, which is 3.6× one pass
+    // on random-layered-n250 at 60%, and 1.5× searched from).
     let seed_opts = SolveOptions {
         time_limit: opts.time_limit.mul_f64(time_share),
-        warm_start: None,
         ..opts.clone()
     };
     let candidates = opts
