@@ -2,7 +2,8 @@
 //! schedule search in the order it found, and the local search from that
 //! schedule: `cargo run --release --example free_order -- GRAPH PCT|BYTES SECS`
 //! (a budget of at most 100 is a percent of the file order's
-//! checkpoint-all peak). Each step gets SECS.
+//! checkpoint-all peak). Each step gets SECS. A fourth argument writes
+//! the graph in the order found, as a graph file, for `remat solve`.
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
@@ -49,6 +50,9 @@ fn main() {
         g.len()
     );
     let gp = g.reordered(&order).expect("a topological order");
+    if let Some(out) = a.get(4) {
+        std::fs::write(out, serde_yaml::to_string(&gp.to_file()).unwrap()).unwrap();
+    }
     let t = Instant::now();
     match decide(&gp, budget, t + secs) {
         Feasibility::Fits(sch) => {

@@ -189,6 +189,9 @@ pub fn run(
         }
         Proof::NotTried => opts,
     };
+    if let Some(out) = both_orders(g, strategy, budget, opts, start)? {
+        return Ok(out);
+    }
     checked(g, strategy, budget, opts, start)
 }
 
@@ -406,18 +409,30 @@ enum Reordered {
     NoneFound(String),
 }
 
+/// Whether `strategy` may answer `g` in another node order: remat's own
+/// strategies ([`Strategy::may_reorder`]), on a graph with another
+/// topological order and no multi-output kernels (the node-order search
+/// does not model kernels), and recompute-only (the search knows no slow
+/// tier).
+fn reorderable(g: &Graph, strategy: &dyn Strategy, opts: &SolveOptions) -> bool {
+    strategy.may_reorder()
+        && !g.has_groups()
+        && opts
+            .device
+            .as_ref()
+            .is_none_or(|d| d.slow.capacity == Bytes::ZERO)
+        && !analysis::order_is_forced(g)
+}
+
 /// Where no schedule in the file's order fits, a plan in another order:
 /// the node-order search ([`crate::schedule::free_order`]) picks an order
 /// in a quarter of the time left, the exact schedule search finds a
 /// schedule in it in half of the rest, and the strategy runs on the
-/// reordered graph from that schedule with what remains. Its plan is told
-/// back in the file's node ids and simulated again on the graph as given.
+/// reordered graph from that schedule with what remains.
 ///
 /// Why here and not in a strategy: the proof that the file's order has no
 /// schedule comes first, and every command (solve, sweep, max-batch)
-/// passes through here. Only strategies that are remat's own reorder
-/// ([`Strategy::may_reorder`]); graphs with multi-output kernels keep
-/// their order (the search does not model kernels).
+/// passes through here.
 fn in_another_order(
     g: &Graph,
     strategy: &dyn Strategy,
@@ -426,13 +441,9 @@ fn in_another_order(
     start: Instant,
     why: &str,
 ) -> Result<Reordered, SolveError> {
-    if !strategy.may_reorder() || g.has_groups() || analysis::order_is_forced(g) {
+    if !reorderable(g, strategy, opts) {
         return Ok(Reordered::NotTried);
     }
-    let bug = |msg: String| SolveError::Bug {
-        strategy: strategy.name().to_string(),
-        msg,
-    };
     let left = || opts.time_limit.saturating_sub(start.elapsed());
     let searched = Instant::now();
     let none = |what: &str| {
@@ -445,9 +456,7 @@ fn in_another_order(
     else {
         return none("a search over other node orders found none that fits");
     };
-    let gp = g
-        .reordered(&order)
-        .ok_or_else(|| bug("the node-order search returned no topological order".into()))?;
+    let gp = reordered(g, strategy, &order)?;
     let schedule = match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2)
     {
         Feasibility::Fits(s) => s,
@@ -456,14 +465,109 @@ fn in_another_order(
     let mut o = opts.clone();
     o.time_limit = left();
     o.warm_start = Some(("the node-order search's schedule".into(), schedule));
-    // The watch's snapshots would be schedules in the new order, which an
-    // interrupt or a sweep's warm start reads in the file's.
-    o.watch = None;
-    let out = checked(&gp, strategy, budget, &o, start)?;
-    let (Some(plan), Some(inner)) = (out.plan, out.sim) else {
-        return none("a search over other node orders found one, but no plan in it");
+    let because = format!("found by a search over orders, because {why}");
+    match in_order(g, &gp, &order, strategy, budget, &o, start, &because)? {
+        Some(out) => Ok(Reordered::Answer(Box::new(out))),
+        None => none("a search over other node orders found one, but no plan in it"),
+    }
+}
+
+/// `g` in `order`, or a bug: the search's orders are topological.
+fn reordered(g: &Graph, strategy: &dyn Strategy, order: &[NodeId]) -> Result<Graph, SolveError> {
+    g.reordered(order).ok_or_else(|| SolveError::Bug {
+        strategy: strategy.name().to_string(),
+        msg: "the node-order search returned no topological order".into(),
+    })
+}
+
+/// With `--search-orders`: the strategy in the file's order with half of
+/// what is left, then in the node-order search's order (at this budget)
+/// with the rest; the cheaper plan is the answer, the file's on a tie.
+/// `None` where there is no other order to try.
+fn both_orders(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+) -> Result<Option<Outcome>, SolveError> {
+    if !opts.search_orders || !reorderable(g, strategy, opts) {
+        return Ok(None);
+    }
+    // `opts.time_limit` is what is left from here.
+    let (limit, begin) = (opts.time_limit, Instant::now());
+    let left = || limit.saturating_sub(begin.elapsed());
+    let search_end = Instant::now() + left() / 20;
+    let Some(order) = crate::schedule::free_order::search(g, budget, search_end) else {
+        return Ok(None);
     };
-    let plan = plan.renumbered(&order);
+    if order.iter().enumerate().all(|(k, v)| v.idx() == k) {
+        return Ok(None);
+    }
+    let gp = reordered(g, strategy, &order)?;
+    let mut o = opts.clone();
+    o.time_limit = left() / 2;
+    let file = checked(g, strategy, budget, &o, start)?;
+    o.time_limit = left();
+    o.warm_start = None;
+    let because = "found by a search over orders (--search-orders)";
+    let other = in_order(g, &gp, &order, strategy, budget, &o, start, because)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let note = |out: Outcome, note: String| Outcome {
+        detail: Some(match out.detail {
+            Some(d) => format!("{d}; {note}"),
+            None => note,
+        }),
+        seconds,
+        ..out
+    };
+    Ok(Some(match (file.cost(), other) {
+        (Some(c), Some(o)) if o.cost().is_some_and(|oc| oc < c) => {
+            note(o, format!("the file's order's best plan cost {}", short(c)))
+        }
+        (_, Some(o)) if file.cost().is_none() => note(o, "no plan in the file's order".into()),
+        (_, Some(o)) => note(
+            file,
+            format!(
+                "another node order's best plan cost {}",
+                short(o.cost().unwrap_or(f64::NAN))
+            ),
+        ),
+        (_, None) => note(file, "no plan in another node order".into()),
+    }))
+}
+
+fn short(x: f64) -> String {
+    crate::units::short_float(x)
+}
+
+/// The strategy on `gp` (`g` with its nodes in `order`), its plan told
+/// back in `g`'s ids and simulated again on `g`. `None` when it found no
+/// plan. Its bounds hold for plans in that order, so it is never
+/// `optimal`; its schedule is not kept (it is in `gp`'s stages); the
+/// watch is not passed (its snapshots would be read in the file's order).
+#[allow(clippy::too_many_arguments)]
+fn in_order(
+    g: &Graph,
+    gp: &Graph,
+    order: &[NodeId],
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+    because: &str,
+) -> Result<Option<Outcome>, SolveError> {
+    let bug = |msg: String| SolveError::Bug {
+        strategy: strategy.name().to_string(),
+        msg,
+    };
+    let mut o = opts.clone();
+    o.watch = None;
+    let out = checked(gp, strategy, budget, &o, start)?;
+    let (Some(plan), Some(inner)) = (out.plan, out.sim) else {
+        return Ok(None);
+    };
+    let plan = plan.renumbered(order);
     let sim = simulate_on(g, &plan, opts.device.as_deref())
         .map_err(|e| bug(format!("the reordered plan is rejected: {e}")))?;
     if sim.peak > budget || (sim.cost - inner.cost).abs() > 1e-9 * inner.cost.abs().max(1.0) {
@@ -478,7 +582,7 @@ fn in_another_order(
         .filter(|(k, v)| v.idx() != *k)
         .count();
     let note = format!(
-        "computes in another node order than the file's ({moved} of {} nodes move), found by a search over orders, because {why}; the bound holds for plans in that order",
+        "computes in another node order than the file's ({moved} of {} nodes move), {because}; the bound holds for plans in that order",
         g.len()
     );
     // Optimal in its order is no promise about the other orders, which
@@ -494,7 +598,7 @@ fn in_another_order(
         Some(d) => format!("{d}; {note}"),
         None => note,
     });
-    Ok(Reordered::Answer(Box::new(Outcome {
+    Ok(Some(Outcome {
         strategy: out.strategy,
         budget,
         status,
@@ -506,8 +610,8 @@ fn in_another_order(
         seconds: out.seconds,
         trace: out.trace,
         step_bound: out.step_bound,
-        order: Some(order),
-    })))
+        order: Some(order.to_vec()),
+    }))
 }
 
 /// What [`prove_nothing_fits`] settled.

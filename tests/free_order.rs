@@ -131,3 +131,48 @@ fn a_baseline_keeps_the_files_order() {
     assert_eq!(out.status, Status::Infeasible);
     assert!(out.order.is_none());
 }
+
+/// With `--search-orders` the answer is never costlier than the file
+/// order's optimum (on these small graphs remat-exact proves both), and on
+/// some budgets another order is strictly cheaper, below what the file's
+/// order can reach at all.
+#[test]
+fn searching_orders_never_loses_to_the_files_optimum_and_sometimes_beats_it() {
+    let (mut cheaper, mut compared) = (0, 0);
+    for g in graphs().take(10) {
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        for b in [lo + (hi - lo) / 4] {
+            let budget = Bytes(b);
+            let file_only = SolveOptions {
+                time_limit: Duration::from_secs(10),
+                ..SolveOptions::default()
+            };
+            let file = solve::run(&g, &RematExact, budget, &file_only).unwrap();
+            if file.status != Status::Optimal {
+                continue;
+            }
+            let both = SolveOptions {
+                search_orders: true,
+                ..file_only
+            };
+            let out = solve::run(&g, &RematExact, budget, &both).unwrap();
+            let what = format!("{} at {b}", g.name);
+            let (c, f) = (out.cost().unwrap(), file.cost().unwrap());
+            assert!(
+                c <= f + 1e-9,
+                "{what}: {c} against the file order's optimum {f}"
+            );
+            let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
+            assert!(sim.peak <= budget && sim.cost == c, "{what}");
+            if c < f - 1e-9 {
+                assert!(out.order.is_some(), "{what}");
+                assert_eq!(out.status, Status::Feasible, "{what}");
+                cheaper += 1;
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 4, "{compared}");
+    assert!(cheaper > 0);
+}

@@ -94,6 +94,13 @@ pub struct SolverArgs {
     /// optimum (no other strategy takes it).
     #[arg(long)]
     pub no_recompute: bool,
+    /// Also plan in another node order, found by a search over orders,
+    /// with half of the time; the cheaper plan wins (remat-fast and
+    /// remat-exact, on graphs with another topological order and no
+    /// multi-output kernels). Without it, another order is tried only
+    /// where no plan in the file's order fits.
+    #[arg(long)]
+    pub search_orders: bool,
 }
 
 /// The one strategy that honours `--no-recompute`.
@@ -138,6 +145,7 @@ impl SolverArgs {
             threads: self.threads,
             backend: self.solver,
             no_recompute: self.no_recompute,
+            search_orders: self.search_orders,
             ..SolveOptions::default()
         }
     }

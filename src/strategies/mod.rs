@@ -125,6 +125,11 @@ pub struct SolveOptions {
     /// Plans may not recompute (`--no-recompute`): the offload-only
     /// optimum, for `remat-tiered`. Other strategies ignore it.
     pub no_recompute: bool,
+    /// Also plan in another node order than the file's, found by the
+    /// node-order search, in half of the time (`--search-orders`); the
+    /// cheaper plan wins. Only strategies that reorder
+    /// ([`Strategy::may_reorder`]) take it.
+    pub search_orders: bool,
     /// Set when the answer is wanted now (whoever waits stopped waiting):
     /// a strategy that checks it returns its best plan so far, and the
     /// solvers stop at their next poll. The time limit works without it.
@@ -144,6 +149,7 @@ impl Default for SolveOptions {
             watch: None,
             device: None,
             no_recompute: false,
+            search_orders: false,
             stop: None,
         }
     }
