@@ -23,8 +23,8 @@ def solve(job):
     graph, budget, search = job
     cmd = [remat, "solve", str(bench / f"{graph}.yaml"), "-b", budget, "-s", "remat-fast",
            "--time-limit", secs, "-q"] + (["--search-orders"] if search else [])
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    field = lambda name: (re.search(rf"^{name}\s+(.*)$", p.stdout, re.M) or [None, ""])[1]
+    p = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    field = lambda name: (re.search(rf"^{name}\s+(.*)$", p.stdout, re.MULTILINE) or [None, ""])[1]
     cost = re.match(r"([0-9.e+]+)", field("cost"))
     bound = re.match(r"([0-9.e+]+)", field("lower bound"))
     status = field("status") or (p.stderr.strip().splitlines() or [""])[-1][:60]

@@ -189,10 +189,14 @@ pub fn run(
         }
         Proof::NotTried => opts,
     };
+    let searched = Instant::now();
     if let Some(out) = both_orders(g, strategy, budget, opts, start)? {
         return Ok(out);
     }
-    checked(g, strategy, budget, opts, start)
+    // A node-order search that found no other order took its time.
+    let mut rest = opts.clone();
+    rest.time_limit = opts.time_limit.saturating_sub(searched.elapsed());
+    checked(g, strategy, budget, &rest, start)
 }
 
 /// The strategy's answer through the plan generator and the simulator,

@@ -295,6 +295,18 @@ impl Graph {
         }
     }
 
+    /// This graph's name, cost unit, batch and fixed memory over other
+    /// nodes, already in topological order.
+    pub(crate) fn with_nodes(&self, nodes: Vec<Node>) -> Graph {
+        Graph::from_ordered(
+            self.name.clone(),
+            self.cost_unit.clone(),
+            self.batch_size,
+            self.fixed_memory,
+            nodes,
+        )
+    }
+
     /// The same graph with its nodes in `order`, another topological order
     /// (the `k`-th node of the result is `order[k]`), or `None` when
     /// `order` is not one: not a permutation, or a node before an input.
@@ -324,13 +336,7 @@ impl Graph {
             }
             nodes.push(node);
         }
-        let g = Graph::from_ordered(
-            self.name.clone(),
-            self.cost_unit.clone(),
-            self.batch_size,
-            self.fixed_memory,
-            nodes,
-        );
+        let g = self.with_nodes(nodes);
         let kept = self.ids().all(|i| {
             let r = g.group(NodeId(pos[i.idx()]));
             self.group(i).map(|m| pos[m] as usize).eq(r)

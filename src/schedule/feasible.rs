@@ -192,15 +192,7 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
         return Feasibility::NoSchedule { states: 0 };
     };
     let mem: Vec<u64> = g.ids().map(|i| g.memory(i).get()).collect();
-    let inputs: Vec<Vec<usize>> = g
-        .ids()
-        .map(|k| {
-            let mut d: Vec<usize> = g.deps(k).iter().map(|d| d.idx()).collect();
-            d.sort_unstable();
-            d.dedup();
-            d
-        })
-        .collect();
+    let inputs = distinct_inputs(g);
     // A kernel with several outputs is computed whole, at its last
     // member's position; `group[x]` is its first and last member.
     let group: Vec<(usize, usize)> = g
@@ -378,6 +370,19 @@ pub fn decide(g: &Graph, budget: Bytes, deadline: Instant) -> Feasibility {
         }
     }
     unreachable!("the rounds end by an answer or the deadline")
+}
+
+/// Each node's inputs, sorted, each once (a node may read a value
+/// twice, and holds it once).
+pub(super) fn distinct_inputs(g: &Graph) -> Vec<Vec<usize>> {
+    g.ids()
+        .map(|k| {
+            let mut d: Vec<usize> = g.deps(k).iter().map(|d| d.idx()).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect()
 }
 
 /// How many option orders the rounds cycle through (see `compute_first`).

@@ -113,19 +113,10 @@ struct Space {
 
 impl Space {
     fn of(g: &Graph) -> Space {
-        let inputs = g
-            .ids()
-            .map(|k| {
-                let mut d: Vec<usize> = g.deps(k).iter().map(|d| d.idx()).collect();
-                d.sort_unstable();
-                d.dedup();
-                d
-            })
-            .collect();
         Space {
             n: g.len(),
             mem: g.ids().map(|i| g.memory(i).get()).collect(),
-            inputs,
+            inputs: super::feasible::distinct_inputs(g),
             sinks: g
                 .ids()
                 .filter(|&i| g.users(i).is_empty())

@@ -55,13 +55,7 @@ impl Merged {
                 }
             })
             .collect();
-        let graph = Graph::from_ordered(
-            g.name.clone(),
-            g.cost_unit.clone(),
-            g.batch_size,
-            g.fixed_memory,
-            nodes,
-        );
+        let graph = g.with_nodes(nodes);
         Merged { graph, span }
     }
 

@@ -611,32 +611,13 @@ impl Plan {
     /// made on a reordered graph ([`Graph::reordered`]), told in the
     /// original graph's ids.
     pub fn renumbered(&self, map: &[NodeId]) -> Plan {
-        let statements = self
-            .statements
-            .iter()
-            .map(|s| match s {
-                Statement::Allocate {
-                    register,
-                    node,
-                    bytes,
-                } => Statement::Allocate {
-                    register: *register,
-                    node: map[node.idx()],
-                    bytes: *bytes,
-                },
-                Statement::Compute {
-                    node,
-                    register,
-                    args,
-                } => Statement::Compute {
-                    node: map[node.idx()],
-                    register: *register,
-                    args: args.clone(),
-                },
-                other => other.clone(),
-            })
-            .collect();
-        Plan { statements }
+        let mut plan = self.clone();
+        for s in &mut plan.statements {
+            if let Statement::Allocate { node, .. } | Statement::Compute { node, .. } = s {
+                *node = map[node.idx()];
+            }
+        }
+        plan
     }
 
     pub fn to_file_statements(&self, g: &Graph) -> Vec<FileStatement> {
