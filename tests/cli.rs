@@ -3045,6 +3045,26 @@ fn claims_name_the_file_order_where_another_order_exists() {
     assert!(o.status.success(), "{}", stderr(&o));
     out_says(&o, "cost             253 unit");
     out_says(&o, "budget           72 B (72 bytes): fits");
+    // A sweep plans there too (its strategies are wrapped, and the wrapper
+    // must say they may reorder), with that order's bound in the row.
+    let csv = d.join("f2.csv");
+    let o = remat(&[
+        "sweep",
+        f2.to_str().unwrap(),
+        "-b",
+        "72",
+        "-s",
+        "remat-fast",
+        "-o",
+        csv.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status, "feasible");
+    assert_eq!(rows[0].cost, Some(253.0));
+    assert_eq!(rows[0].lp_bound, Some(253.0));
     let plan = data.join("f2-at72.plan");
     let o = remat(&[
         "simulate",
