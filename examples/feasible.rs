@@ -5,31 +5,17 @@
 //! that fits, its simulated cost and peak, and those of the local search
 //! from it (`search_from`, given SECS again).
 
-use remat::graph::analysis::checkpoint_all_peak;
-use remat::graph::Graph;
+mod common;
+
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::{generate_plan, simulate};
 use remat::strategies::local_search::{search_from, Ranking};
-use remat::units::Bytes;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 4 {
-        eprintln!("usage: feasible GRAPH PCT|BYTES SECS");
-        std::process::exit(2);
-    }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
-    let b: u64 = a[2].parse().unwrap();
-    let budget = if b <= 100 {
-        checkpoint_all_peak(&g).scale_ceil(b as u128, 100)
-    } else {
-        Bytes(b)
-    };
-    let secs: f64 = a[3].parse().unwrap();
+    let (a, g, budget, secs) = common::graph_budget_secs("feasible GRAPH PCT|BYTES SECS");
     let start = Instant::now();
-    let answer = decide(&g, budget, start + Duration::from_secs_f64(secs));
+    let answer = decide(&g, budget, start + secs);
     let took = start.elapsed().as_secs_f64();
     match answer {
         Feasibility::Fits(sch) => {
@@ -42,7 +28,7 @@ fn main() {
                 sim.peak
             );
             // The local search from it, for as long again.
-            let deadline = Instant::now() + Duration::from_secs_f64(secs);
+            let deadline = Instant::now() + secs;
             if let Some(s) = search_from(&g, sch, budget, Ranking::Forecast, deadline) {
                 let sim = simulate(&g, &generate_plan(&g, &s).unwrap()).unwrap();
                 println!(

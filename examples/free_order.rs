@@ -5,30 +5,16 @@
 //! checkpoint-all peak). Each step gets SECS. A fourth argument writes
 //! the graph in the order found, as a graph file, for `remat solve`.
 
-use remat::graph::analysis::checkpoint_all_peak;
-use remat::graph::Graph;
+mod common;
+
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::free_order;
 use remat::schedule::{generate_plan, simulate};
 use remat::strategies::local_search::{search_from, Ranking};
-use remat::units::Bytes;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 4 {
-        eprintln!("usage: free_order GRAPH PCT|BYTES SECS");
-        std::process::exit(2);
-    }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
-    let b: u64 = a[2].parse().unwrap();
-    let budget = if b <= 100 {
-        checkpoint_all_peak(&g).scale_ceil(b as u128, 100)
-    } else {
-        Bytes(b)
-    };
-    let secs = Duration::from_secs_f64(a[3].parse().unwrap());
+    let (a, g, budget, secs) = common::graph_budget_secs("free_order GRAPH PCT|BYTES SECS [OUT]");
     let start = Instant::now();
     let Some(order) = free_order::search(&g, budget, start + secs) else {
         println!(

@@ -1,0 +1,28 @@
+//! The arguments the measuring examples share: `GRAPH PCT|BYTES SECS`,
+//! where a budget of at most 100 is a percent of the file order's
+//! checkpoint-all peak.
+
+use remat::graph::analysis::checkpoint_all_peak;
+use remat::graph::Graph;
+use remat::units::Bytes;
+use std::path::Path;
+use std::time::Duration;
+
+/// The command line, the graph, the budget and the time; exits 2 with
+/// `usage` when fewer than three arguments are given.
+pub fn graph_budget_secs(usage: &str) -> (Vec<String>, Graph, Bytes, Duration) {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 4 {
+        eprintln!("usage: {usage}");
+        std::process::exit(2);
+    }
+    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let b: u64 = a[2].parse().unwrap();
+    let budget = if b <= 100 {
+        checkpoint_all_peak(&g).scale_ceil(b as u128, 100)
+    } else {
+        Bytes(b)
+    };
+    let secs = Duration::from_secs_f64(a[3].parse().unwrap());
+    (a, g, budget, secs)
+}
