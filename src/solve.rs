@@ -156,18 +156,27 @@ pub fn run(
     let opts = match prove_nothing_fits(g, budget, opts) {
         Proof::NothingFits(why, in_order) => {
             let mut why = why;
+            // A sequence in another order that fits shows that plans
+            // exist: then the answer is that none was found, not that
+            // none fits.
+            let mut status = Status::Infeasible;
             if in_order {
                 match in_another_order(g, strategy, budget, opts, start, &why)? {
                     Reordered::Answer(out) => return Ok(*out),
                     Reordered::NotTried => {}
-                    Reordered::NoneFound(note) => why = format!("{why}; {note}"),
+                    Reordered::NoneFound(note, plans_exist) => {
+                        why = format!("{why}; {note}");
+                        if plans_exist {
+                            status = Status::NoSolution;
+                        }
+                    }
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
             return Ok(Outcome {
                 strategy: strategy.name().to_string(),
                 budget,
-                status: Status::Infeasible,
+                status,
                 plan: None,
                 schedule: None,
                 sim: None,
@@ -409,8 +418,9 @@ enum Reordered {
     Answer(Box<Outcome>),
     /// The strategy keeps the file's order, or the graph has no other.
     NotTried,
-    /// Searched, no plan: what to add to the proof's words.
-    NoneFound(String),
+    /// Searched, no plan: what to add to the proof's words, and whether
+    /// the search found a sequence that fits (so plans exist).
+    NoneFound(String, bool),
 }
 
 /// Whether `strategy` may answer `g` in another node order: remat's own
@@ -450,21 +460,54 @@ fn in_another_order(
     }
     let left = || opts.time_limit.saturating_sub(start.elapsed());
     let searched = Instant::now();
-    let none = |what: &str| {
-        Ok(Reordered::NoneFound(format!(
-            "{what} ({:.2} s)",
-            searched.elapsed().as_secs_f64()
-        )))
+    let none = |what: &str, plans_exist: bool| {
+        Ok(Reordered::NoneFound(
+            format!("{what} ({:.2} s)", searched.elapsed().as_secs_f64()),
+            plans_exist,
+        ))
     };
-    let Some(order) = crate::schedule::free_order::search(g, budget, Instant::now() + left() / 4)
-    else {
-        return none("a search over other node orders found none that fits");
-    };
-    let gp = reordered(g, strategy, &order)?;
-    let schedule = match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2)
-    {
-        Feasibility::Fits(s) => s,
-        _ => return none("a search over other node orders found one, but no schedule in it yet"),
+    // The node-order search's rules in turn while the order found is
+    // proven to have no schedule (a 14-node DAG's first order at 96 B had
+    // none, another had a plan); an undecided order ends the search, as
+    // the next would get less time.
+    use crate::schedule::free_order::{search_by, RULES};
+    let mut tried: Vec<Vec<NodeId>> = Vec::new();
+    let mut found = None;
+    for rule in 0..RULES {
+        let Some(order) = search_by(g, budget, Instant::now() + left() / 4, rule) else {
+            continue;
+        };
+        if tried.contains(&order) {
+            continue;
+        }
+        let gp = reordered(g, strategy, &order)?;
+        match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2) {
+            Feasibility::Fits(s) => {
+                found = Some((order, gp, s));
+                break;
+            }
+            Feasibility::NoSchedule { .. } => tried.push(order),
+            Feasibility::Unknown { .. } => {
+                tried.push(order);
+                break;
+            }
+        }
+    }
+    let Some((order, gp, schedule)) = found else {
+        if tried.is_empty() {
+            return none(
+                "a search over other node orders found none that fits",
+                false,
+            );
+        }
+        return none(
+            &format!(
+                "plans exist: a search over other node orders found {} in which a sequence of computations fits, but no schedule in {} yet",
+                plural_orders(tried.len()),
+                if tried.len() == 1 { "it" } else { "them" }
+            ),
+            true,
+        );
     };
     let mut o = opts.clone();
     o.time_limit = left();
@@ -472,7 +515,18 @@ fn in_another_order(
     let because = format!("found by a search over orders, because {why}");
     match in_order(g, &gp, &order, strategy, budget, &o, start, &because)? {
         Some(out) => Ok(Reordered::Answer(Box::new(out))),
-        None => none("a search over other node orders found one, but no plan in it"),
+        None => none(
+            "plans exist: a search over other node orders found one with a schedule, but the strategy found no plan in it",
+            true,
+        ),
+    }
+}
+
+fn plural_orders(k: usize) -> String {
+    if k == 1 {
+        "an order".into()
+    } else {
+        format!("{k} orders")
     }
 }
 

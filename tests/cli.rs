@@ -3065,6 +3065,24 @@ fn claims_name_the_file_order_where_another_order_exists() {
     assert_eq!(rows[0].status, "feasible");
     assert_eq!(rows[0].cost, Some(253.0));
     assert_eq!(rows[0].lp_bound, Some(253.0));
+    // A baseline's infeasible row carries no bound: the file order's LP
+    // bound there (344) lies above the plan another order has.
+    let csv = d.join("f2-ilp.csv");
+    let o = remat(&[
+        "sweep",
+        f2.to_str().unwrap(),
+        "-b",
+        "72",
+        "-s",
+        "checkmate-ilp",
+        "-o",
+        csv.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    assert_eq!(rows[0].status, "infeasible");
+    assert_eq!(rows[0].lp_bound, None);
     let plan = data.join("f2-at72.plan");
     let o = remat(&[
         "simulate",

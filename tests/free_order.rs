@@ -176,3 +176,42 @@ fn searching_orders_never_loses_to_the_files_optimum_and_sometimes_beats_it() {
     assert!(compared >= 4, "{compared}");
     assert!(cheaper > 0);
 }
+
+/// Where the file's order has no schedule and the node-order search finds
+/// sequences that fit but no schedule in their orders, plans exist: the
+/// answer is `no-solution`, not `infeasible`. The tester's 14-node DAG at
+/// 96 B (a plan of 326 exists in a random order).
+#[test]
+fn sequences_that_fit_make_no_plan_found_not_infeasible() {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes: 14,
+        width: 3,
+        skip_prob: 0.3,
+        skip_span: 3,
+        cost: Dist::Uniform(1, 10),
+        memory: Dist::Uniform(1, 20),
+        seed: 3,
+        forward: true,
+        ..RandomDag::default()
+    });
+    let budget = Bytes(96);
+    assert!(matches!(
+        decide(&g, budget, later()),
+        Feasibility::NoSchedule { .. }
+    ));
+    let opts = SolveOptions {
+        time_limit: Duration::from_secs(5),
+        ..SolveOptions::default()
+    };
+    let out = solve::run(&g, &RematFast, budget, &opts).unwrap();
+    let detail = out.detail.clone().unwrap_or_default();
+    match out.status {
+        Status::NoSolution => assert!(detail.contains("plans exist"), "{detail}"),
+        // A later search may find a schedule in some order: then a plan.
+        s => assert!(s.has_plan() && out.order.is_some(), "{s:?}: {detail}"),
+    }
+    // A baseline keeps the proof for the file's order.
+    let chen = remat::strategies::by_name("chen-sqrtn").unwrap();
+    let out = solve::run(&g, chen.as_ref(), budget, &opts).unwrap();
+    assert_eq!(out.status, Status::Infeasible);
+}

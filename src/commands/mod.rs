@@ -98,7 +98,8 @@ pub struct SolverArgs {
     /// with half of the time; the cheaper plan wins (remat-fast and
     /// remat-exact, on graphs with another topological order and no
     /// multi-output kernels). Without it, another order is tried only
-    /// where no plan in the file's order fits.
+    /// where no plan in the file's order fits. A sweep's CSV does not
+    /// record it: rows resume with or without it.
     #[arg(long)]
     pub search_orders: bool,
 }

@@ -96,7 +96,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
         _ => None,
     });
     if !first_computations_in_file_order(&g, computed) {
-        outln!("note             the plan first computes the nodes in another order than the graph file's; solve's bounds and statuses are about plans in the file's order")?;
+        outln!("note             the plan first computes the nodes in another order than the graph file's; solve's bounds and statuses are about plans in the file's order, except where solve says it planned in another order (then they are about that order)")?;
     }
     let over = device
         .as_ref()

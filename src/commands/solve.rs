@@ -191,7 +191,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if let (Some(t), Some(d)) = (out.timing(), &device) {
         let mut lines = remat::reports::table::timing_lines(t, d.all_fast_step(&g));
         if let (Some(lb), Some(gap)) = (out.step_bound, out.step_gap()) {
-            let which = if forced {
+            let which = if out.order.is_some() {
+                "no plan within the budget that first computes the nodes in this plan's order"
+            } else if forced {
                 "no plan within the budget"
             } else {
                 "no plan within the budget that first computes the nodes in the file's order"

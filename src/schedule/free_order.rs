@@ -46,7 +46,7 @@ const RUN_STATES: u64 = 1 << 23;
 /// file's order would; 2, by net bytes alone. Measured on
 /// random-layered-n250 at 60%: each finds an order in 3–11 s, and the
 /// schedules in them are 1.63–1.69× one pass after the local search.
-const HEURISTICS: usize = 3;
+pub const RULES: usize = 3;
 
 struct Frame {
     w: FixedBitSet,
@@ -63,15 +63,32 @@ struct Frame {
 /// not searched (a kernel's outputs are made together, which the search
 /// does not model).
 pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Vec<NodeId>> {
+    search_rules(g, budget, deadline, &[0, 1, 2])
+}
+
+/// [`search`] with only `rule`'s order of options (see [`RULES`]): each
+/// rule tends to find another order, and a caller whose first order has
+/// no schedule tries the next (a 14-node DAG whose first order was proven
+/// to have none at 96 B had a plan in another).
+pub fn search_by(g: &Graph, budget: Bytes, deadline: Instant, rule: usize) -> Option<Vec<NodeId>> {
+    search_rules(g, budget, deadline, &[rule % RULES])
+}
+
+fn search_rules(
+    g: &Graph,
+    budget: Bytes,
+    deadline: Instant,
+    rules: &[usize],
+) -> Option<Vec<NodeId>> {
     let n = g.len();
     if n == 0 || g.has_groups() {
         return None;
     }
     let cap = budget.get().checked_sub(g.fixed_memory.get())?;
     let space = Space::of(g);
-    for round in 0u32..40 {
-        let limit = RUN_STATES << (round as usize / HEURISTICS).min(20);
-        match space.run(cap, round as usize % HEURISTICS, limit, deadline) {
+    for round in 0..40usize {
+        let limit = RUN_STATES << (round / rules.len()).min(20);
+        match space.run(cap, rules[round % rules.len()], limit, deadline) {
             Run::Found(seq) => return Some(first_computations(&seq, n)),
             Run::Exhausted | Run::Stopped => return None,
             Run::OutOfStates => {}

@@ -768,11 +768,16 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 // schedule in the file's fits) is bounded in its own order
                 // only: the shared bounds are the file order's.
                 let own_order = out.order.is_some();
-                if out.status == Status::Bound || !strat.makes_plans() || own_order {
+                // Where nothing fits (in the file's order) no bound says
+                // anything: a plan in another order may cost less than the
+                // file order's LP bound (72 B on tests/data/order/f2: 344
+                // against a plan of 253).
+                let infeasible = out.status == Status::Infeasible;
+                if out.status == Status::Bound || !strat.makes_plans() || own_order || infeasible {
                     // A bound-only strategy's row carries its own bound, or
                     // none when it stopped before one: solving the same LP
                     // again would stop again.
-                    row.lp_bound = out.lower_bound;
+                    row.lp_bound = out.lower_bound.filter(|_| !infeasible);
                 } else if let (Some(f), true) = (&cfg.lp_bound, budget >= min_budget) {
                     // Once per budget, by the first of its pairs with time
                     // left for it; a pair without leaves the column to the
@@ -807,7 +812,8 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 // higher than the LP's, and is all there is with
                 // --no-lp-bound. Once per budget, like the LP; without time
                 // left, the eviction bound alone (milliseconds).
-                if out.status != Status::Bound && budget >= min_budget && !own_order {
+                if out.status != Status::Bound && budget >= min_budget && !own_order && !infeasible
+                {
                     let cell = &floors[&budget];
                     let floor = match cell.get() {
                         Some(f) => *f,
@@ -829,7 +835,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                 // stopped at its limit (ResNet-50 at 50% with 5 s: a gap of
                 // 0.48% in the CSV, 0.35% from `solve`).
                 if let (Some(own), None) = (out.lower_bound, cfg.opts.device.as_ref()) {
-                    if out.status != Status::Bound && own.is_finite() {
+                    if out.status != Status::Bound && own.is_finite() && !infeasible {
                         row.lp_bound = Some(row.lp_bound.map_or(own, |b| b.max(own)));
                     }
                 }
