@@ -9,7 +9,6 @@ mod common;
 
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::{generate_plan, simulate};
-use remat::strategies::local_search::{search_from, Ranking};
 use std::time::Instant;
 
 fn main() {
@@ -28,16 +27,7 @@ fn main() {
                 sim.peak
             );
             // The local search from it, for as long again.
-            let deadline = Instant::now() + secs;
-            if let Some(s) = search_from(&g, sch, budget, Ranking::Forecast, deadline) {
-                let sim = simulate(&g, &generate_plan(&g, &s).unwrap()).unwrap();
-                println!(
-                    "searched from: cost {} ({:.3}x one pass), peak {}",
-                    sim.cost,
-                    sim.cost / g.total_cost(),
-                    sim.peak
-                );
-            }
+            common::print_searched_from(&g, sch, budget, secs);
         }
         Feasibility::NoSchedule { states } => {
             println!(

@@ -10,7 +10,6 @@ mod common;
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::free_order;
 use remat::schedule::{generate_plan, simulate};
-use remat::strategies::local_search::{search_from, Ranking};
 use std::time::Instant;
 
 fn main() {
@@ -50,16 +49,7 @@ fn main() {
                 sim.cost / g.total_cost(),
                 sim.peak
             );
-            if let Some(s) = search_from(&gp, sch, budget, Ranking::Forecast, Instant::now() + secs)
-            {
-                let sim = simulate(&gp, &generate_plan(&gp, &s).unwrap()).unwrap();
-                println!(
-                    "searched from: cost {} ({:.3}x one pass), peak {}",
-                    sim.cost,
-                    sim.cost / g.total_cost(),
-                    sim.peak
-                );
-            }
+            common::print_searched_from(&gp, sch, budget, secs);
         }
         Feasibility::NoSchedule { states } => {
             println!("no schedule in that order (proof: {states} states)")

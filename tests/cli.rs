@@ -3047,40 +3047,30 @@ fn claims_name_the_file_order_where_another_order_exists() {
     out_says(&o, "budget           72 B (72 bytes): fits");
     // A sweep plans there too (its strategies are wrapped, and the wrapper
     // must say they may reorder), with that order's bound in the row.
-    let csv = d.join("f2.csv");
-    let o = remat(&[
-        "sweep",
-        f2.to_str().unwrap(),
-        "-b",
-        "72",
-        "-s",
-        "remat-fast",
-        "-o",
-        csv.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    let sweep_at_72 = |strategy: &str| {
+        let csv = d.join(format!("f2-{strategy}.csv"));
+        let o = remat(&[
+            "sweep",
+            f2.to_str().unwrap(),
+            "-b",
+            "72",
+            "-s",
+            strategy,
+            "-o",
+            csv.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        remat::workflows::sweep::read_csv(&csv).unwrap()
+    };
+    let rows = sweep_at_72("remat-fast");
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].status, "feasible");
     assert_eq!(rows[0].cost, Some(253.0));
     assert_eq!(rows[0].lp_bound, Some(253.0));
     // A baseline's infeasible row carries no bound: the file order's LP
     // bound there (344) lies above the plan another order has.
-    let csv = d.join("f2-ilp.csv");
-    let o = remat(&[
-        "sweep",
-        f2.to_str().unwrap(),
-        "-b",
-        "72",
-        "-s",
-        "checkmate-ilp",
-        "-o",
-        csv.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    let rows = sweep_at_72("checkmate-ilp");
     assert_eq!(rows[0].status, "infeasible");
     assert_eq!(rows[0].lp_bound, None);
     let plan = data.join("f2-at72.plan");

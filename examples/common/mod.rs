@@ -4,9 +4,11 @@
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;
+use remat::schedule::{generate_plan, simulate, Schedule};
+use remat::strategies::local_search::{search_from, Ranking};
 use remat::units::Bytes;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The command line, the graph, the budget and the time; exits 2 with
 /// `usage` when fewer than three arguments are given.
@@ -25,4 +27,17 @@ pub fn graph_budget_secs(usage: &str) -> (Vec<String>, Graph, Bytes, Duration) {
     };
     let secs = Duration::from_secs_f64(a[3].parse().unwrap());
     (a, g, budget, secs)
+}
+
+/// The local search from `sch` for `secs`, and its plan's cost and peak.
+pub fn print_searched_from(g: &Graph, sch: Schedule, budget: Bytes, secs: Duration) {
+    if let Some(s) = search_from(g, sch, budget, Ranking::Forecast, Instant::now() + secs) {
+        let sim = simulate(g, &generate_plan(g, &s).unwrap()).unwrap();
+        println!(
+            "searched from: cost {} ({:.3}x one pass), peak {}",
+            sim.cost,
+            sim.cost / g.total_cost(),
+            sim.peak
+        );
+    }
 }
