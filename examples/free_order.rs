@@ -23,11 +23,7 @@ fn main() {
         );
         return;
     };
-    let moved = order
-        .iter()
-        .enumerate()
-        .filter(|(k, v)| v.idx() != *k)
-        .count();
+    let moved = free_order::moved(&order);
     println!(
         "{} at {budget}: an order in {:.2} s ({moved} of {} nodes move)",
         a[1],

@@ -8,7 +8,7 @@ use crate::schedule::feasible::Feasibility;
 use crate::schedule::{generate_plan, simulate_on, Plan, PlanFile, Schedule, SimReport, Timing};
 use crate::strategies::watch::Snapshot;
 use crate::strategies::{Progress, SolveOptions, Status, Strategy, StrategyError};
-use crate::units::{Bytes, Seconds};
+use crate::units::{short_float, Bytes, Seconds};
 use std::time::Instant;
 
 /// The relative gap within which a plan is called optimal: the default
@@ -329,10 +329,7 @@ fn checked(
                 "stopped within the requested gap of {}%, not proven optimal",
                 opts.gap * 100.0
             );
-            detail = Some(match detail {
-                Some(d) => format!("{d}; {note}"),
-                None => note,
-            });
+            detail = with_note(detail, note);
         }
     }
     // Every answer on a device carries a step-time bound: the graph's own
@@ -356,10 +353,7 @@ fn checked(
         }
     });
     let note = |detail: &mut Option<String>, note: String| {
-        *detail = Some(match detail.take() {
-            Some(d) => format!("{d}; {note}"),
-            None => note,
-        });
+        *detail = with_note(detail.take(), note);
     };
     if let Some(b) = dropped {
         note(
@@ -559,7 +553,7 @@ fn both_orders(
     let Some(order) = crate::schedule::free_order::search(g, budget, search_end) else {
         return Ok(None);
     };
-    if order.iter().enumerate().all(|(k, v)| v.idx() == k) {
+    if crate::schedule::free_order::moved(&order) == 0 {
         return Ok(None);
     }
     let gp = reordered(g, strategy, &order)?;
@@ -572,31 +566,33 @@ fn both_orders(
     let other = in_order(g, &gp, &order, strategy, budget, &o, start, because)?;
     let seconds = start.elapsed().as_secs_f64();
     let note = |out: Outcome, note: String| Outcome {
-        detail: Some(match out.detail {
-            Some(d) => format!("{d}; {note}"),
-            None => note,
-        }),
+        detail: with_note(out.detail, note),
         seconds,
         ..out
     };
     Ok(Some(match (file.cost(), other) {
-        (Some(c), Some(o)) if o.cost().is_some_and(|oc| oc < c) => {
-            note(o, format!("the file's order's best plan cost {}", short(c)))
-        }
+        (Some(c), Some(o)) if o.cost().is_some_and(|oc| oc < c) => note(
+            o,
+            format!("the file's order's best plan cost {}", short_float(c)),
+        ),
         (_, Some(o)) if file.cost().is_none() => note(o, "no plan in the file's order".into()),
         (_, Some(o)) => note(
             file,
             format!(
                 "another node order's best plan cost {}",
-                short(o.cost().unwrap_or(f64::NAN))
+                short_float(o.cost().unwrap_or(f64::NAN))
             ),
         ),
         (_, None) => note(file, "no plan in another node order".into()),
     }))
 }
 
-fn short(x: f64) -> String {
-    crate::units::short_float(x)
+/// `detail` with `note` after it.
+fn with_note(detail: Option<String>, note: String) -> Option<String> {
+    Some(match detail {
+        Some(d) => format!("{d}; {note}"),
+        None => note,
+    })
 }
 
 /// The strategy on `gp` (`g` with its nodes in `order`), its plan told
@@ -634,11 +630,7 @@ fn in_order(
             sim.cost, sim.peak, inner.cost, inner.peak
         )));
     }
-    let moved = order
-        .iter()
-        .enumerate()
-        .filter(|(k, v)| v.idx() != *k)
-        .count();
+    let moved = crate::schedule::free_order::moved(order);
     let note = format!(
         "computes in another node order than the file's ({moved} of {} nodes move), {because}; the bound holds for plans in that order",
         g.len()
@@ -652,10 +644,7 @@ fn in_order(
         ),
         s => (s, note),
     };
-    let detail = Some(match out.detail {
-        Some(d) => format!("{d}; {note}"),
-        None => note,
-    });
+    let detail = with_note(out.detail, note);
     Ok(Some(Outcome {
         strategy: out.strategy,
         budget,

@@ -97,6 +97,15 @@ fn search_rules(
     None
 }
 
+/// How many nodes `order` puts elsewhere than the file does.
+pub fn moved(order: &[NodeId]) -> usize {
+    order
+        .iter()
+        .enumerate()
+        .filter(|(k, v)| v.idx() != *k)
+        .count()
+}
+
 /// The order in which `seq` first computes each node.
 fn first_computations(seq: &[usize], n: usize) -> Vec<NodeId> {
     let mut seen = FixedBitSet::with_capacity(n);
