@@ -153,6 +153,7 @@ pub fn run(
     }
     let start = Instant::now();
     let proved;
+    let mut undecided_proof = false;
     let opts = match prove_nothing_fits(g, budget, opts) {
         Proof::NothingFits(why, in_order) => {
             let mut why = why;
@@ -192,20 +193,67 @@ pub fn run(
                 order: None,
             });
         }
-        Proof::Open(rest) => {
+        Proof::Open(rest, undecided) => {
             proved = rest;
+            undecided_proof = undecided;
             &proved
         }
         Proof::NotTried => opts,
     };
     let searched = Instant::now();
-    if let Some(out) = both_orders(g, strategy, budget, opts, start)? {
-        return Ok(out);
-    }
-    // A node-order search that found no other order took its time.
+    // Undecided: no schedule in the file's order may fit. A sequence in
+    // another order, found now, answers if the strategy finds no plan, or
+    // a costlier one.
+    let fallback = if undecided_proof && reorderable(g, strategy, opts) {
+        sequence_fallback(g, budget, searched + opts.time_limit / 20)
+    } else {
+        None
+    };
     let mut rest = opts.clone();
     rest.time_limit = opts.time_limit.saturating_sub(searched.elapsed());
-    checked(g, strategy, budget, &rest, start)
+    let out = match both_orders(g, strategy, budget, &rest, start)? {
+        Some(out) => out,
+        None => {
+            // A node-order search that found no other order took its time.
+            rest.time_limit = opts.time_limit.saturating_sub(searched.elapsed());
+            checked(g, strategy, budget, &rest, start)?
+        }
+    };
+    let Some((order, seq, found)) = fallback else {
+        return Ok(out);
+    };
+    let cost: f64 = seq.iter().map(|&v| g.cost(v)).sum();
+    if out.cost().is_some_and(|c| c <= cost) {
+        return Ok(out);
+    }
+    let why = match out.cost() {
+        Some(c) => format!(
+            "the strategy's best plan in the file's node order cost {}",
+            short_float(c)
+        ),
+        None => format!(
+            "the strategy found no plan in the file's node order ({})",
+            out.detail.as_deref().unwrap_or("no plan")
+        ),
+    };
+    sequence_outcome(g, strategy, budget, opts, start, &why, &order, &seq, found)
+}
+
+/// A sequence of computations that fits `budget` in another node order,
+/// shortened by `deadline` ([`crate::schedule::sequence`]): the order, the
+/// sequence, and how many computations the search's own sequence had.
+/// Rules 0 and 1 of the search only; the third is slow on large graphs and
+/// its sequences are the longest.
+fn sequence_fallback(
+    g: &Graph,
+    budget: Bytes,
+    deadline: Instant,
+) -> Option<(Vec<NodeId>, Vec<NodeId>, usize)> {
+    use crate::schedule::{free_order, sequence};
+    let seq = (0..2).find_map(|rule| free_order::sequence_by(g, budget, deadline, rule))?;
+    let found = seq.len();
+    let seq = sequence::shortened(g, &seq, budget, deadline);
+    Some((free_order::order_of(&seq, g.len()), seq, found))
 }
 
 /// The strategy's answer through the plan generator and the simulator,
@@ -464,25 +512,37 @@ fn in_another_order(
     // proven to have no schedule (a 14-node DAG's first order at 96 B had
     // none, another had a plan); an undecided order ends the search, as
     // the next would get less time.
-    use crate::schedule::free_order::{search_by, RULES};
-    let mut tried: Vec<Vec<NodeId>> = Vec::new();
+    use crate::schedule::free_order::{order_of, sequence_by, RULES};
+    // (order, the sequence it was read from, why no schedule in it)
+    let mut tried: Vec<(Vec<NodeId>, Vec<NodeId>, String)> = Vec::new();
     let mut found = None;
     for rule in 0..RULES {
-        let Some(order) = search_by(g, budget, Instant::now() + left() / 4, rule) else {
+        let Some(seq) = sequence_by(g, budget, Instant::now() + left() / 4, rule) else {
             continue;
         };
-        if tried.contains(&order) {
+        let order = order_of(&seq, g.len());
+        if tried.iter().any(|(o, _, _)| *o == order) {
             continue;
         }
         let gp = reordered(g, strategy, &order)?;
+        let decided = Instant::now();
+        let took = || decided.elapsed().as_secs_f64();
         match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2) {
             Feasibility::Fits(s) => {
                 found = Some((order, gp, s));
                 break;
             }
-            Feasibility::NoSchedule { .. } => tried.push(order),
-            Feasibility::Unknown { .. } => {
-                tried.push(order);
+            Feasibility::NoSchedule { states } => tried.push((
+                order,
+                seq,
+                format!("proven: {states} states in {:.2} s", took()),
+            )),
+            Feasibility::Unknown { states } => {
+                tried.push((
+                    order,
+                    seq,
+                    format!("undecided after {states} states in {:.2} s", took()),
+                ));
                 break;
             }
         }
@@ -494,14 +554,7 @@ fn in_another_order(
                 false,
             );
         }
-        return none(
-            &format!(
-                "plans exist: a search over other node orders found {} in which a sequence of computations fits, but no schedule in {} yet",
-                plural_orders(tried.len()),
-                if tried.len() == 1 { "it" } else { "them" }
-            ),
-            true,
-        );
+        return sequence_answer(g, strategy, budget, opts, start, why, &tried);
     };
     let mut o = opts.clone();
     o.time_limit = left();
@@ -516,12 +569,107 @@ fn in_another_order(
     }
 }
 
-fn plural_orders(k: usize) -> String {
-    if k == 1 {
-        "an order".into()
-    } else {
-        format!("{k} orders")
+/// Where no schedule was found in any order the search found, the
+/// search's own sequences are plans that fit ([`crate::schedule::sequence`]):
+/// the cheapest of them, shortened with the time left.
+fn sequence_answer(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+    why: &str,
+    tried: &[(Vec<NodeId>, Vec<NodeId>, String)],
+) -> Result<Reordered, SolveError> {
+    use crate::schedule::sequence;
+    let mut best: Option<(f64, usize, Vec<NodeId>)> = None;
+    for (k, (_, seq, _)) in tried.iter().enumerate() {
+        let left = opts.time_limit.saturating_sub(start.elapsed());
+        let share = left / (tried.len() - k) as u32;
+        let short = sequence::shortened(g, seq, budget, Instant::now() + share);
+        let cost: f64 = short.iter().map(|&v| g.cost(v)).sum();
+        if best.as_ref().is_none_or(|b| cost < b.0) {
+            best = Some((cost, k, short));
+        }
     }
+    let Some((_, k, seq)) = best else {
+        return Ok(Reordered::NotTried);
+    };
+    let (order, found, no_schedule) = &tried[k];
+    let why =
+        format!("{why}; no schedule in the order of the sequence below was found ({no_schedule})");
+    sequence_outcome(
+        g,
+        strategy,
+        budget,
+        opts,
+        start,
+        &why,
+        order,
+        &seq,
+        found.len(),
+    )
+    .map(|out| Reordered::Answer(Box::new(out)))
+}
+
+/// The answer whose plan is `seq`, a sequence of computations in another
+/// node order, simulated on the graph as given. Its only bound is one
+/// pass: the orders' bounds hold for schedules in them, and a sequence is
+/// not one.
+#[allow(clippy::too_many_arguments)]
+fn sequence_outcome(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+    why: &str,
+    order: &[NodeId],
+    seq: &[NodeId],
+    found: usize,
+) -> Result<Outcome, SolveError> {
+    let bug = |msg: String| SolveError::Bug {
+        strategy: strategy.name().to_string(),
+        msg,
+    };
+    let plan = crate::schedule::sequence::plan_of(g, seq).ok_or_else(|| {
+        bug("the node-order search's sequence reads a value it never computed".into())
+    })?;
+    let sim = simulate_on(g, &plan, opts.device.as_deref())
+        .map_err(|e| bug(format!("the sequence's plan is rejected: {e}")))?;
+    if sim.peak > budget {
+        return Err(bug(format!(
+            "the sequence's plan peaks at {}, over the budget",
+            sim.peak
+        )));
+    }
+    let detail = format!(
+        "a sequence of computations that no schedule expresses, found by a search over other node orders ({} of {} nodes move): {} computations ({} dropped where holding the value fits), because {why}; the bound is one pass, which every plan computes",
+        crate::schedule::free_order::moved(order),
+        g.len(),
+        seq.len(),
+        found - seq.len(),
+    );
+    let seconds = start.elapsed().as_secs_f64();
+    let lower_bound = Some(g.total_cost());
+    Ok(Outcome {
+        strategy: strategy.name().to_string(),
+        budget,
+        status: Status::Feasible,
+        plan: Some(plan),
+        schedule: None,
+        trace: vec![Progress {
+            secs: seconds,
+            cost: Some(sim.cost),
+            bound: lower_bound,
+        }],
+        sim: Some(sim),
+        lower_bound,
+        detail: Some(detail),
+        seconds,
+        step_bound: opts.device.as_deref().map(|d| d.all_fast_step(g)),
+        order: Some(order.to_vec()),
+    })
 }
 
 /// `g` in `order`, or a bug: the search's orders are topological.
@@ -666,9 +814,9 @@ enum Proof {
     /// No plan fits: why, for the detail line, and whether the proof is
     /// only for the file's node order.
     NothingFits(String, bool),
-    /// Undecided (or some schedule fits): the options with the search's
-    /// time taken off the strategy's limit.
-    Open(SolveOptions),
+    /// Undecided (`true`), or some schedule fits: the options with the
+    /// search's time taken off the strategy's limit.
+    Open(SolveOptions, bool),
     NotTried,
 }
 
@@ -716,10 +864,10 @@ fn prove_nothing_fits(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Proof {
             ),
             true,
         ),
-        _ => {
+        answer => {
             let mut rest = opts.clone();
             rest.time_limit = rest.time_limit.saturating_sub(start.elapsed());
-            Proof::Open(rest)
+            Proof::Open(rest, matches!(answer, Feasibility::Unknown { .. }))
         }
     }
 }

@@ -2,6 +2,8 @@
 //! where no schedule in the file's order fits, the search over orders
 //! finds one that does, and the answer is a plan on the graph as given.
 
+mod common;
+
 use remat::graph::analysis;
 use remat::schedule::feasible::{decide, Feasibility};
 use remat::schedule::free_order;
@@ -60,6 +62,26 @@ fn an_order_is_found_wherever_the_files_order_fits() {
     }
     // Budgets where only another order fits exist among these graphs.
     assert!(below > 0);
+}
+
+/// The public random DAGs with 500 and 1,000 nodes at 60% of their peak:
+/// the search finds an order in which a sequence of computations fits.
+/// Keyed by every node computed and by exact states only, it found none
+/// (n500: past its 1 GB cap, and 191 s and 3 GB without it; n1000: none in
+/// 60 s); keyed by the sinks computed, with failed sets as in the schedule
+/// search, it takes 1.5 s and 0.6 s (release build).
+#[test]
+fn orders_are_found_on_the_largest_public_dags_at_60_percent() {
+    for name in ["random-layered-n500.yaml", "random-layered-n1000.yaml"] {
+        let Some((g, budget)) = common::shared_at(name, "60%") else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let order = free_order::search(&g, budget, deadline)
+            .unwrap_or_else(|| panic!("{name}: no order at {budget}"));
+        assert!(g.reordered(&order).is_some(), "{name}: not an order");
+        assert!(free_order::moved(&order) > g.len() / 2, "{name}");
+    }
 }
 
 /// Where the file's order is proven to have no schedule and another order
@@ -182,7 +204,7 @@ fn searching_orders_never_loses_to_the_files_optimum_and_sometimes_beats_it() {
 /// answer is `no-solution`, not `infeasible`. The tester's 14-node DAG at
 /// 96 B (a plan of 326 exists in a random order).
 #[test]
-fn sequences_that_fit_make_no_plan_found_not_infeasible() {
+fn sequences_that_fit_make_a_plan_not_infeasible() {
     let g = synthetic::random_layered(&RandomDag {
         nodes: 14,
         width: 3,
@@ -205,13 +227,52 @@ fn sequences_that_fit_make_no_plan_found_not_infeasible() {
     };
     let out = solve::run(&g, &RematFast, budget, &opts).unwrap();
     let detail = out.detail.clone().unwrap_or_default();
-    match out.status {
-        Status::NoSolution => assert!(detail.contains("plans exist"), "{detail}"),
-        // A later search may find a schedule in some order: then a plan.
-        s => assert!(s.has_plan() && out.order.is_some(), "{s:?}: {detail}"),
-    }
+    assert!(out.status.has_plan(), "{:?}: {detail}", out.status);
+    assert!(out.order.is_some(), "{detail}");
+    let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
+    assert!(sim.peak <= budget, "{detail}");
+    assert_eq!(sim.cost, out.cost().unwrap());
+    assert!(sim.cost >= g.total_cost());
     // A baseline keeps the proof for the file's order.
     let chen = remat::strategies::by_name("chen-sqrtn").unwrap();
     let out = solve::run(&g, chen.as_ref(), budget, &opts).unwrap();
     assert_eq!(out.status, Status::Infeasible);
+}
+
+/// The search's sequences as plans (`schedule::sequence`): the peak that
+/// `peak` predicts is the simulator's, the sequence fits where the search
+/// says it does, and dropping recomputations keeps it within the budget,
+/// computes every node, and never costs more.
+#[test]
+fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
+    use remat::schedule::sequence;
+    let mut shorter = 0;
+    for g in graphs() {
+        let lo = analysis::min_feasible_budget(&g).get();
+        let hi = analysis::checkpoint_all_peak(&g).get();
+        for b in lo..=hi {
+            let budget = Bytes(b);
+            for rule in 0..free_order::RULES {
+                let Some(seq) = free_order::sequence_by(&g, budget, later(), rule) else {
+                    continue;
+                };
+                let cost = |s: &[remat::graph::NodeId]| s.iter().map(|&v| g.cost(v)).sum::<f64>();
+                let sim = simulate(&g, &sequence::plan_of(&g, &seq).unwrap()).unwrap();
+                let peak = sequence::peak(&g, &seq).unwrap();
+                assert_eq!(sim.peak, g.fixed_memory + peak, "{} at {b}", g.name);
+                assert!(
+                    sim.peak <= budget,
+                    "{} at {b}: the search's sequence",
+                    g.name
+                );
+                assert!((sim.cost - cost(&seq)).abs() < 1e-9);
+                let short = sequence::shortened(&g, &seq, budget, later());
+                let sim2 = simulate(&g, &sequence::plan_of(&g, &short).unwrap()).unwrap();
+                assert!(sim2.peak <= budget, "{} at {b}: shortened", g.name);
+                assert!(sim2.cost <= sim.cost, "{} at {b}", g.name);
+                shorter += usize::from(short.len() < seq.len());
+            }
+        }
+    }
+    assert!(shorter > 0, "no sequence was shortened");
 }

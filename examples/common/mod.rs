@@ -1,6 +1,7 @@
 //! The arguments the measuring examples share: `GRAPH PCT|BYTES SECS`,
 //! where a budget of at most 100 is a percent of the file order's
 //! checkpoint-all peak.
+#![allow(dead_code)]
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;

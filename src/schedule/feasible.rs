@@ -69,7 +69,7 @@ const MAX_BYTES: usize = 3 << 29;
 /// share), and a test walks only the branches whose members
 /// `W` holds.
 #[derive(Default)]
-struct Failed {
+pub(super) struct Failed {
     roots: HashMap<usize, u32>,
     nodes: Vec<TrieNode>,
 }
@@ -90,7 +90,7 @@ impl Failed {
         t << 32 | x
     }
 
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TrieNode>() + self.roots.len() * 24
     }
 
@@ -106,7 +106,13 @@ impl Failed {
 
     /// Whether some failed state at `(t, x)` needs a subset of `w`.
     fn covers(&self, t: usize, x: usize, w: &FixedBitSet, stack: &mut Vec<u32>) -> bool {
-        let Some(&root) = self.roots.get(&Self::point(t, x)) else {
+        self.covers_at(Self::point(t, x), w, stack)
+    }
+
+    /// Whether some failed state at `point` (any key the caller chooses)
+    /// needs a subset of `w`.
+    pub(super) fn covers_at(&self, point: usize, w: &FixedBitSet, stack: &mut Vec<u32>) -> bool {
+        let Some(&root) = self.roots.get(&point) else {
             return false;
         };
         if self.nodes[root as usize].end {
@@ -133,11 +139,16 @@ impl Failed {
 
     /// Records a failed state (unless a subset of it is already there).
     fn insert(&mut self, t: usize, x: usize, w: &FixedBitSet) {
-        let root = match self.roots.get(&Self::point(t, x)) {
+        self.insert_at(Self::point(t, x), w)
+    }
+
+    /// Records a failed state at `point`.
+    pub(super) fn insert_at(&mut self, point: usize, w: &FixedBitSet) {
+        let root = match self.roots.get(&point) {
             Some(&r) => r,
             None => {
                 let r = self.new_node(NONE, NONE);
-                self.roots.insert(Self::point(t, x), r);
+                self.roots.insert(point, r);
                 r
             }
         };

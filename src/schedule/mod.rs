@@ -12,6 +12,7 @@ pub mod free_order;
 pub mod groups;
 pub mod plan;
 pub mod profile;
+pub mod sequence;
 pub mod simulator;
 pub mod solve_r;
 
