@@ -95,7 +95,8 @@ pub struct SolverArgs {
     #[arg(long)]
     pub no_recompute: bool,
     /// Also plan in another node order, found by a search over orders,
-    /// with half of the time; the cheaper plan wins (remat-fast and
+    /// with half of the time where a schedule in it is found; the cheaper
+    /// plan wins (remat-fast and
     /// remat-exact, on graphs with another topological order and no
     /// multi-output kernels). Without it, another order is tried only
     /// where no plan in the file's order fits. A sweep's CSV does not
