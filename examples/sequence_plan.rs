@@ -11,7 +11,7 @@ use std::time::Instant;
 fn main() {
     let (a, g, budget, secs) = common::graph_budget_secs("sequence_plan GRAPH PCT|BYTES SECS");
     let pass = g.total_cost();
-    let cost = |s: &[remat::graph::NodeId]| s.iter().map(|&v| g.cost(v)).sum::<f64>() / pass;
+    let cost = |s: &[remat::graph::NodeId]| sequence::cost(&g, s) / pass;
     for rule in 0..free_order::RULES {
         let t = Instant::now();
         let Some(seq) = free_order::sequence_by(&g, budget, t + secs, rule) else {

@@ -222,7 +222,7 @@ pub fn run(
     let Some((order, seq, found)) = fallback else {
         return Ok(out);
     };
-    let cost: f64 = seq.iter().map(|&v| g.cost(v)).sum();
+    let cost = crate::schedule::sequence::cost(g, &seq);
     if out.cost().is_some_and(|c| c <= cost) {
         return Ok(out);
     }
@@ -587,7 +587,7 @@ fn sequence_answer(
         let left = opts.time_limit.saturating_sub(start.elapsed());
         let share = left / (tried.len() - k) as u32;
         let short = sequence::shortened(g, seq, budget, Instant::now() + share);
-        let cost: f64 = short.iter().map(|&v| g.cost(v)).sum();
+        let cost = sequence::cost(g, &short);
         if best.as_ref().is_none_or(|b| cost < b.0) {
             best = Some((cost, k, short));
         }

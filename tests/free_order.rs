@@ -256,7 +256,6 @@ fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
                 let Some(seq) = free_order::sequence_by(&g, budget, later(), rule) else {
                     continue;
                 };
-                let cost = |s: &[remat::graph::NodeId]| s.iter().map(|&v| g.cost(v)).sum::<f64>();
                 let sim = simulate(&g, &sequence::plan_of(&g, &seq).unwrap()).unwrap();
                 let peak = sequence::peak(&g, &seq).unwrap();
                 assert_eq!(sim.peak, g.fixed_memory + peak, "{} at {b}", g.name);
@@ -265,7 +264,7 @@ fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
                     "{} at {b}: the search's sequence",
                     g.name
                 );
-                assert!((sim.cost - cost(&seq)).abs() < 1e-9);
+                assert!((sim.cost - sequence::cost(&g, &seq)).abs() < 1e-9);
                 let short = sequence::shortened(&g, &seq, budget, later());
                 let sim2 = simulate(&g, &sequence::plan_of(&g, &short).unwrap()).unwrap();
                 assert!(sim2.peak <= budget, "{} at {b}: shortened", g.name);

@@ -64,6 +64,12 @@ pub fn plan_of(g: &Graph, seq: &[NodeId]) -> Option<Plan> {
     Some(Plan { statements: out })
 }
 
+/// What `seq` computes, in the graph's cost units (the simulator's cost
+/// of its plan).
+pub fn cost(g: &Graph, seq: &[NodeId]) -> f64 {
+    seq.iter().map(|&v| g.cost(v)).sum()
+}
+
 /// The highest fast-memory use of `seq`'s plan, without the graph's fixed
 /// memory: at each computation, every value between its computation and
 /// its last read, the new one included.
