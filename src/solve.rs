@@ -643,10 +643,12 @@ fn sequence_outcome(
             sim.peak
         )));
     }
+    let moved = match crate::schedule::free_order::moved(order) {
+        0 => "its first computations in the file's order".to_string(),
+        k => format!("{k} of {} nodes move", g.len()),
+    };
     let detail = format!(
-        "a sequence of computations that no schedule expresses, found by a search over other node orders ({} of {} nodes move): {} computations ({} dropped where holding the value fits), because {why}; the bound is one pass, which every plan computes",
-        crate::schedule::free_order::moved(order),
-        g.len(),
+        "a sequence of computations that no schedule expresses, found by a search over other node orders ({moved}): {} computations ({} dropped where holding the value fits), because {why}; the bound is one pass, which every plan computes",
         seq.len(),
         found - seq.len(),
     );
