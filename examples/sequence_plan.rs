@@ -14,7 +14,8 @@ fn main() {
     let cost = |s: &[remat::graph::NodeId]| sequence::cost(&g, s) / pass;
     for rule in 0..free_order::RULES {
         let t = Instant::now();
-        let Some(seq) = free_order::sequence_by(&g, budget, t + secs, rule) else {
+        let free_order::Sequences::Found(seq) = free_order::sequence_by(&g, budget, t + secs, rule)
+        else {
             println!(
                 "{} rule {rule}: none ({:.2} s)",
                 a[1],

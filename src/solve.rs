@@ -39,6 +39,9 @@ pub struct Outcome {
     /// bounds then hold for plans in that order, and `schedule` is `None`
     /// (a schedule is told in one order's stages).
     pub order: Option<Vec<NodeId>>,
+    /// `infeasible` proven for plans in every node order, not only the
+    /// file's ([`crate::schedule::free_order::Sequences::NoneFits`]).
+    pub every_order: bool,
 }
 
 impl Outcome {
@@ -161,10 +164,15 @@ pub fn run(
             // exist: then the answer is that none was found, not that
             // none fits.
             let mut status = Status::Infeasible;
+            let mut every_order = false;
             if in_order {
                 match in_another_order(g, strategy, budget, opts, start, &why)? {
                     Reordered::Answer(out) => return Ok(*out),
                     Reordered::NotTried => {}
+                    Reordered::NoneFits(proof) => {
+                        why = format!("{why}; {proof}");
+                        every_order = true;
+                    }
                     Reordered::NoneFound(note, plans_exist) => {
                         why = format!("{why}; {note}");
                         if plans_exist {
@@ -191,6 +199,7 @@ pub fn run(
                 }],
                 step_bound: None,
                 order: None,
+                every_order,
             });
         }
         Proof::Open(rest, undecided) => {
@@ -205,10 +214,32 @@ pub fn run(
     // another order, found now, answers if the strategy finds no plan, or
     // a costlier one.
     let fallback = if undecided_proof && reorderable(g, strategy, opts) {
-        sequence_fallback(g, budget, searched + opts.time_limit / 20)
+        sequence_fallback(g, budget, searched + opts.time_limit / 10)
     } else {
-        None
+        Fallback::None
     };
+    if let Fallback::NoneFits(proof) = fallback {
+        let seconds = start.elapsed().as_secs_f64();
+        return Ok(Outcome {
+            strategy: strategy.name().to_string(),
+            budget,
+            status: Status::Infeasible,
+            plan: None,
+            schedule: None,
+            sim: None,
+            lower_bound: None,
+            detail: Some(proof),
+            seconds,
+            trace: vec![Progress {
+                secs: seconds,
+                cost: None,
+                bound: None,
+            }],
+            step_bound: None,
+            order: None,
+            every_order: true,
+        });
+    }
     let mut rest = opts.clone();
     rest.time_limit = opts.time_limit.saturating_sub(searched.elapsed());
     let out = match both_orders(g, strategy, budget, &rest, start)? {
@@ -219,7 +250,7 @@ pub fn run(
             checked(g, strategy, budget, &rest, start)?
         }
     };
-    let Some((order, seq, found)) = fallback else {
+    let Fallback::Plan(order, seq, found) = fallback else {
         return Ok(out);
     };
     let cost = crate::schedule::sequence::cost(g, &seq);
@@ -241,19 +272,41 @@ pub fn run(
 
 /// A sequence of computations that fits `budget` in another node order,
 /// shortened by `deadline` ([`crate::schedule::sequence`]): the order, the
-/// sequence, and how many computations the search's own sequence had.
-/// Rules 0 and 1 of the search only; the third is slow on large graphs and
-/// its sequences are the longest.
-fn sequence_fallback(
-    g: &Graph,
-    budget: Bytes,
-    deadline: Instant,
-) -> Option<(Vec<NodeId>, Vec<NodeId>, usize)> {
-    use crate::schedule::{free_order, sequence};
-    let seq = (0..2).find_map(|rule| free_order::sequence_by(g, budget, deadline, rule))?;
-    let found = seq.len();
-    let seq = sequence::shortened(g, &seq, budget, deadline);
-    Some((free_order::order_of(&seq, g.len()), seq, found))
+/// sequence, and how many computations the search's own sequence had. Or
+/// the proof that none fits in any order. Rules 0 and 1 of the search only;
+/// the third is slow on large graphs and its sequences are the longest.
+fn sequence_fallback(g: &Graph, budget: Bytes, deadline: Instant) -> Fallback {
+    use crate::schedule::free_order::{self, Sequences};
+    use crate::schedule::sequence;
+    let began = Instant::now();
+    for rule in 0..2 {
+        match free_order::sequence_by(g, budget, deadline, rule) {
+            Sequences::Found(seq) => {
+                let short = sequence::shortened(g, &seq, budget, deadline);
+                return Fallback::Plan(free_order::order_of(&short, g.len()), short, seq.len());
+            }
+            Sequences::NoneFits { states } => {
+                return Fallback::NoneFits(every_order_proof(states, began))
+            }
+            Sequences::Unknown => {}
+        }
+    }
+    Fallback::None
+}
+
+/// What [`sequence_fallback`] found.
+enum Fallback {
+    Plan(Vec<NodeId>, Vec<NodeId>, usize),
+    NoneFits(String),
+    None,
+}
+
+/// The words of a proof that no plan fits in any node order.
+fn every_order_proof(states: u64, since: Instant) -> String {
+    format!(
+        "no plan fits in any node order: proven by an exhaustive search over sequences of computations ({states} states in {:.2} s)",
+        since.elapsed().as_secs_f64()
+    )
 }
 
 /// The strategy's answer through the plan generator and the simulator,
@@ -452,6 +505,7 @@ fn checked(
         trace,
         step_bound,
         order: None,
+        every_order: false,
     })
 }
 
@@ -463,6 +517,8 @@ enum Reordered {
     /// Searched, no plan: what to add to the proof's words, and whether
     /// the search found a sequence that fits (so plans exist).
     NoneFound(String, bool),
+    /// Proven: no plan fits in any order (the words of the proof).
+    NoneFits(String),
 }
 
 /// Whether `strategy` may answer `g` in another node order: remat's own
@@ -512,13 +568,17 @@ fn in_another_order(
     // proven to have no schedule (a 14-node DAG's first order at 96 B had
     // none, another had a plan); an undecided order ends the search, as
     // the next would get less time.
-    use crate::schedule::free_order::{order_of, sequence_by, RULES};
+    use crate::schedule::free_order::{order_of, sequence_by, Sequences, RULES};
     // (order, the sequence it was read from, why no schedule in it)
     let mut tried: Vec<(Vec<NodeId>, Vec<NodeId>, String)> = Vec::new();
     let mut found = None;
     for rule in 0..RULES {
-        let Some(seq) = sequence_by(g, budget, Instant::now() + left() / 4, rule) else {
-            continue;
+        let seq = match sequence_by(g, budget, Instant::now() + left() / 4, rule) {
+            Sequences::Found(seq) => seq,
+            Sequences::NoneFits { states } => {
+                return Ok(Reordered::NoneFits(every_order_proof(states, searched)))
+            }
+            Sequences::Unknown => continue,
         };
         let order = order_of(&seq, g.len());
         if tried.iter().any(|(o, _, _)| *o == order) {
@@ -671,6 +731,7 @@ fn sequence_outcome(
         seconds,
         step_bound: opts.device.as_deref().map(|d| d.all_fast_step(g)),
         order: Some(order.to_vec()),
+        every_order: false,
     })
 }
 
@@ -820,6 +881,7 @@ fn in_order(
         trace: out.trace,
         step_bound: out.step_bound,
         order: Some(order.to_vec()),
+        every_order: false,
     }))
 }
 
@@ -977,5 +1039,6 @@ pub fn from_snapshot(
         seconds,
         step_bound,
         order: None,
+        every_order: false,
     }
 }

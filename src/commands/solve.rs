@@ -316,6 +316,10 @@ fn status_result(
             "infeasible: no plan fits {}",
             budget.show()
         ))),
+        Status::Infeasible if out.every_order => Err(input_err(format!(
+            "infeasible: no plan fits {}, in any node order",
+            budget.show()
+        ))),
         // The proof covers the file's order of first computations only;
         // another topological order may fit (a tester's reordered plan
         // did, and `simulate` rightly accepted it).

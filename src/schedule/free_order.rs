@@ -28,8 +28,10 @@
 //! search shares). No path returns to a state (a computation replaces a
 //! value of `W` by its inputs, which come before it, and sinks only
 //! join), so a state taken off the stack has failed, and the failed sets
-//! are all the search remembers. The sinks' set is keyed by a 64-bit hash:
-//! this search proves nothing, and what it finds is checked downstream.
+//! are all the search remembers. States are keyed exactly, so a search
+//! that visits every state proves that no recompute-only plan fits in any
+//! node order ([`Sequences::NoneFits`]; a test holds it to a plain walk
+//! over every state). What it finds is checked downstream.
 //!
 //! Measured at 60% of the peak, against the search keyed by all of `W`
 //! and `C` with exact matches only: random-layered-n250 finds an order in
@@ -46,7 +48,6 @@ use super::feasible::Failed;
 use crate::graph::{Graph, NodeId};
 use crate::units::Bytes;
 use fixedbitset::FixedBitSet;
-use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
 /// Past this many bytes of remembered states and stack the search gives up
@@ -82,7 +83,23 @@ struct Frame {
 /// not searched (a kernel's outputs are made together, which the search
 /// does not model).
 pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Vec<NodeId>> {
-    search_rules(g, budget, deadline, &[0, 1, 2]).map(|seq| order_of(&seq, g.len()))
+    match search_rules(g, budget, deadline, &[0, 1, 2]) {
+        Sequences::Found(seq) => Some(order_of(&seq, g.len())),
+        _ => None,
+    }
+}
+
+/// What the search came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sequences {
+    /// A sequence of computations, in forward order, that fits.
+    Found(Vec<NodeId>),
+    /// Proven: every state was visited, and no plan that only computes
+    /// and frees fits, in any node order.
+    NoneFits { states: u64 },
+    /// The deadline or the memory cap; or a graph the search does not
+    /// model (multi-output kernels).
+    Unknown,
 }
 
 /// The sequence of computations (in forward order) that [`search`] would
@@ -91,45 +108,66 @@ pub fn search(g: &Graph, budget: Bytes, deadline: Instant) -> Option<Vec<NodeId>
 /// first order has no schedule tries the next (a 14-node DAG whose first
 /// order was proven to have none at 96 B had a plan in another). The
 /// sequence is itself a plan that fits ([`super::sequence`]).
-pub fn sequence_by(
-    g: &Graph,
-    budget: Bytes,
-    deadline: Instant,
-    rule: usize,
-) -> Option<Vec<NodeId>> {
+///
+/// A state fails only when every option from it was tried, and states are
+/// keyed exactly, so a search that visits every state is a proof that no
+/// recompute-only plan fits at all: a plan that fits computes, at each
+/// moment, one of the options the search tries, and holds at least `W`.
+pub fn sequence_by(g: &Graph, budget: Bytes, deadline: Instant, rule: usize) -> Sequences {
     search_rules(g, budget, deadline, &[rule % RULES])
 }
 
-fn search_rules(
-    g: &Graph,
-    budget: Bytes,
-    deadline: Instant,
-    rules: &[usize],
-) -> Option<Vec<NodeId>> {
+fn search_rules(g: &Graph, budget: Bytes, deadline: Instant, rules: &[usize]) -> Sequences {
     let n = g.len();
     if n == 0 || g.has_groups() {
-        return None;
+        return Sequences::Unknown;
     }
-    let cap = budget.get().checked_sub(g.fixed_memory.get())?;
+    let Some(cap) = budget.get().checked_sub(g.fixed_memory.get()) else {
+        return Sequences::NoneFits { states: 0 };
+    };
     let space = Space::of(g);
     // Failed states fail whatever rule reached them, so the rounds share
     // them.
-    let mut failed = Failed::default();
+    let mut memo = Memo::default();
+    let mut states = 0;
     for round in 0..40usize {
         let limit = RUN_STATES << (round / rules.len()).min(20);
-        match space.run(
-            cap,
-            rules[round % rules.len()],
-            limit,
-            deadline,
-            &mut failed,
-        ) {
-            Run::Found(seq) => return Some(seq.into_iter().map(NodeId::from).collect()),
-            Run::Exhausted | Run::Stopped => return None,
-            Run::OutOfStates => {}
+        match space.run(cap, rules[round % rules.len()], limit, deadline, &mut memo) {
+            (Run::Found(seq), _) => {
+                return Sequences::Found(seq.into_iter().map(NodeId::from).collect())
+            }
+            (Run::Exhausted, k) => return Sequences::NoneFits { states: states + k },
+            (Run::Stopped, _) => return Sequences::Unknown,
+            (Run::OutOfStates, k) => states += k,
         }
     }
-    None
+    Sequences::Unknown
+}
+
+/// The failed states, by the set of sinks computed (each set its own key,
+/// so that a search that visits every state proves what it says).
+#[derive(Default)]
+struct Memo {
+    failed: Failed,
+    points: std::collections::HashMap<FixedBitSet, usize>,
+}
+
+impl Memo {
+    fn bytes(&self, n: usize) -> usize {
+        self.failed.bytes() + self.points.len() * (n.div_ceil(8) + 48)
+    }
+
+    fn fail(&mut self, c: &FixedBitSet, w: &FixedBitSet) {
+        let next = self.points.len();
+        let point = *self.points.entry(c.clone()).or_insert(next);
+        self.failed.insert_at(point, w);
+    }
+
+    fn covers(&self, c: &FixedBitSet, w: &FixedBitSet, walk: &mut Vec<u32>) -> bool {
+        self.points
+            .get(c)
+            .is_some_and(|&p| self.failed.covers_at(p, w, walk))
+    }
 }
 
 /// The order in which `seq` first computes each of the graph's `n` nodes:
@@ -236,8 +274,8 @@ impl Space {
         heuristic: usize,
         limit: u64,
         deadline: Instant,
-        failed: &mut Failed,
-    ) -> Run {
+        memo: &mut Memo,
+    ) -> (Run, u64) {
         let n = self.n;
         let frame_bytes = 2 * (n.div_ceil(8) + 32) + 64;
         let mut trail: Vec<usize> = Vec::new();
@@ -258,17 +296,17 @@ impl Space {
         while !stack.is_empty() {
             if states.is_multiple_of(1024) {
                 if Instant::now() >= deadline
-                    || stack.len() * frame_bytes + failed.bytes() > MAX_BYTES
+                    || stack.len() * frame_bytes + memo.bytes(n) > MAX_BYTES
                 {
-                    return Run::Stopped;
+                    return (Run::Stopped, states);
                 }
                 if states >= limit {
-                    return Run::OutOfStates;
+                    return (Run::OutOfStates, states);
                 }
             }
             let top = stack.last_mut().expect("non-empty");
             let Some(&v) = top.cands.get(top.next) else {
-                failed.insert_at(point(&top.c), &top.w);
+                memo.fail(&top.c, &top.w);
                 stack.pop();
                 continue;
             };
@@ -295,9 +333,9 @@ impl Space {
             trail.push(v);
             if w.is_clear() && done == self.sinks.len() {
                 trail.reverse();
-                return Run::Found(trail);
+                return (Run::Found(trail), states);
             }
-            if failed.covers_at(point(&c), &w, &mut walk) {
+            if memo.covers(&c, &w, &mut walk) {
                 continue;
             }
             let cands = self.candidates(&w, &c, mem_w, cap, heuristic);
@@ -312,13 +350,6 @@ impl Space {
                 trail: len,
             });
         }
-        Run::Exhausted
+        (Run::Exhausted, states)
     }
-}
-
-/// The sinks computed, as the failed states' key.
-fn point(c: &FixedBitSet) -> usize {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    c.as_slice().hash(&mut h);
-    h.finish() as usize
 }

@@ -296,7 +296,8 @@ mod tests {
             let hi = crate::graph::analysis::checkpoint_all_peak(&g).get();
             let far = Instant::now() + std::time::Duration::from_secs(30);
             for b in [lo, (lo + hi) / 2] {
-                let Some(seq) = crate::schedule::free_order::sequence_by(&g, Bytes(b), far, 0)
+                let crate::schedule::free_order::Sequences::Found(seq) =
+                    crate::schedule::free_order::sequence_by(&g, Bytes(b), far, 0)
                 else {
                     continue;
                 };
