@@ -329,3 +329,47 @@ fn a_device_search_goes_past_small_batches_that_are_too_slow() {
     assert_eq!((got.status.as_str(), got.max_batch), ("found", want));
     assert!(got.slowdown.unwrap() <= 1.25 + 1e-9, "{:?}", got.slowdown);
 }
+
+/// Finds nothing and says so at once, as a strategy does when no plan is
+/// within its reach whatever the time.
+struct GivesUp;
+
+impl remat::strategies::Strategy for GivesUp {
+    fn name(&self) -> &'static str {
+        "test-gives-up"
+    }
+    fn describe(&self) -> &'static str {
+        "test: no plan, at once"
+    }
+    fn solve(
+        &self,
+        _: &Graph,
+        _: Bytes,
+        _: &remat::strategies::SolveOptions,
+    ) -> Result<remat::strategies::Solution, remat::strategies::StrategyError> {
+        Ok(remat::strategies::Solution {
+            status: remat::strategies::Status::NoSolution,
+            schedule: None,
+            lower_bound: None,
+            detail: None,
+            solver_peak: None,
+            trace: Vec::new(),
+            step_bound: None,
+        })
+    }
+}
+
+/// A solve that ends with no plan long before its limit did not run out
+/// of time: the answer is 0, not "at least 0, a longer --time-limit may
+/// find more" (a tester's f2 at 74 B, whose plan was past the cost rule).
+#[test]
+fn a_solve_that_gives_up_early_is_not_a_time_limit() {
+    let g = graph(1, 0);
+    // Below batch 1's checkpoint-all peak, so that the strategy decides.
+    let memory = Bytes(analysis::checkpoint_all_peak(&g).get() - 1);
+    let mut c = config(memory);
+    c.strategies = vec![Box::new(GivesUp)];
+    let r = maxbatch::run(&g, &c).unwrap();
+    assert_eq!(r[0].status, "found");
+    assert_eq!(r[0].max_batch, 0);
+}
