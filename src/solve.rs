@@ -181,26 +181,14 @@ pub fn run(
                     }
                 }
             }
-            let seconds = start.elapsed().as_secs_f64();
-            return Ok(Outcome {
-                strategy: strategy.name().to_string(),
+            return Ok(without_plan(
+                strategy,
                 budget,
                 status,
-                plan: None,
-                schedule: None,
-                sim: None,
-                lower_bound: None,
-                detail: Some(why),
-                seconds,
-                trace: vec![Progress {
-                    secs: seconds,
-                    cost: None,
-                    bound: None,
-                }],
-                step_bound: None,
-                order: None,
+                why,
+                start,
                 every_order,
-            });
+            ));
         }
         Proof::Open(rest, undecided) => {
             proved = rest;
@@ -219,26 +207,10 @@ pub fn run(
         Fallback::None
     };
     if let Fallback::NoneFits(proof) = fallback {
-        let seconds = start.elapsed().as_secs_f64();
-        return Ok(Outcome {
-            strategy: strategy.name().to_string(),
-            budget,
-            status: Status::Infeasible,
-            plan: None,
-            schedule: None,
-            sim: None,
-            lower_bound: None,
-            detail: Some(proof),
-            seconds,
-            trace: vec![Progress {
-                secs: seconds,
-                cost: None,
-                bound: None,
-            }],
-            step_bound: None,
-            order: None,
-            every_order: true,
-        });
+        let infeasible = Status::Infeasible;
+        return Ok(without_plan(
+            strategy, budget, infeasible, proof, start, true,
+        ));
     }
     let mut rest = opts.clone();
     rest.time_limit = opts.time_limit.saturating_sub(searched.elapsed());
@@ -268,6 +240,37 @@ pub fn run(
         ),
     };
     sequence_outcome(g, strategy, budget, opts, start, &why, &order, &seq, found)
+}
+
+/// An answer without a plan, settled before (or instead of) the strategy.
+fn without_plan(
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    status: Status,
+    detail: String,
+    start: Instant,
+    every_order: bool,
+) -> Outcome {
+    let seconds = start.elapsed().as_secs_f64();
+    Outcome {
+        strategy: strategy.name().to_string(),
+        budget,
+        status,
+        plan: None,
+        schedule: None,
+        sim: None,
+        lower_bound: None,
+        detail: Some(detail),
+        seconds,
+        trace: vec![Progress {
+            secs: seconds,
+            cost: None,
+            bound: None,
+        }],
+        step_bound: None,
+        order: None,
+        every_order,
+    }
 }
 
 /// A sequence of computations that fits `budget` in another node order,
