@@ -230,10 +230,7 @@ pub fn run(
         return Ok(out);
     }
     let why = match out.cost() {
-        Some(c) => format!(
-            "the strategy's best plan in the file's node order cost {}",
-            short_float(c)
-        ),
+        Some(c) => format!("the strategy's best plan cost {}", short_float(c)),
         None => format!(
             "the strategy found no plan in the file's node order ({})",
             out.detail.as_deref().unwrap_or("no plan")
