@@ -4,7 +4,8 @@
     python3 results/orders_bench.py REMAT_BINARY SECONDS
 
 Two solves run at a time (one per core). Each row is one solve; `order`
-says which order the answer computes in (from the summary's detail).
+says which order the answer computes in (from the summary's detail):
+`file`, `other`, or `sequence` (a plan outside the schedule form).
 """
 import csv
 import re
@@ -32,7 +33,8 @@ def solve(job):
         "graph": graph, "budget": budget, "search_orders": int(search),
         "status": status.split()[0] if status else "",
         "cost": cost[1] if cost else "", "bound": bound[1] if bound else "",
-        "order": "other" if "another node order" in field("detail") else "file",
+        "order": "sequence" if "no schedule expresses" in field("detail")
+        else "other" if "another node order" in field("detail") else "file",
         "seconds": (re.match(r"([0-9.]+)", field("solve time")) or [None, ""])[1],
     }
 
