@@ -203,7 +203,10 @@ impl Book {
         mem: &dyn Fn(NodeId) -> i128,
     ) {
         let v = seq[k];
-        let p = self.prev[k].expect("a recomputation");
+        // A first computation has no earlier value to hold: nothing to drop.
+        let Some(p) = self.prev[k] else {
+            return;
+        };
         keep[k] = false;
         if !self.reads[k].is_empty() {
             for x in self.end[p] + 1..k {
