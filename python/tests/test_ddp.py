@@ -212,6 +212,10 @@ def _worker(rank: int, world: int, init: str, plan: str) -> None:
                     zip(mine.module.parameters(), local.parameters())]
             # averaged gradients differ from the rank's own; no_sync's are its own
             assert all(same) if not sync else not any(same), (rank, step, same)
+        # Both ranks done with their collectives before either tears gloo
+        # down: without it, rank 0 sometimes aborted at exit ("terminate
+        # called without an active exception") after every assertion passed.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
