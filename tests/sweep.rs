@@ -565,3 +565,37 @@ fn the_bounds_run_within_the_pairs_limit() {
         assert_eq!(field(&rows, s, Bytes(251), "lp_bound"), "8", "{s}");
     }
 }
+
+/// A plan that fits a budget fits every larger one, so a sweep's cost
+/// never rises with the budget: at 74 B the file's order is optimal at 323
+/// on tests/data/order/f2, and the plan found at 73 B (in another order,
+/// 251) is cheaper; the 74 B row and its plan file take it, without the
+/// file order's bound, which lies above it.
+#[test]
+fn a_larger_budget_takes_a_cheaper_plan_found_at_a_smaller_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let g = Graph::load(&root.join("tests/data/order/f2.yaml")).unwrap();
+    let mut cfg = SweepConfig::new(vec![Bytes(73), Bytes(74)], dir.path().join("f2.csv"));
+    cfg.strategies = sweep::select_strategies("remat-fast").unwrap();
+    cfg.quiet = true;
+    cfg.plans_dir = Some(dir.path().join("plans"));
+    let rows = sweep::run(&g, &cfg).unwrap().rows;
+    let at = |b: u64| rows.iter().find(|r| r.budget == Bytes(b)).unwrap();
+    let (small, large) = (at(73), at(74));
+    let cheaper = small.cost.unwrap();
+    assert!(cheaper < 323.0, "{small:?}");
+    assert_eq!(large.cost, Some(cheaper));
+    assert_eq!(large.status, "feasible");
+    assert_eq!(large.lp_bound, None);
+    assert!(large.peak.unwrap() <= Bytes(73));
+    let p = dir.path().join("plans/remat-fast-74.json");
+    let f: PlanFile = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    assert_eq!(f.budget, Some(74));
+    let sim = simulate(&g, &Plan::from_file_statements(&g, &f.statements).unwrap()).unwrap();
+    assert_eq!(Some(sim.cost), large.cost);
+    assert_eq!(Some(sim.peak), large.peak);
+    // A second run finds every pair done and changes nothing.
+    let again = sweep::run(&g, &cfg).unwrap().rows;
+    assert_eq!(again, rows);
+}

@@ -958,6 +958,12 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let mut rows = read_csv(&cfg.output)?;
     sort_rows(&mut rows);
     if cfg.stop_after.is_none_or(|n| n >= pending.len()) {
+        let notes = take_tighter_plans(&mut rows, &g.name, fingerprint, device_fp, cfg);
+        if !cfg.quiet {
+            for n in notes {
+                eprintln!("note: {n}");
+            }
+        }
         let fields: Vec<Vec<String>> = rows.iter().map(Row::to_fields).collect();
         resultlog::rewrite(&cfg.output, &HEADER, &fields)?;
     }
@@ -970,6 +976,122 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             .into_inner()
             .unwrap_or_else(|e| e.into_inner()),
     })
+}
+
+/// A plan that fits a budget fits every larger one, so where a smaller
+/// budget's row has a cheaper plan than a larger one's (or the larger has
+/// none), the larger row takes it: a sweep's cost never rises with the
+/// budget. It can: budgets are solved from large to small, and a plan in
+/// another node order (searched where the file's order has none) or a
+/// heuristic's luck at a small budget comes after the larger budget's row
+/// was written (tests/data/order/f2: 251 at 73 B, 323 at 74 B, where the
+/// file's order is optimal at 323).
+///
+/// The row keeps its own solve time; it loses its bound, which was for
+/// the plans the strategy searched at that budget (the file's node order)
+/// and may be above the plan it takes. With `--plans`, the smaller
+/// budget's plan file is copied under the row's name with its budget.
+/// Rows of this graph and device only, resumed ones included, so a
+/// resumed sweep ends as an uninterrupted one. Returns a note per row.
+fn take_tighter_plans(
+    rows: &mut [Row],
+    model: &str,
+    graph: Fingerprint,
+    device: Option<Fingerprint>,
+    cfg: &SweepConfig,
+) -> Vec<String> {
+    // The step time with a device, else the cost.
+    let measure = |r: &Row| r.timing.as_ref().map(|t| t.step_seconds).or(r.cost);
+    let mut ours: Vec<usize> = (0..rows.len())
+        .filter(|&i| {
+            let r = &rows[i];
+            r.model == model && r.graph == Some(graph) && r.device_fingerprint == device
+        })
+        .collect();
+    ours.sort_by(|&a, &b| {
+        (&rows[a].strategy, rows[a].budget).cmp(&(&rows[b].strategy, rows[b].budget))
+    });
+    let mut notes = Vec::new();
+    let mut best: Option<usize> = None;
+    for k in 0..ours.len() {
+        let i = ours[k];
+        if k > 0 && rows[ours[k - 1]].strategy != rows[i].strategy {
+            best = None;
+        }
+        let replaceable = [Status::Feasible, Status::Optimal, Status::NoSolution]
+            .iter()
+            .any(|s| s.as_str() == rows[i].status);
+        let here = measure(&rows[i]);
+        let Some(b) = best else {
+            if here.is_some() {
+                best = Some(i);
+            }
+            continue;
+        };
+        let (Some(theirs), true) = (measure(&rows[b]), replaceable) else {
+            continue;
+        };
+        match here {
+            Some(m) if m <= theirs * (1.0 + 1e-9) => {
+                if m < theirs {
+                    best = Some(i);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let (from, to) = (rows[b].clone(), rows[i].budget);
+        let was = match here {
+            Some(_) => format!("cost {}", fmt_measure(&rows[i])),
+            None => format!("no plan ({})", rows[i].status),
+        };
+        let row = &mut rows[i];
+        row.status = Status::Feasible.as_str().to_string();
+        row.cost = from.cost;
+        row.overhead = from.overhead;
+        row.peak = from.peak;
+        row.timing = from.timing.clone();
+        row.lp_bound = None;
+        row.gap = None;
+        let mut note = format!(
+            "{}: {} at {} found {was}; its plan at {} (cost {}) fits {} too, and the row takes it",
+            model,
+            row.strategy,
+            to.human(),
+            from.budget.human(),
+            fmt_measure(&from),
+            to.human(),
+        );
+        if let Some(dir) = &cfg.plans_dir {
+            if let Err(e) = copy_plan(dir, &row.strategy, from.budget, to) {
+                note.push_str(&format!(" (its plan file was not copied: {e:#})"));
+            }
+        }
+        notes.push(note);
+    }
+    notes
+}
+
+/// A row's cost as the note prints it: the step time with a device.
+fn fmt_measure(r: &Row) -> String {
+    match (&r.timing, r.cost) {
+        (Some(t), _) => format!("{} s a step", crate::units::short_float(t.step_seconds)),
+        (None, Some(c)) => crate::units::short_float(c),
+        (None, None) => "none".into(),
+    }
+}
+
+/// `--plans`: the plan written for `(strategy, from)` under `to`'s name,
+/// with `to` as its budget.
+fn copy_plan(dir: &Path, strategy: &str, from: Bytes, to: Bytes) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let src = dir.join(format!("{strategy}-{from}.json"));
+    let text = std::fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
+    let mut pf: crate::schedule::PlanFile =
+        serde_json::from_slice(&text).with_context(|| format!("reading {}", src.display()))?;
+    pf.budget = Some(to.get());
+    let bytes = serde_json::to_vec_pretty(&pf)?;
+    crate::cli::write_atomic(&dir.join(format!("{strategy}-{to}.json")), &bytes)
 }
 
 fn fill_row(row: &mut Row, out: &Outcome, g: &Graph, zero_timings: bool) {
