@@ -258,6 +258,17 @@ pub fn percent_meant(input: &str) -> Option<String> {
 impl BudgetSpec {
     /// Accepts `123456`, `1.5GB`, `16GiB`, `512 MB`, `90%`.
     pub fn parse(input: &str) -> Result<BudgetSpec, SizeError> {
+        Self::parse_rounding(input).map(|(spec, _)| spec)
+    }
+
+    /// True when `input` is a count of bytes with a fraction (`74.9`,
+    /// `74.9B`), which [`BudgetSpec::parse`] rounds down: callers say so,
+    /// as it reads like a slip more than a wish.
+    pub fn drops_a_fraction(input: &str) -> bool {
+        Self::parse_rounding(input).is_ok_and(|(_, dropped)| dropped)
+    }
+
+    fn parse_rounding(input: &str) -> Result<(BudgetSpec, bool), SizeError> {
         let err = |reason: &str| SizeError {
             input: input.to_string(),
             reason: reason.to_string(),
@@ -278,10 +289,13 @@ impl BudgetSpec {
             if num == 0 {
                 return Err(err("a budget must be positive"));
             }
-            return Ok(BudgetSpec::Percent {
-                num,
-                den: den * 100,
-            });
+            return Ok((
+                BudgetSpec::Percent {
+                    num,
+                    den: den * 100,
+                },
+                false,
+            ));
         }
         let split = s
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -322,7 +336,10 @@ impl BudgetSpec {
         if bytes > u64::MAX as u128 {
             return Err(err("too large"));
         }
-        Ok(BudgetSpec::Absolute(Bytes(bytes as u64)))
+        // Only a count of bytes: `1.3KiB` is 1,331.2 bytes by arithmetic,
+        // not by a slip.
+        let dropped = mult == 1 && num % den != 0;
+        Ok((BudgetSpec::Absolute(Bytes(bytes as u64)), dropped))
     }
 
     /// Resolves against the checkpoint-all peak, rounding percentages up.

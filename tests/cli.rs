@@ -351,6 +351,16 @@ fn budgets_that_are_probably_mistakes() {
     // Binary units are echoed as binary units.
     let o = remat(&["solve", m, "-b", "1KiB"]);
     out_says(&o, "1.000 KiB (1024 bytes)");
+    // A fraction of a byte is dropped, and said: 7.9 is 7 bytes.
+    let o = remat(&["solve", m, "-b", "7.9"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(&o, "7 B (7 bytes)");
+    err_says(
+        &o,
+        "7.9 is not a whole number of bytes: the budget is 7 bytes",
+    );
+    let o = remat(&["solve", m, "-b", "7.0"]);
+    assert!(!stderr(&o).contains("whole number"), "{}", stderr(&o));
 }
 
 #[test]

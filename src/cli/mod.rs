@@ -389,6 +389,13 @@ impl Budget {
     /// A note for a budget that is probably a mistake but still has an
     /// answer (above the checkpoint-all peak, every plan fits).
     pub fn warning(&self, g: &Graph) -> Option<String> {
+        if BudgetSpec::drops_a_fraction(&self.input) {
+            return Some(format!(
+                "{} is not a whole number of bytes: the budget is {} bytes (a budget is a cap, so the fraction is dropped)",
+                self.input.trim(),
+                self.bytes
+            ));
+        }
         match self.spec {
             BudgetSpec::Percent { num, den } if num > den => Some(format!(
                 "{} is more than the checkpoint-all peak ({}): no recomputation is needed",
