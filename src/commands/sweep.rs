@@ -45,8 +45,9 @@ pub struct Args {
     /// Write 0 for solve_seconds, so that the CSV is reproducible byte for byte.
     #[arg(long, hide = true)]
     zero_timings: bool,
-    /// Leave the lp_bound and gap columns empty instead of solving the
-    /// LP relaxation once per budget (it is slow on very large graphs).
+    /// Skip the LP relaxation (slow on very large graphs): the lp_bound
+    /// and gap columns then carry the graph bound (eviction and cover
+    /// programs) and the strategy's own, which are always there.
     #[arg(long)]
     no_lp_bound: bool,
     /// Device file (devices/*.yaml): time every plan on it and fill the
@@ -175,7 +176,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     // With --fresh, "the same command" would drop the finished rows again.
     remat::cli::interrupt::exit_on_interrupt(format!(
-        "interrupted: the rows finished so far are in {}; run {} again to resume",
+        "interrupted: the rows finished so far are in {}; run {} again to resume (the sweep ends by giving each row the cheapest plan found at its budget or below, which an interrupted one has not done)",
         output.display(),
         if fresh {
             "the same command without --fresh"

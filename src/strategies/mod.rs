@@ -371,9 +371,12 @@ pub fn baselines() -> Vec<Box<dyn knobs::TradeOff>> {
 
 /// A plan in a small slice of the time, before anything slow starts: DTR,
 /// else (tight budgets on random DAGs, where DTR has none) the local search
-/// from checkpoint-all. An interrupt during a long bound then still has a
-/// plan to keep (random-layered-n250 at 80% interrupted 5 s into a 60 s
-/// limit had none, where `--time-limit 5` gives 130,919).
+/// from checkpoint-all in half of what is left, else the exact feasibility
+/// search's schedule, searched from. An interrupt during a long bound then
+/// still has a plan to keep (random-layered-n250 at 80% interrupted 5 s
+/// into a 60 s limit had none, where `--time-limit 5` gives 130,919; n100
+/// at 60%, where the search from checkpoint-all finds none, had none for
+/// the first 5 s of a 20 s limit).
 pub(crate) fn quick_plan(
     g: &Graph,
     budget: Bytes,
@@ -385,15 +388,40 @@ pub(crate) fn quick_plan(
     if g.has_groups() {
         return None;
     }
-    let sch = local_search::search_from(
+    let fits = |sch: Schedule| {
+        let sim = portfolio::evaluate(g, &sch)?;
+        (sim.peak <= budget).then_some(sch)
+    };
+    let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
+    let from_all = local_search::search_from(
         g,
         Schedule::checkpoint_all(g),
         budget,
         local_search::Ranking::Forecast,
+        half,
+    );
+    if let Some(sch) = from_all.and_then(fits) {
+        return Some((sch, "local search from checkpoint-all".into()));
+    }
+    let crate::schedule::feasible::Feasibility::Fits(sch) =
+        crate::schedule::feasible::decide(g, budget, deadline)
+    else {
+        return None;
+    };
+    let searched = local_search::search_from(
+        g,
+        sch.clone(),
+        budget,
+        local_search::Ranking::Forecast,
         deadline,
-    )?;
-    let sim = portfolio::evaluate(g, &sch)?;
-    (sim.peak <= budget).then(|| (sch, "local search from checkpoint-all".into()))
+    )
+    .unwrap_or(sch);
+    fits(searched).map(|sch| {
+        (
+            sch,
+            "the exact feasibility search's schedule, searched from".into(),
+        )
+    })
 }
 
 /// A strategy's name as rows of a sweep or max-batch CSV carry it: with
@@ -640,4 +668,45 @@ pub(crate) fn within_gap(bound: f64, gap: f64) -> f64 {
 pub(crate) fn model_fits(g: &Graph, strategy: &'static str) -> Result<(), StrategyError> {
     crate::solver::checkmate::check_size(g)
         .map_err(|reason| StrategyError::NotApplicable { strategy, reason })
+}
+
+#[cfg(test)]
+mod quick_plan_tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// random-layered-n100 at 60%: DTR has no plan and the local search
+    /// from checkpoint-all none either, so an interrupt during remat-exact's
+    /// bound (5 s of a 20 s limit) had nothing to keep. The exact
+    /// feasibility search's schedule is the plan there.
+    #[test]
+    fn a_tight_budget_gets_a_quick_plan_where_the_search_from_checkpoint_all_has_none() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/benchmarks/random-layered-n100.yaml");
+        if !p.exists() {
+            eprintln!("skipping: {} not found", p.display());
+            return;
+        }
+        let g = Graph::load(&p).unwrap();
+        let budget = crate::graph::analysis::checkpoint_all_peak(&g).scale_ceil(60, 100);
+        let far = Instant::now() + Duration::from_secs(20);
+        assert!(dtr::best_until(&g, budget, far).is_none());
+        let from_all = local_search::search_from(
+            &g,
+            Schedule::checkpoint_all(&g),
+            budget,
+            local_search::Ranking::Forecast,
+            far,
+        );
+        assert!(from_all
+            .and_then(|s| portfolio::evaluate(&g, &s))
+            .is_none_or(|sim| sim.peak > budget));
+        let (sch, how) = quick_plan(&g, budget, far).expect("a plan");
+        assert_eq!(
+            how,
+            "the exact feasibility search's schedule, searched from"
+        );
+        let sim = portfolio::evaluate(&g, &sch).unwrap();
+        assert!(sim.peak <= budget, "{} > {budget}", sim.peak);
+    }
 }

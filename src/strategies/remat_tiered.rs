@@ -255,7 +255,17 @@ impl Strategy for RematTiered {
                         consider(&mut best, "remat-exact".into(), sch);
                     }
                 }
-                _ => notes.push("no recompute-only plan fits".into()),
+                // The tiered strategies plan in the file's node order; a
+                // recompute-only plan in another may still fit (f2 at 72 B).
+                Ok(sol) if sol.status == Status::Infeasible => notes.push(
+                    if crate::graph::analysis::order_is_forced(g) {
+                        "no recompute-only plan fits"
+                    } else {
+                        "no recompute-only plan in the file's node order fits"
+                    }
+                    .into(),
+                ),
+                _ => notes.push("remat-exact found no recompute-only plan in its share".into()),
             }
         }
         let policies = seed_policies();

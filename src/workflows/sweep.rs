@@ -958,7 +958,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     let mut rows = read_csv(&cfg.output)?;
     sort_rows(&mut rows);
     if cfg.stop_after.is_none_or(|n| n >= pending.len()) {
-        let notes = take_tighter_plans(&mut rows, &g.name, fingerprint, device_fp, cfg);
+        let notes = take_tighter_plans(&mut rows, g, device_fp, cfg);
         if !cfg.quiet {
             for n in notes {
                 eprintln!("note: {n}");
@@ -980,32 +980,33 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
 
 /// A plan that fits a budget fits every larger one, so where a smaller
 /// budget's row has a cheaper plan than a larger one's (or the larger has
-/// none), the larger row takes it: a sweep's cost never rises with the
-/// budget. It can: budgets are solved from large to small, and a plan in
-/// another node order (searched where the file's order has none) or a
-/// heuristic's luck at a small budget comes after the larger budget's row
-/// was written (tests/data/order/f2: 251 at 73 B, 323 at 74 B, where the
-/// file's order is optimal at 323).
+/// none), the larger row takes it: a sweep's cost (its step time, with a
+/// device) never rises with the budget. It can: budgets are solved from
+/// large to small, and a plan in another node order (searched where the
+/// file's order has none) or a heuristic's luck at a small budget comes
+/// after the larger budget's row was written (tests/data/order/f2: 251 at
+/// 73 B, 323 at 74 B, where the file's order is optimal at 323).
 ///
 /// The row keeps its own solve time; it loses its bound, which was for
 /// the plans the strategy searched at that budget (the file's node order)
-/// and may be above the plan it takes. With `--plans`, the smaller
-/// budget's plan file is copied under the row's name with its budget.
-/// Rows of this graph and device only, resumed ones included, so a
-/// resumed sweep ends as an uninterrupted one. Returns a note per row.
+/// and may be above the plan it takes. With `--plans`, the row takes the
+/// plan only if the smaller budget's plan file is there and replays, on
+/// this graph and device, to that row's numbers (a file left by another
+/// run is not trusted); it is then written under the row's name with its
+/// budget. Rows of this graph and device only, resumed ones included, so
+/// a resumed sweep ends as an uninterrupted one. Returns a note per row.
 fn take_tighter_plans(
     rows: &mut [Row],
-    model: &str,
-    graph: Fingerprint,
+    g: &Graph,
     device: Option<Fingerprint>,
     cfg: &SweepConfig,
 ) -> Vec<String> {
-    // The step time with a device, else the cost.
+    let graph = g.fingerprint();
     let measure = |r: &Row| r.timing.as_ref().map(|t| t.step_seconds).or(r.cost);
     let mut ours: Vec<usize> = (0..rows.len())
         .filter(|&i| {
             let r = &rows[i];
-            r.model == model && r.graph == Some(graph) && r.device_fingerprint == device
+            r.model == g.name && r.graph == Some(graph) && r.device_fingerprint == device
         })
         .collect();
     ours.sort_by(|&a, &b| {
@@ -1042,9 +1043,26 @@ fn take_tighter_plans(
         }
         let (from, to) = (rows[b].clone(), rows[i].budget);
         let was = match here {
-            Some(_) => format!("cost {}", fmt_measure(&rows[i])),
+            Some(_) => fmt_measure(&rows[i]),
             None => format!("no plan ({})", rows[i].status),
         };
+        let what = format!(
+            "{}: {} at {} found {was}; its plan at {} ({}) fits {} too",
+            g.name,
+            rows[i].strategy,
+            to.human(),
+            from.budget.human(),
+            fmt_measure(&from),
+            to.human(),
+        );
+        if let Some(dir) = &cfg.plans_dir {
+            if let Err(e) = copy_plan(dir, g, cfg.opts.device.as_deref(), &from, to) {
+                notes.push(format!(
+                    "{what}, but the row keeps its own: {e:#}; run the sweep with --fresh for plans and rows that agree"
+                ));
+                continue;
+            }
+        }
         let row = &mut rows[i];
         row.status = Status::Feasible.as_str().to_string();
         row.cost = from.cost;
@@ -1053,45 +1071,62 @@ fn take_tighter_plans(
         row.timing = from.timing.clone();
         row.lp_bound = None;
         row.gap = None;
-        let mut note = format!(
-            "{}: {} at {} found {was}; its plan at {} (cost {}) fits {} too, and the row takes it",
-            model,
-            row.strategy,
-            to.human(),
-            from.budget.human(),
-            fmt_measure(&from),
-            to.human(),
-        );
-        if let Some(dir) = &cfg.plans_dir {
-            if let Err(e) = copy_plan(dir, &row.strategy, from.budget, to) {
-                note.push_str(&format!(" (its plan file was not copied: {e:#})"));
-            }
-        }
-        notes.push(note);
+        notes.push(format!("{what}, and the row takes it"));
     }
     notes
 }
 
-/// A row's cost as the note prints it: the step time with a device.
+/// A row's cost as a note prints it: the step time with a device.
 fn fmt_measure(r: &Row) -> String {
     match (&r.timing, r.cost) {
-        (Some(t), _) => format!("{} s a step", crate::units::short_float(t.step_seconds)),
-        (None, Some(c)) => crate::units::short_float(c),
-        (None, None) => "none".into(),
+        (Some(t), _) => format!("a step of {}", crate::units::Seconds(t.step_seconds)),
+        (None, Some(c)) => format!("cost {}", crate::units::short_float(c)),
+        (None, None) => "no plan".into(),
     }
 }
 
-/// `--plans`: the plan written for `(strategy, from)` under `to`'s name,
-/// with `to` as its budget.
-fn copy_plan(dir: &Path, strategy: &str, from: Bytes, to: Bytes) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let src = dir.join(format!("{strategy}-{from}.json"));
-    let text = std::fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
+/// `--plans`: the plan written for `from`'s row, written again under the
+/// name of the row at `to` with `to` as its budget, once it replays on `g`
+/// (and the device) to `from`'s cost, peak and step time.
+fn copy_plan(
+    dir: &Path,
+    g: &Graph,
+    device: Option<&crate::device::Device>,
+    from: &Row,
+    to: Bytes,
+) -> anyhow::Result<()> {
+    use anyhow::{bail, Context};
+    let src = dir.join(format!("{}-{}.json", from.strategy, from.budget));
+    let shown = src.display();
+    let text = std::fs::read(&src).with_context(|| format!("reading {shown}"))?;
     let mut pf: crate::schedule::PlanFile =
-        serde_json::from_slice(&text).with_context(|| format!("reading {}", src.display()))?;
+        serde_json::from_slice(&text).with_context(|| format!("reading {shown}"))?;
+    if pf
+        .graph_fingerprint
+        .as_ref()
+        .is_some_and(|f| *f != g.fingerprint().to_string())
+    {
+        bail!("{shown} is a plan for another graph");
+    }
+    let plan = crate::schedule::Plan::from_file_statements(g, &pf.statements)
+        .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    let sim = crate::schedule::simulate_on(g, &plan, device)
+        .map_err(|e| anyhow::anyhow!("{shown} does not replay: {e}"))?;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300);
+    let step = sim.timing.as_ref().map(|t| t.step.get());
+    let agrees = from.cost.is_some_and(|c| close(c, sim.cost))
+        && from.peak == Some(sim.peak)
+        && match (&from.timing, step) {
+            (Some(t), Some(s)) => close(t.step_seconds, s),
+            (None, None) => true,
+            _ => false,
+        };
+    if !agrees {
+        bail!("{shown} replays to other figures than its row's (left by another run?)");
+    }
     pf.budget = Some(to.get());
     let bytes = serde_json::to_vec_pretty(&pf)?;
-    crate::cli::write_atomic(&dir.join(format!("{strategy}-{to}.json")), &bytes)
+    crate::cli::write_atomic(&dir.join(format!("{}-{to}.json", from.strategy)), &bytes)
 }
 
 fn fill_row(row: &mut Row, out: &Outcome, g: &Graph, zero_timings: bool) {
