@@ -374,6 +374,20 @@ fn statuses_and_exit_codes_agree_across_strategies() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     out_says(&o, "status           no-fit");
     err_says(&o, "does not mean none exists");
+    // DTR cut short by the clock found nothing: that says nothing about
+    // the budget (it answered no-fit).
+    let o = remat(&[
+        "solve",
+        m,
+        "-b",
+        "10",
+        "-s",
+        "dtr-greedy",
+        "--time-limit",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    out_says(&o, "status           no-solution");
     let o = remat(&["solve", m, "-b", "5", "-s", "remat-fast"]);
     assert_eq!(o.status.code(), Some(0));
     // Below the smallest budget: provably infeasible, whatever the strategy.

@@ -10,7 +10,7 @@
 //! neighbourhood heuristic). It is fast (no solver) and scales to 10^4
 //! nodes, so it seeds the exact strategies and bounds them from above.
 
-use super::{Solution, SolveOptions, Strategy, StrategyError};
+use super::{Solution, SolveOptions, Status, Strategy, StrategyError};
 use crate::graph::analysis::last_use;
 use crate::graph::{Graph, NodeId};
 use crate::schedule::{generate_plan, simulate, Schedule};
@@ -278,6 +278,12 @@ impl Strategy for DtrGreedy {
         let deadline = Instant::now() + opts.time_limit / 2;
         Ok(match best_until(g, budget, deadline) {
             Some((_, sch, detail)) => Solution::feasible(sch, Some(detail)),
+            // A pass cut short by the clock says nothing about the budget
+            // (`--time-limit 0` answered "no-fit" where a pass finds 247).
+            None if Instant::now() >= deadline => Solution {
+                status: Status::NoSolution,
+                ..Solution::no_fit("the time limit ran out before greedy eviction found a plan")
+            },
             None => Solution::no_fit("greedy eviction found no plan within the budget"),
         })
     }
