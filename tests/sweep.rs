@@ -580,7 +580,9 @@ fn a_larger_budget_takes_a_cheaper_plan_found_at_a_smaller_one() {
     cfg.strategies = sweep::select_strategies("remat-fast").unwrap();
     cfg.quiet = true;
     cfg.plans_dir = Some(dir.path().join("plans"));
-    let rows = sweep::run(&g, &cfg).unwrap().rows;
+    let summary = sweep::run(&g, &cfg).unwrap();
+    assert_eq!(summary.took_smaller, 1);
+    let rows = summary.rows;
     let at = |b: u64| rows.iter().find(|r| r.budget == Bytes(b)).unwrap();
     let (small, large) = (at(73), at(74));
     let cheaper = small.cost.unwrap();

@@ -197,10 +197,17 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     }
     if !quiet {
         eprintln!(
-            "wrote {} ({} new rows, {} already there){}",
+            "wrote {} ({} new rows, {} already there{}){}",
             output.display(),
             summary.solved,
             summary.resumed,
+            match summary.took_smaller {
+                0 => String::new(),
+                n => format!(
+                    "; {} a smaller budget's cheaper plan",
+                    plural(n, "row took", "rows took")
+                ),
+            },
             plot.map(|p| format!(", plot {}", p.display()))
                 .unwrap_or_default()
         );

@@ -438,6 +438,9 @@ pub struct SweepSummary {
     pub solved: usize,
     /// Pairs skipped because the CSV already had them.
     pub resumed: usize,
+    /// Rows that took a smaller budget's cheaper plan at the end
+    /// ([`take_tighter_plans`]), resumed ones included.
+    pub took_smaller: usize,
     /// Every row of the CSV after the run (all models), canonical order.
     pub rows: Vec<Row>,
     /// Pairs that failed (solver failure, internal error) and so have no
@@ -957,8 +960,10 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     drop(log);
     let mut rows = read_csv(&cfg.output)?;
     sort_rows(&mut rows);
+    let mut took_smaller = 0;
     if cfg.stop_after.is_none_or(|n| n >= pending.len()) {
         let notes = take_tighter_plans(&mut rows, g, device_fp, cfg);
+        took_smaller = notes.iter().filter(|n| n.ends_with(TAKES_IT)).count();
         if !cfg.quiet {
             for n in notes {
                 eprintln!("note: {n}");
@@ -970,6 +975,7 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
     Ok(SweepSummary {
         solved: solved.into_inner(),
         resumed,
+        took_smaller,
         rows,
         failures: failures.into_inner().unwrap_or_else(|e| e.into_inner()),
         plan_failures: plan_failures
@@ -977,6 +983,9 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
             .unwrap_or_else(|e| e.into_inner()),
     })
 }
+
+/// How a note of [`take_tighter_plans`] ends when the row took the plan.
+const TAKES_IT: &str = ", and the row takes it";
 
 /// A plan that fits a budget fits every larger one, so where a smaller
 /// budget's row has a cheaper plan than a larger one's (or the larger has
@@ -1071,7 +1080,7 @@ fn take_tighter_plans(
         row.timing = from.timing.clone();
         row.lp_bound = None;
         row.gap = None;
-        notes.push(format!("{what}, and the row takes it"));
+        notes.push(format!("{what}{TAKES_IT}"));
     }
     notes
 }
