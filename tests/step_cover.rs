@@ -253,6 +253,12 @@ fn the_input_rows_hold_on_transformers_and_random_training_dags() {
                 raised += usize::from(lb > all_fast * 1.001);
                 // remat-tiered runs remat-fast's offload moves itself.
                 for (p, out) in plans(g, budget, &dev, 1, &["remat-tiered"]) {
+                    // The program bounds plans in the file's node order; where
+                    // no recompute schedule in it fits, remat-tiered may answer
+                    // in another (random0 at 75% on the A100, below it).
+                    if out.order.is_some() {
+                        continue;
+                    }
                     let s = step(&out);
                     assert!(
                         lb <= s * (1.0 + 1e-6),

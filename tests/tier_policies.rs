@@ -502,3 +502,29 @@ fn a_solve_error_with_a_solution_in_hand_is_not_a_failure() {
         assert!((step.get() - 30e-6).abs() < 1e-9, "{b} B: {step}");
     }
 }
+
+/// With a slow tier, where no recompute schedule in the file's order fits
+/// but another order has one, recomputing in that order beats copying:
+/// tests/data/order/f2 at 72 B on the GH200 stalled 20 µs on copies in the
+/// file's order, where the other order's plan recomputes in 1.3e-12 s.
+#[test]
+fn a_slow_tier_does_not_hide_a_plan_in_another_order() {
+    let g = Graph::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/order/f2.yaml"))
+        .unwrap();
+    let dev = load_device("gh200.yaml");
+    for name in ["remat-fast", "remat-tiered"] {
+        let out = solve_checked(&g, name, Bytes(72), &opts(&dev, 4)).expect("a plan");
+        let sim = out.sim.as_ref().unwrap();
+        let t = sim.timing.as_ref().unwrap();
+        assert_eq!(t.copies, 0, "{name}");
+        assert!(out.order.is_some(), "{name}: in the file's order");
+        // No copies: the step is the compute alone, cost over throughput.
+        let step = dev.compute_time(sim.cost).get();
+        assert!(
+            (t.step.get() - step).abs() <= 1e-9 * step,
+            "{name}: {}",
+            t.step
+        );
+        assert!(t.step.get() < 1e-9, "{name}: {}", t.step);
+    }
+}

@@ -92,6 +92,13 @@ impl Strategy for RematTiered {
         "joint optimum: recompute or offload each value, copies overlapping compute; the MILP on the whole DAG, seeded by every policy, with a step-time bound (needs --device)"
     }
 
+    /// Where no recompute schedule in the file's order fits, recomputing in
+    /// another order may beat every plan that copies (solve.rs,
+    /// `slow_tier_in_another_order`).
+    fn may_reorder(&self) -> bool {
+        true
+    }
+
     /// Multi-output kernels: remat-exact, checkpoint-all and the offload
     /// moves model them; the seed policies run on the merged graph and are
     /// lifted back (`solve_groups`); the joint MILP and the step cover
