@@ -3572,3 +3572,31 @@ fn a_plan_is_written_even_when_the_summarys_reader_has_gone() {
     let text = std::fs::read_to_string(&plan).expect("the plan was written");
     assert!(text.contains("\"statements\""));
 }
+
+/// A graph whose values take no memory fits a budget of 0 bytes, so its
+/// default sweep (from the smallest budget to the peak, both 0) is a row,
+/// not "a budget of 0 bytes fits no plan".
+#[test]
+fn a_graph_of_no_memory_sweeps_at_zero_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "zero.yaml",
+        "name: zero\ngraph: training\ncost_unit: unit\nnodes:\n  - {name: a, cost: 1, memory: 0, deps: []}\n  - {name: b, cost: 1, memory: 0, deps: [a]}\n",
+    );
+    let csv = dir.path().join("z.csv");
+    let o = remat(&[
+        "sweep",
+        m.to_str().unwrap(),
+        "-s",
+        "remat-fast",
+        "-o",
+        csv.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = remat::workflows::sweep::read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].budget, remat::units::Bytes(0));
+    assert_eq!(rows[0].cost, Some(2.0));
+}
