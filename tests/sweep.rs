@@ -603,41 +603,43 @@ fn a_larger_budget_takes_a_cheaper_plan_found_at_a_smaller_one() {
 }
 
 /// With `--plans`, a row takes a smaller budget's plan only when that
-/// plan's file replays to that row's figures: here the file at 72 B was
-/// left by another run (the plan at 80 B, under 72 B's name), so the row
-/// at 74 B keeps its own plan, and its file still replays to it.
+/// plan's file replays to that row's figures: here the file at 73 B was
+/// left by another run (the plan at 80 B, under 73 B's name), so the row
+/// at 74 B takes the next cheapest smaller plan whose file does replay
+/// (72 B's), and its own file replays to it.
 #[test]
 fn a_plan_file_left_by_another_run_is_not_taken() {
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let g = Graph::load(&root.join("tests/data/order/f2.yaml")).unwrap();
     let plans = dir.path().join("plans");
-    let run = |budgets: &[u64], csv: &str, with_plans: bool| {
+    let run = |budgets: &[u64], csv: &str| {
         let b = budgets.iter().map(|&b| Bytes(b)).collect();
         let mut cfg = SweepConfig::new(b, dir.path().join(csv));
         cfg.strategies = sweep::select_strategies("remat-fast").unwrap();
         cfg.quiet = true;
         cfg.opts.time_limit = std::time::Duration::from_secs(5);
-        if with_plans {
-            cfg.plans_dir = Some(plans.clone());
-        }
+        cfg.plans_dir = Some(plans.clone());
         sweep::run(&g, &cfg).unwrap().rows
     };
-    run(&[72], "plain.csv", false);
-    run(&[80], "other.csv", true);
+    run(&[72, 73], "plain.csv");
+    run(&[80], "other.csv");
     std::fs::rename(
         plans.join("remat-fast-80.json"),
-        plans.join("remat-fast-72.json"),
+        plans.join("remat-fast-73.json"),
     )
     .unwrap();
-    let rows = run(&[72, 74], "plain.csv", true);
-    let large = rows.iter().find(|r| r.budget == Bytes(74)).unwrap();
-    let small = rows.iter().find(|r| r.budget == Bytes(72)).unwrap();
-    assert!(small.cost < large.cost, "{small:?} {large:?}");
-    assert!(large.lp_bound.is_some());
+    let rows = run(&[72, 73, 74], "plain.csv");
+    let at = |b: u64| rows.iter().find(|r| r.budget == Bytes(b)).unwrap();
+    let (small, stale, large) = (at(72), at(73), at(74));
+    assert!(stale.cost < small.cost, "{stale:?} {small:?}");
+    assert_eq!(large.cost, small.cost);
+    assert_eq!(large.lp_bound, None);
     let f: PlanFile =
         serde_json::from_str(&std::fs::read_to_string(plans.join("remat-fast-74.json")).unwrap())
             .unwrap();
+    assert_eq!(f.budget, Some(74));
     let sim = simulate(&g, &Plan::from_file_statements(&g, &f.statements).unwrap()).unwrap();
     assert_eq!(Some(sim.cost), large.cost);
+    assert_eq!(Some(sim.peak), large.peak);
 }

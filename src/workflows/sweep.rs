@@ -1022,65 +1022,79 @@ fn take_tighter_plans(
         (&rows[a].strategy, rows[a].budget).cmp(&(&rows[b].strategy, rows[b].budget))
     });
     let mut notes = Vec::new();
-    let mut best: Option<usize> = None;
+    // The smaller budgets' rows with a plan whose file (with `--plans`)
+    // did not replay: never offered again.
+    let mut refused: HashSet<usize> = HashSet::new();
+    // The rows with a plan at smaller budgets of the same strategy, as
+    // (measure, row), cheapest first.
+    let mut below: Vec<(f64, usize)> = Vec::new();
     for k in 0..ours.len() {
         let i = ours[k];
         if k > 0 && rows[ours[k - 1]].strategy != rows[i].strategy {
-            best = None;
+            below.clear();
         }
+        let here = measure(&rows[i]);
         let replaceable = [Status::Feasible, Status::Optimal, Status::NoSolution]
             .iter()
             .any(|s| s.as_str() == rows[i].status);
-        let here = measure(&rows[i]);
-        let Some(b) = best else {
-            if here.is_some() {
-                best = Some(i);
-            }
-            continue;
-        };
-        let (Some(theirs), true) = (measure(&rows[b]), replaceable) else {
-            continue;
-        };
-        match here {
-            Some(m) if m <= theirs * (1.0 + 1e-9) => {
-                if m < theirs {
-                    best = Some(i);
-                }
-                continue;
-            }
-            _ => {}
-        }
-        let (from, to) = (rows[b].clone(), rows[i].budget);
+        let to = rows[i].budget;
         let was = match here {
             Some(_) => fmt_measure(&rows[i]),
             None => format!("no plan ({})", rows[i].status),
         };
-        let what = format!(
-            "{}: {} at {} found {was}; its plan at {} ({}) fits {} too",
-            g.name,
-            rows[i].strategy,
-            to.human(),
-            from.budget.human(),
-            fmt_measure(&from),
-            to.human(),
-        );
-        if let Some(dir) = &cfg.plans_dir {
-            if let Err(e) = copy_plan(dir, g, cfg.opts.device.as_deref(), &from, to) {
-                notes.push(format!(
-                    "{what}, but the row keeps its own: {e:#}; run the sweep with --fresh for plans and rows that agree"
-                ));
+        let cheaper = |m: f64| here.is_none_or(|h| m < h / (1.0 + 1e-9));
+        let mut taken = None;
+        for &(m, b) in below.iter().filter(|_| replaceable) {
+            if !cheaper(m) {
+                break;
+            }
+            if refused.contains(&b) {
                 continue;
             }
+            let from = &rows[b];
+            let what = format!(
+                "{}: {} at {} found {was}; its plan at {} ({}) fits {} too",
+                g.name,
+                rows[i].strategy,
+                to.human(),
+                from.budget.human(),
+                fmt_measure(from),
+                to.human(),
+            );
+            if let Some(dir) = &cfg.plans_dir {
+                if let Err(e) = copy_plan(dir, g, cfg.opts.device.as_deref(), from, to) {
+                    notes.push(format!("{what}, but its plan file is not taken: {e:#}"));
+                    refused.insert(b);
+                    continue;
+                }
+            }
+            notes.push(format!("{what}{TAKES_IT}"));
+            taken = Some(b);
+            break;
         }
-        let row = &mut rows[i];
-        row.status = Status::Feasible.as_str().to_string();
-        row.cost = from.cost;
-        row.overhead = from.overhead;
-        row.peak = from.peak;
-        row.timing = from.timing.clone();
-        row.lp_bound = None;
-        row.gap = None;
-        notes.push(format!("{what}{TAKES_IT}"));
+        if let Some(b) = taken {
+            let from = rows[b].clone();
+            let row = &mut rows[i];
+            row.status = Status::Feasible.as_str().to_string();
+            row.cost = from.cost;
+            row.overhead = from.overhead;
+            row.peak = from.peak;
+            row.timing = from.timing;
+            row.lp_bound = None;
+            row.gap = None;
+            // The row now repeats `b`'s plan: offering it again is `b`.
+        } else if let Some(m) = here {
+            if rows[i].cost.is_some() {
+                below.push((m, i));
+                below.sort_by(|x, y| x.0.total_cmp(&y.0));
+            }
+        }
+    }
+    if !refused.is_empty() {
+        notes.push(format!(
+            "{}: run the sweep with --fresh for plans and rows that agree",
+            g.name
+        ));
     }
     notes
 }
