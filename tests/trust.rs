@@ -227,3 +227,42 @@ fn statuses_on_a_device_keep_their_promise_on_a_very_slow_link() {
         );
     }
 }
+
+/// An interrupt keeps the best plan of a solve that splits its time
+/// between the file's node order and another: the other order's plans
+/// reach the watch through a watch of its own, and come back as a plan on
+/// the file's graph, simulated there. tests/data/order/f2 at 72 B has no
+/// schedule in the file's order; a Ctrl-C while the other order's solve
+/// had one answered "before any plan was found".
+#[test]
+fn an_interrupt_keeps_a_plan_found_in_another_order() {
+    use remat::schedule::feasible::{decide, Feasibility};
+    use remat::schedule::{free_order, simulate};
+    use remat::strategies::watch::Watch;
+    use std::time::{Duration, Instant};
+    let g = Graph::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/order/f2.yaml"),
+    )
+    .unwrap();
+    let budget = Bytes(72);
+    let far = Instant::now() + Duration::from_secs(30);
+    let order = free_order::search(&g, budget, far).expect("another order fits");
+    let gp = g.reordered(&order).unwrap();
+    let Feasibility::Fits(sch) = decide(&gp, budget, far) else {
+        panic!("a schedule in that order");
+    };
+    let watch = Watch::default();
+    let before =
+        remat::solve::from_snapshot(&g, "remat-fast", budget, &watch.snapshot(), 1.0, None);
+    assert_eq!(before.status, Status::NoSolution);
+    let inner = watch.in_other_order(&gp, &order);
+    inner.plan(sch.cost(&gp), &sch, "the schedule search");
+    let out = remat::solve::from_snapshot(&g, "remat-fast", budget, &watch.snapshot(), 1.0, None);
+    assert_eq!(out.status, Status::Feasible);
+    assert_eq!(out.order.as_deref(), Some(&order[..]));
+    assert_eq!(out.lower_bound, None);
+    let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
+    assert!(sim.peak <= budget);
+    assert_eq!(Some(sim.cost), out.cost());
+    assert_eq!(sim.cost, sch.cost(&gp));
+}

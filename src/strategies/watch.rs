@@ -8,9 +8,10 @@
 //! schedule still goes through the plan generator and the simulator
 //! ([`crate::solve::from_snapshot`]).
 
+use crate::graph::{Graph, NodeId};
 use crate::schedule::Schedule;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Default)]
 pub struct Watch {
@@ -18,6 +19,9 @@ pub struct Watch {
     /// Set when the strategy solves a graph with merged kernels: its bounds
     /// hold for that graph, not for the real one, so they are ignored.
     merged: AtomicBool,
+    /// The watch of the same strategy solving the graph in another node
+    /// order (`solve::in_order`): its schedules are in that graph's ids.
+    other: Mutex<Option<(Arc<Graph>, Vec<NodeId>, Arc<Watch>)>>,
 }
 
 /// What a solve knows at one moment.
@@ -30,6 +34,9 @@ pub struct Snapshot {
     pub bound: Option<f64>,
     /// The cheapest schedule in hand, with its cost and where it came from.
     pub plan: Option<(f64, Schedule, String)>,
+    /// The same in another node order: that order's graph, the order (its
+    /// ids in the file's), and what its solve knows.
+    pub other: Option<(Arc<Graph>, Vec<NodeId>, Box<Snapshot>)>,
 }
 
 impl Watch {
@@ -85,6 +92,21 @@ impl Watch {
     }
 
     pub fn snapshot(&self) -> Snapshot {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut snap = self.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let other = self.other.lock().unwrap_or_else(|e| e.into_inner());
+        snap.other = other
+            .as_ref()
+            .map(|(g, order, w)| (g.clone(), order.clone(), Box::new(w.snapshot())));
+        snap
+    }
+
+    /// A watch for the solve of `gp`, the graph in `order`, whose plans an
+    /// interrupt keeps too: a solve that splits its time between two
+    /// orders lost the other order's plans to a Ctrl-C.
+    pub fn in_other_order(&self, gp: &Graph, order: &[NodeId]) -> Arc<Watch> {
+        let w = Arc::new(Watch::default());
+        *self.other.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::new(gp.clone()), order.to_vec(), w.clone()));
+        w
     }
 }
