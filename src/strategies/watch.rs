@@ -21,8 +21,12 @@ pub struct Watch {
     merged: AtomicBool,
     /// The watch of the same strategy solving the graph in another node
     /// order (`solve::in_order`): its schedules are in that graph's ids.
-    other: Mutex<Option<(Arc<Graph>, Vec<NodeId>, Arc<Watch>)>>,
+    other: Mutex<Option<OtherOrder>>,
 }
+
+/// A graph in another node order, the order (its ids in the file's), and
+/// the watch of the solve on it.
+type OtherOrder = (Arc<Graph>, Vec<NodeId>, Arc<Watch>);
 
 /// What a solve knows at one moment.
 #[derive(Debug, Default, Clone)]
