@@ -49,6 +49,12 @@ impl Outcome {
         self.sim.as_ref().map(|s| s.cost)
     }
 
+    /// What answers are ranked by: the step time on a device (the
+    /// fastest step is the point there), else the cost.
+    pub fn measure(&self) -> Option<f64> {
+        self.timing().map(|t| t.step.get()).or(self.cost())
+    }
+
     pub fn peak(&self) -> Option<Bytes> {
         self.sim.as_ref().map(|s| s.peak)
     }
@@ -210,7 +216,6 @@ fn slow_tier_in_another_order(
         Err(e @ SolveError::Bug { .. }) => return Err(e),
         Err(_) => None,
     };
-    let step = |o: &Outcome| o.timing().map(|t| t.step.get()).or(o.cost());
     let seconds = start.elapsed().as_secs_f64();
     let noted = |out: Outcome, note: String| Outcome {
         detail: with_note(out.detail, note),
@@ -222,7 +227,10 @@ fn slow_tier_in_another_order(
         None => format!("cost {}", o.cost().map_or("none".into(), short_float)),
     };
     Ok(Some(match file {
-        Some(f) if step(&f).is_some_and(|s| step(&other).is_none_or(|o| s <= o)) => {
+        Some(f)
+            if f.measure()
+                .is_some_and(|s| other.measure().is_none_or(|o| s <= o)) =>
+        {
             let note = format!("another node order's best plan had {}", shown(&other));
             noted(f, note)
         }
@@ -1055,9 +1063,14 @@ pub fn from_snapshot(
     device: Option<&crate::device::Device>,
 ) -> Outcome {
     let file = file_order_snapshot(g, strategy, budget, snap, seconds, device);
-    let measure = |o: &Outcome| o.timing().map(|t| t.step.get()).or(o.cost());
     match other_order_snapshot(g, strategy, budget, snap, seconds, device) {
-        Some(o) if measure(&file).is_none_or(|f| measure(&o).is_some_and(|m| m < f)) => o,
+        Some(o)
+            if file
+                .measure()
+                .is_none_or(|f| o.measure().is_some_and(|m| m < f)) =>
+        {
+            o
+        }
         _ => file,
     }
 }

@@ -148,6 +148,12 @@ impl Row {
     }
 
     /// The resume key.
+    /// What rows are ranked by: the step time on a device, else the cost
+    /// (as [`Outcome::measure`]).
+    pub fn measure(&self) -> Option<f64> {
+        self.timing.as_ref().map(|t| t.step_seconds).or(self.cost)
+    }
+
     pub fn key(&self) -> (String, String, Bytes) {
         (self.model.clone(), self.strategy.clone(), self.budget)
     }
@@ -1011,7 +1017,6 @@ fn take_tighter_plans(
     cfg: &SweepConfig,
 ) -> Vec<String> {
     let graph = g.fingerprint();
-    let measure = |r: &Row| r.timing.as_ref().map(|t| t.step_seconds).or(r.cost);
     let mut ours: Vec<usize> = (0..rows.len())
         .filter(|&i| {
             let r = &rows[i];
@@ -1033,7 +1038,7 @@ fn take_tighter_plans(
         if k > 0 && rows[ours[k - 1]].strategy != rows[i].strategy {
             below.clear();
         }
-        let here = measure(&rows[i]);
+        let here = rows[i].measure();
         let replaceable = [Status::Feasible, Status::Optimal, Status::NoSolution]
             .iter()
             .any(|s| s.as_str() == rows[i].status);
