@@ -1052,8 +1052,10 @@ fn prove_nothing_fits(g: &Graph, budget: Bytes, opts: &SolveOptions) -> Proof {
 
 /// The answer of a solve stopped from outside (an interrupt): the cheapest
 /// schedule the strategy had reported, through the same plan generator and
-/// simulator as any answer, with the best bound known by then. A schedule
-/// that does not fit in simulation is not offered.
+/// simulator as any answer, with the best bound known by then; or, where
+/// the solve also planned in another node order and that order's plan is
+/// faster, that plan. A schedule that does not fit in simulation is not
+/// offered.
 pub fn from_snapshot(
     g: &Graph,
     strategy: &str,
@@ -1076,7 +1078,7 @@ pub fn from_snapshot(
 }
 
 /// The plan of an interrupted solve's other node order
-/// ([`Watch::in_other_order`]), told back in `g`'s ids and simulated on
+/// (`Watch::in_other_order`), told back in `g`'s ids and simulated on
 /// `g`: its bounds were for that order, so it carries none.
 fn other_order_snapshot(
     g: &Graph,
