@@ -286,9 +286,9 @@ impl BudgetSpec {
                 DecimalError::NotANumber => err("expected a number before '%'"),
                 e => err(e.reason()),
             })?;
-            if num == 0 {
-                return Err(err("a budget must be positive"));
-            }
+            // `0%` is 0 bytes, as `0` is: each caller then says the same
+            // about it (solve: below the smallest budget; a sweep: fits no
+            // plan), where `0%` alone read "a budget must be positive".
             return Ok((
                 BudgetSpec::Percent {
                     num,

@@ -361,6 +361,12 @@ fn budgets_that_are_probably_mistakes() {
     );
     let o = remat(&["solve", m, "-b", "7.0"]);
     assert!(!stderr(&o).contains("whole number"), "{}", stderr(&o));
+    // `0%` is 0 bytes, as `0` is, and gets the same answer.
+    for zero in ["0", "0%"] {
+        let o = remat(&["solve", m, "-b", zero]);
+        assert_eq!(o.status.code(), Some(2), "{zero}");
+        err_says(&o, "the budget is 0 bytes");
+    }
 }
 
 #[test]
