@@ -349,12 +349,7 @@ impl remat::strategies::Strategy for GivesUp {
     ) -> Result<remat::strategies::Solution, remat::strategies::StrategyError> {
         Ok(remat::strategies::Solution {
             status: remat::strategies::Status::NoSolution,
-            schedule: None,
-            lower_bound: None,
-            detail: None,
-            solver_peak: None,
-            trace: Vec::new(),
-            step_bound: None,
+            ..remat::strategies::Solution::infeasible("test: no plan")
         })
     }
 }

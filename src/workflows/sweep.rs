@@ -1049,7 +1049,8 @@ fn take_tighter_plans(
         };
         let cheaper = |m: f64| here.is_none_or(|h| m < h / (1.0 + 1e-9));
         let mut taken = None;
-        for &(m, b) in below.iter().filter(|_| replaceable) {
+        let offered = if replaceable { &below[..] } else { &[] };
+        for &(m, b) in offered {
             if !cheaper(m) {
                 break;
             }
