@@ -235,11 +235,13 @@ impl DecimalError {
 }
 
 /// The percentage a bare budget number probably meant (`90` or `0.9` for
-/// 90%), when it is written as one: digits and a point, no unit. Callers
-/// ask only when the bytes it says are below the smallest budget, where no
-/// plan fits and a slip is likelier than a wish. Shared by `-b`, the inline
+/// 90%), when it is written as one: digits and a point, no unit, and the
+/// percentage of `peak` is at least `min` (a suggestion that is itself
+/// infeasible sends the user from one failure to the next). Callers ask
+/// only when the bytes it says are below the smallest budget, where no plan
+/// fits and a slip is likelier than a wish. Shared by `-b`, the inline
 /// `--budgets` list and budget files, so that each says the same.
-pub fn percent_meant(input: &str) -> Option<String> {
+pub fn percent_meant(input: &str, peak: Bytes, min: Bytes) -> Option<String> {
     let t = input.trim();
     if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
         return None;
@@ -252,6 +254,9 @@ pub fn percent_meant(input: &str) -> Option<String> {
     } else {
         return None;
     };
+    if pct / 100.0 * peak.as_f64() < min.as_f64() {
+        return None;
+    }
     Some(format!("did you mean {}%?", short_float(pct)))
 }
 

@@ -340,6 +340,10 @@ fn budgets_that_are_probably_mistakes() {
     let e = stderr(&o);
     assert!(e.contains("did you mean 90%?"), "{e}");
     assert!(e.contains("30.0% of the checkpoint-all peak"), "{e}");
+    // 2% is below the smallest budget too: no suggestion to fail again.
+    let o = remat(&["solve", m, "-b", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
     let o = remat(&["solve", m, "-b", "-5GB"]);
     assert_eq!(o.status.code(), Some(2));
     err_says(&o, "a budget must be positive");
@@ -2609,17 +2613,19 @@ fn replays_on_a_device_too_small_say_so() {
 }
 
 /// A bare number in a budget file is bytes, like one in `--budgets`: below
-/// the smallest budget it gets the same "did you mean" note. One that
-/// rounds down to 0 bytes is refused: it used to become a 0-byte row.
+/// the smallest budget it gets the same "did you mean" note, unless that
+/// percentage would not fit either. One that rounds down to 0 bytes is
+/// refused: it used to become a 0-byte row.
 #[test]
 fn budget_files_ask_about_percentages_as_inline_lists_do() {
     let dir = tempfile::tempdir().unwrap();
     let m = linear8(dir.path());
-    let file = write(dir.path(), "pct.yaml", "budgets: [90, 2, 100%]\n");
+    // ResNet-50's smallest budget is 15.3% of its peak: 40% fits, 10% not.
+    let file = write(dir.path(), "pct.yaml", "budgets: [40, 10, 100%]\n");
     let csv = dir.path().join("b.csv");
     let o = remat(&[
         "sweep",
-        m.to_str().unwrap(),
+        "models/resnet50.yaml",
         "--budgets",
         file.to_str().unwrap(),
         "-s",
@@ -2631,11 +2637,12 @@ fn budget_files_ask_about_percentages_as_inline_lists_do() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("pct.yaml: 2 is 2 B (2 bytes), below the smallest budget; did you mean 2%?"),
+        err.contains(
+            "pct.yaml: 40 is 40 B (40 bytes), below the smallest budget; did you mean 40%?"
+        ),
         "{err}"
     );
-    // 90 bytes is above this graph's peak: no slip to point out.
-    assert!(!err.contains("did you mean 90%"), "{err}");
+    assert!(!err.contains("did you mean 10%"), "{err}");
     let o = remat(&[
         "sweep",
         m.to_str().unwrap(),

@@ -497,6 +497,14 @@ fn a_solve_error_with_a_solution_in_hand_is_not_a_failure() {
     for b in [22, 25, 30] {
         let out = solve_checked(&g, "autotm-async", Bytes(b), &opts(&dev, 10))
             .unwrap_or_else(|| panic!("no plan at {b} B"));
+        // The detail says why it is unproven, and that the plan is sound.
+        let d = out.detail.as_deref().unwrap_or_default();
+        assert!(
+            d.contains("unproven: the solver ended in an error")
+                && d.contains("satisfies the model")
+                && !d.contains("stopped by"),
+            "{d}"
+        );
         // remat-tiered proves 30 µs the fastest step at these budgets.
         let step = out.sim.unwrap().timing.unwrap().step;
         assert!((step.get() - 30e-6).abs() < 1e-9, "{b} B: {step}");

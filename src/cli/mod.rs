@@ -377,13 +377,18 @@ impl Budget {
     }
 
     /// What the user probably meant when a budget is far too small to be
-    /// meant: `-b 90` (90 bytes) or `-b 0.9` (one byte) for 90%.
-    pub fn did_you_mean(&self) -> Option<String> {
+    /// meant: `-b 90` (90 bytes) or `-b 0.9` (one byte) for 90%, when
+    /// that percentage of `g`'s peak would fit.
+    pub fn did_you_mean(&self, g: &Graph) -> Option<String> {
         // A device's capacity is no typo of the user's.
         if self.from_device.is_some() {
             return None;
         }
-        crate::units::percent_meant(&self.input)
+        crate::units::percent_meant(
+            &self.input,
+            analysis::checkpoint_all_peak(g),
+            analysis::min_feasible_budget(g),
+        )
     }
 
     /// A note for a budget that is probably a mistake but still has an

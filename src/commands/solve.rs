@@ -117,7 +117,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
             Err(e @ SolveError::BelowMinimum { .. }) => {
                 // A budget the user never typed is named as the device's.
                 let hint = budget
-                    .did_you_mean()
+                    .did_you_mean(&g)
                     .or_else(|| {
                         budget.from_device.as_ref().map(|d| {
                             format!("the budget is the fast-tier capacity of device '{d}'")

@@ -364,11 +364,13 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         // then marks the solution infeasible, but still holds it, and the
         // model's own check, at the same tolerance as below, decides.
         let usable = |x: &Vec<f64>| x.len() == m.num_cols() && m.max_violation(x) <= 1e-6;
-        let x = Some(h.primal(m.num_cols(), m.num_rows()))
-            .filter(usable)
-            .or_else(|| warm.map(<[f64]>::to_vec).filter(usable));
-        let Some(x) = x else {
-            return Err(e);
+        let own = Some(h.primal(m.num_cols(), m.num_rows())).filter(usable);
+        let (x, held) = match own {
+            Some(x) => (x, "a solution of its own that satisfies the model"),
+            None => match warm.map(<[f64]>::to_vec).filter(usable) {
+                Some(x) => (x, "the warm start, which stands"),
+                None => return Err(e),
+            },
         };
         return Ok(MipResult {
             status: MipStatus::Feasible,
@@ -378,7 +380,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
             first_solution_secs: cb.first_solution,
             seconds: start.elapsed().as_secs_f64(),
             trace: cb.trace,
-            failed: Some(e.to_string()),
+            failed: Some(format!("{e}, holding {held}")),
         });
     }
     let status = h.model_status();

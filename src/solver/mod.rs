@@ -182,7 +182,7 @@ impl MipResult {
     /// detail line, which must not blame the clock for a solver error.
     pub fn stopped_by(&self) -> String {
         match &self.failed {
-            Some(e) => format!("stopped by a solver error ({e})"),
+            Some(e) => format!("unproven: the solver ended in an error ({e})"),
             None => "stopped by its time limit".into(),
         }
     }

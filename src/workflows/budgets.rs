@@ -202,7 +202,7 @@ impl BudgetList {
             .iter()
             .filter_map(|item| {
                 let bytes = BudgetSpec::parse(item).ok()?.resolve(peak);
-                let hint = crate::units::percent_meant(item).filter(|_| bytes < min)?;
+                let hint = crate::units::percent_meant(item, peak, min).filter(|_| bytes < min)?;
                 Some(format!(
                     "{source}: {} is {} ({bytes} bytes), below the smallest budget; {hint}",
                     item.trim(),
@@ -230,7 +230,8 @@ impl BudgetList {
             Some(i) => format!(
                 "{} is 0 bytes, which no plan fits{}",
                 i.trim(),
-                crate::units::percent_meant(i).map_or(String::new(), |h| format!("; {h}"))
+                crate::units::percent_meant(i, peak, analysis::min_feasible_budget(g))
+                    .map_or(String::new(), |h| format!("; {h}"))
             ),
             None => "a budget of 0 bytes fits no plan".to_string(),
         };
