@@ -868,6 +868,18 @@ pub fn run(g: &Graph, cfg: &SweepConfig) -> Result<SweepSummary, SweepError> {
                         0.0
                     });
                 }
+                // A plan the row's bound proves optimal is `optimal`, as
+                // `solve` would call it with that bound: a heuristic's plan
+                // read `feasible` beside a gap of 0. Only without a device
+                // (the bound is on cost, not on step time) and in the
+                // file's order (the bound's).
+                if row.status == Status::Feasible.as_str()
+                    && row.gap.is_some_and(|gap| gap <= crate::solve::OPTIMAL_GAP)
+                    && cfg.opts.device.is_none()
+                    && !own_order
+                {
+                    row.status = Status::Optimal.as_str().to_string();
+                }
                 // A plan in another order was solved on the reordered
                 // graph: its schedule is no warm start in the file's.
                 if let (Some(sim), Some(sch), false) = (
@@ -1039,7 +1051,15 @@ fn take_tighter_plans(
             below.clear();
         }
         let here = rows[i].measure();
-        let replaceable = [Status::Feasible, Status::Optimal, Status::NoSolution]
+        // A heuristic's `no-fit` says only that it found no plan; one of
+        // its plans at a smaller budget fits. `infeasible` is a proof, and
+        // `not-applicable` no attempt.
+        let replaceable = [
+            Status::Feasible,
+            Status::Optimal,
+            Status::NoSolution,
+            Status::NoFit,
+        ]
             .iter()
             .any(|s| s.as_str() == rows[i].status);
         let to = rows[i].budget;
