@@ -281,6 +281,7 @@ fn sweep_data(rows: &[Row], model: &str) -> Result<SweepData, PlotError> {
         None => Vec::new(),
     };
     lp.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let lp = bound_steps(&lp);
 
     let ys: Vec<f64> = curves
         .iter()
@@ -582,6 +583,26 @@ fn draw_sweep<DB: DrawingBackend>(
         y += 8;
     }
     Ok(())
+}
+
+/// The bound between the sampled budgets, as steps: the best plan's cost
+/// never rises with the budget, so at any budget it is at least every
+/// bound at a larger one, and no more can be claimed (a straight line
+/// between two samples shaded budgets where a plan exists). At each sample
+/// the curve drops to the next sample's claim.
+fn bound_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut claim: Vec<f64> = points.iter().map(|p| p.1).collect();
+    for i in (0..claim.len().saturating_sub(1)).rev() {
+        claim[i] = claim[i].max(claim[i + 1]);
+    }
+    let mut out = Vec::with_capacity(2 * points.len());
+    for (i, &(x, _)) in points.iter().enumerate() {
+        out.push((x, claim[i]));
+        if let Some(&next) = claim.get(i + 1) {
+            out.push((x, next));
+        }
+    }
+    out
 }
 
 /// Figure 5: for each strategy, the best overhead among its plans at or
@@ -1235,5 +1256,27 @@ mod tests {
         assert_eq!(super::strategy_label(""), "");
         assert_eq!(super::strategy_label("  "), "");
         assert_eq!(super::strategy_label("remat-fast"), " (remat-fast)");
+    }
+
+    /// The tiny MLP of docs/format.md: bound 1.144 at 493,724 B and 1.0 at
+    /// 520,000 B, where a plan at 505,000 B costs 1.0. A line between them
+    /// claimed about 1.08 there; the steps claim 1.0 past 493,724 B.
+    #[test]
+    fn the_bound_between_samples_claims_only_the_next_ones() {
+        let s = super::bound_steps(&[(493_724.0, 1.144), (520_000.0, 1.0), (600_000.0, 1.0)]);
+        assert_eq!(
+            s,
+            vec![
+                (493_724.0, 1.144),
+                (493_724.0, 1.0),
+                (520_000.0, 1.0),
+                (520_000.0, 1.0),
+                (600_000.0, 1.0)
+            ]
+        );
+        // A bound that rises with the budget holds below too.
+        let s = super::bound_steps(&[(1.0, 1.0), (2.0, 1.5)]);
+        assert_eq!(s, vec![(1.0, 1.5), (1.0, 1.5), (2.0, 1.5)]);
+        assert!(super::bound_steps(&[]).is_empty());
     }
 }
