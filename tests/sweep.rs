@@ -627,7 +627,9 @@ fn a_no_fit_row_takes_a_plan_found_at_a_smaller_budget() {
     assert_eq!(large.status, "feasible");
     assert_eq!(large.cost, small.cost);
     assert!(large.peak.unwrap() <= b20);
-    let p = dir.path().join(format!("plans/dtr-greedy-{}.json", b25.get()));
+    let p = dir
+        .path()
+        .join(format!("plans/dtr-greedy-{}.json", b25.get()));
     let f: PlanFile = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
     let sim = simulate(&g, &Plan::from_file_statements(&g, &f.statements).unwrap()).unwrap();
     assert_eq!(Some(sim.cost), large.cost);

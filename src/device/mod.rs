@@ -75,11 +75,26 @@ impl Device {
     /// profiled milliseconds or unlabelled (the public Checkmate graphs,
     /// the random DAGs) gets step times that look exact and mean nothing:
     /// MobileNet's profiled graph at 60% on the A100 showed a 0.003 us step.
+    /// The other way round, a device whose costs are seconds on a graph
+    /// that labels them otherwise (flop: a tiny MLP's step read 5.7 years;
+    /// ms: a silent factor of 1000) gets a note too; an unlabelled graph
+    /// does not, as the device file is then the only word on the unit.
     pub fn cost_unit_note(&self, g: &crate::graph::Graph) -> Option<String> {
-        let Throughput::PerSecond(rate) = self.throughput else {
-            return None;
-        };
         let unit = g.cost_unit.as_deref();
+        let Throughput::PerSecond(rate) = self.throughput else {
+            let u = unit?;
+            let seconds = ["s", "sec", "secs", "second", "seconds"]
+                .iter()
+                .any(|s| u.trim().eq_ignore_ascii_case(s));
+            return (!seconds).then(|| {
+                format!(
+                    "{} counts its costs in '{}', but {} takes costs as seconds (cost_is_seconds): step times are the costs read as seconds, so they are only real if the costs are seconds",
+                    g.name,
+                    u.escape_debug(),
+                    self.name
+                )
+            });
+        };
         if unit.is_some_and(|u| u.eq_ignore_ascii_case("flop") || u.eq_ignore_ascii_case("flops")) {
             return None;
         }

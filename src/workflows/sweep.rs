@@ -1060,8 +1060,8 @@ fn take_tighter_plans(
             Status::NoSolution,
             Status::NoFit,
         ]
-            .iter()
-            .any(|s| s.as_str() == rows[i].status);
+        .iter()
+        .any(|s| s.as_str() == rows[i].status);
         let to = rows[i].budget;
         let was = match here {
             Some(_) => fmt_measure(&rows[i]),
