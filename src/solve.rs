@@ -119,11 +119,13 @@ impl Outcome {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SolveError {
-    #[error("infeasible: needs at least {need} bytes ({}, {:.1}% of the checkpoint-all peak), the largest node with all its inputs plus fixed memory; the budget is {budget} bytes", .need.human_up(), (.need.as_f64() * 1000.0 / .peak.as_f64().max(1.0)).ceil() / 10.0)]
+    #[error("infeasible: needs at least {need} bytes ({}, {:.1}% of the checkpoint-all peak), {}; the budget is {budget} bytes", .need.human_up(), (.need.as_f64() * 1000.0 / .peak.as_f64().max(1.0)).ceil() / 10.0, if *.direct_reads { "the largest value plus fixed memory (the device's kernels may read their inputs from the slow tier)" } else { "the largest node with all its inputs plus fixed memory" })]
     BelowMinimum {
         budget: Bytes,
         need: Bytes,
         peak: Bytes,
+        /// The floor is a value alone: the device reads inputs directly.
+        direct_reads: bool,
     },
     #[error(transparent)]
     Strategy(#[from] StrategyError),
@@ -138,11 +140,15 @@ pub enum SolveError {
 /// tier need only their output in fast memory, so a device with direct reads
 /// lowers it to the largest node.
 pub fn budget_floor(g: &Graph, device: Option<&crate::device::Device>) -> Bytes {
-    if device.is_some_and(|d| d.slow.direct_read.is_some()) {
+    if reads_directly(device) {
         g.fixed_memory + g.ids().map(|i| g.memory(i)).max().unwrap_or(Bytes(0))
     } else {
         analysis::min_feasible_budget(g)
     }
+}
+
+fn reads_directly(device: Option<&crate::device::Device>) -> bool {
+    device.is_some_and(|d| d.slow.direct_read.is_some())
 }
 
 /// Runs one strategy at one budget and checks its answer.
@@ -257,6 +263,7 @@ fn run_in_file_order(
             budget,
             need,
             peak: analysis::checkpoint_all_peak(g),
+            direct_reads: reads_directly(opts.device.as_deref()),
         });
     }
     let start = Instant::now();

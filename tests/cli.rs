@@ -749,6 +749,51 @@ fn output_paths_are_checked_first() {
 /// step times overflow is refused up front, naming the device file (it
 /// used to print "inf s" and exit 0, and plot-plan looped forever); and a
 /// note about cost units never comes before an input error.
+/// Just above GPT-2's floor on the GH200 (its largest value plus fixed
+/// memory: the device reads inputs from the slow tier) the searches end
+/// early without a plan. They said `no-solution` and "a longer
+/// --time-limit may find one" (remat-fast, 3.7 s of 30) or "try a longer
+/// --time-limit" (remat-tiered, 3.4 s of 10); one byte lower, the floor was
+/// called the largest node with all its inputs, which it is not here.
+#[test]
+fn searches_that_end_early_do_not_ask_for_more_time() {
+    let solve = |budget: &str, s: &str| {
+        remat(&[
+            "solve",
+            "models/gpt2.yaml",
+            "-b",
+            budget,
+            "--device",
+            "devices/gh200.yaml",
+            "-s",
+            s,
+            "--time-limit",
+            "20",
+        ])
+    };
+    for s in ["remat-fast", "remat-tiered"] {
+        let o = solve("2642339840", s);
+        assert!(
+            stdout(&o).contains("status           no-fit"),
+            "{s}: {}",
+            stdout(&o)
+        );
+        let e = stderr(&o);
+        assert!(
+            !e.contains("longer --time-limit may") && !e.contains("try a longer"),
+            "{s}: {e}"
+        );
+    }
+    let o = solve("2642339839", "remat-fast");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("needs at least 2642339840 bytes")
+            && stderr(&o).contains("the largest value plus fixed memory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A device that takes costs as seconds, on a graph labelled in another
 /// unit, gets the same kind of note as a flop/s device on a graph in ms:
 /// the tiny MLP's step read 5.7 years without a word. A graph in seconds

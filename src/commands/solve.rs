@@ -217,7 +217,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
     if interrupted {
         return Err(Interrupted.into());
     }
-    status_result(&out, &budget, device.as_deref(), forced)
+    let limit = solver.options(super::SOLVE_SECONDS).time_limit;
+    status_result(&out, &budget, device.as_deref(), forced, limit)
 }
 
 /// How a watched solve ended.
@@ -305,8 +306,13 @@ fn status_result(
     budget: &Budget,
     device: Option<&remat::device::Device>,
     forced: bool,
+    limit: std::time::Duration,
 ) -> Result<()> {
     let tiers = device.is_some();
+    // A search that ended well before its limit ran out of moves, not of
+    // time: more time is no advice then (remat-tiered on GPT-2 just above
+    // its direct-read floor stopped at 3.4 s of 10, and at 7.7 s of 30).
+    let ended_early = out.seconds < 0.9 * limit.as_secs_f64();
     // No "did you mean N%?" here: below the smallest budget the pipeline
     // refused the budget before any strategy ran (with the hint); above
     // it, a bare number is taken at its word (docs/format.md, Budgets).
@@ -341,7 +347,13 @@ fn status_result(
                     d.slow.capacity.human()
                 ))
                 .unwrap_or_default(),
-            if tiers && out.strategy == "remat-tiered" {
+            if tiers && out.strategy == "remat-tiered" && ended_early {
+                format!(
+                    "-s remat-fast (its offload moves run longer), or a larger budget; its searches ended after {:.1} s of the {:.0} s limit, so a longer --time-limit will not help",
+                    out.seconds,
+                    limit.as_secs_f64()
+                )
+            } else if tiers && out.strategy == "remat-tiered" {
                 "a longer --time-limit, or -s remat-fast (its offload moves run longer)".to_string()
             } else if tiers {
                 "-s remat-tiered (recomputation and offloading together)".to_string()

@@ -2211,8 +2211,16 @@ fn offload_search(
                 ..Solution::feasible(sch, Some(detail))
             }
         }
+        // Every repair that ended before its share did so with nothing
+        // left to try: `no-fit`, not the clock's `no-solution` (GPT-2 just
+        // above its direct-read floor on the GH200 said "a longer
+        // --time-limit may find one" after 3.7 s of 10).
         None => Solution {
-            status: super::Status::NoSolution,
+            status: if Instant::now() >= moves_end {
+                super::Status::NoSolution
+            } else {
+                super::Status::NoFit
+            },
             lower_bound: None,
             ..Solution::infeasible(
                 "neither the recompute search, DTR, the baselines, nor the offload search from the seed policies found a plan that fits",
