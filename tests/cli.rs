@@ -794,6 +794,85 @@ fn searches_that_end_early_do_not_ask_for_more_time() {
     );
 }
 
+/// Flags that did nothing, or something else, without a word: `--plans -`
+/// made a folder named `-`; `--search-orders` with a strategy that keeps
+/// the file's order was ignored; a sweep's budgets past the device's fast
+/// memory had no note, where solve's and max-batch's have one.
+#[test]
+fn flags_that_would_do_nothing_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = linear8(dir.path());
+    let ms = m.to_str().unwrap();
+    let csv = dir.path().join("s.csv");
+    let cs = csv.to_str().unwrap();
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "90%",
+        "-s",
+        "dtr-greedy",
+        "-o",
+        cs,
+        "--plans",
+        "-",
+    ]);
+    one_line_error(
+        &o,
+        "--plans names a directory to write plan files into, not standard output",
+    );
+    assert!(!Path::new("-").exists());
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "90%",
+        "-s",
+        "dtr-greedy",
+        "--search-orders",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: --search-orders has no effect on dtr-greedy: only ")
+            && stderr(&o).contains("remat-fast"),
+        "{}",
+        stderr(&o)
+    );
+    let o = remat(&[
+        "solve",
+        ms,
+        "-b",
+        "90%",
+        "-s",
+        "remat-fast",
+        "--search-orders",
+    ]);
+    assert!(
+        !stderr(&o).contains("--search-orders has no effect"),
+        "{}",
+        stderr(&o)
+    );
+    let small = device(dir.path(), "small.yaml", "8B");
+    let o = remat(&[
+        "sweep",
+        ms,
+        "-b",
+        "9,100%",
+        "-s",
+        "checkpoint-all",
+        "-o",
+        cs,
+        "--device",
+        small.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: 2 of the budgets are more than d's fast memory (8 B)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A device that takes costs as seconds, on a graph labelled in another
 /// unit, gets the same kind of note as a flop/s device on a graph in ms:
 /// the tiny MLP's step read 5.7 years without a word. A graph in seconds

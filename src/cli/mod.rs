@@ -151,6 +151,12 @@ fn names_a_directory(path: &Path) -> bool {
 /// written (after the first solve, as a warning with exit code 0, and no
 /// plan written at all).
 pub fn check_output_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    // Elsewhere `-` is standard output; a folder of that name is a surprise.
+    if dir.as_os_str() == "-" {
+        return Err(input_err(format!(
+            "{flag} -: {flag} names a directory to write plan files into, not standard output"
+        )));
+    }
     if dir.exists() && !dir.is_dir() {
         return Err(input_err(format!(
             "{}: {flag} names a directory to write into, and this is a file",

@@ -120,6 +120,7 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     check_runnable(&strategies, device.is_some())?;
     solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
+    solver.note_search_orders(cfg.strategies.iter().map(|s| s.as_ref()), ctx.quiet);
     if let Some(f) = max_overhead {
         cfg.rule = CostRule::MaxOverhead(f);
     }

@@ -139,6 +139,35 @@ impl SolverArgs {
         )))
     }
 
+    /// A note when `--search-orders` reaches no strategy that searches
+    /// other node orders: it was ignored without a word (`-s dtr-greedy`),
+    /// where `--no-recompute` is refused. A note, not an error: in a sweep
+    /// the flag serves whichever strategies take it.
+    pub fn note_search_orders<'a>(
+        &self,
+        strategies: impl IntoIterator<Item = &'a dyn remat::strategies::Strategy>,
+        quiet: bool,
+    ) {
+        if !self.search_orders || quiet {
+            return;
+        }
+        let names: Vec<&str> = strategies.into_iter().map(|s| s.name()).collect();
+        let takers: Vec<&str> = remat::strategies::all()
+            .iter()
+            .chain(remat::strategies::tiered_policies().iter())
+            .filter(|s| s.may_reorder())
+            .map(|s| s.name())
+            .collect();
+        if names.iter().any(|n| takers.contains(n)) {
+            return;
+        }
+        eprintln!(
+            "note: --search-orders has no effect on {}: only {} search other node orders",
+            names.join(", "),
+            takers.join(", ")
+        );
+    }
+
     /// The options, with `default_secs` when no `--time-limit` was given.
     pub fn options(&self, default_secs: f64) -> SolveOptions {
         SolveOptions {

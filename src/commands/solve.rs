@@ -89,6 +89,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         ))
     })?;
     solver.check_no_recompute([strat.name()])?;
+    solver.note_search_orders([strat.as_ref()], ctx.quiet);
     // lp-bound answers with a bound alone: a script waiting for the plan
     // file found out only later that none was written.
     if plan.is_some() && !strat.makes_plans() {

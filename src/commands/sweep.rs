@@ -146,10 +146,27 @@ pub fn run(args: Args, ctx: &super::Ctx) -> Result<()> {
             peak.human()
         );
     }
+    // As solve and max-batch say of one budget: the plans fit the budget,
+    // not the device.
+    if let Some(d) = device.as_deref().filter(|_| !quiet) {
+        let over = list
+            .resolve(&g)
+            .into_iter()
+            .filter(|&b| b > d.fast_capacity)
+            .count();
+        if over > 0 {
+            eprintln!(
+                "note: {over} of the budgets are more than {}'s fast memory ({}): their plans fit the budget, not the device",
+                d.name,
+                d.fast_capacity.human()
+            );
+        }
+    }
     super::check_device_named(&strategies, device.is_some())?;
     let mut cfg = SweepConfig::new(list.resolve(&g), output.clone());
     cfg.strategies = select_strategies(&strategies).map_err(input_err)?;
     solver.check_no_recompute(cfg.strategies.iter().map(|s| s.name()))?;
+    solver.note_search_orders(cfg.strategies.iter().map(|s| s.as_ref()), quiet);
     cfg.jobs = jobs.unwrap_or_else(sweep::default_jobs).max(1);
     cfg.opts = solver.options(super::SOLVE_SECONDS);
     cfg.opts.device = device;
