@@ -3587,7 +3587,37 @@ fn a_plan_over_its_budget_names_where_it_peaks() {
     // Line 30 allocates grad/d while loss, d and c's fetch buffer are held.
     one_line_error(
         &o,
-        "peak 31 exceeds the budget 30 (30 B); it is reached at line 30 (plan statement 23)",
+        "peak 31 exceeds the budget 30 (30 B); the peak is first reached at line 30 (plan statement 23)",
+    );
+    // Below the fixed memory every statement is over: where the peak is
+    // would point at the wrong place.
+    let m = write(
+        dir.path(),
+        "fixed.yaml",
+        "name: f\ngraph: forward\nfixed_memory: 100\nnodes:\n  - {name: a, cost: 1, memory: 1}\n  - {name: b, cost: 1, memory: 1, deps: [a]}\n",
+    );
+    let plan = dir.path().join("f.json");
+    let o = remat(&[
+        "solve",
+        m.to_str().unwrap(),
+        "-b",
+        "200",
+        "-s",
+        "checkpoint-all",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = remat(&[
+        "simulate",
+        m.to_str().unwrap(),
+        plan.to_str().unwrap(),
+        "-b",
+        "90",
+    ]);
+    one_line_error(
+        &o,
+        "the budget 90 (90 B) is less than the graph's fixed memory alone (100 B), before any statement",
     );
 }
 

@@ -349,8 +349,18 @@ pub fn check_plan(
     // Where the peak is reached, so that an edited plan says which of its
     // statements to look at, as every other rejection does.
     if let Some(b) = limit.filter(|&b| rep.peak > b) {
+        // Then every statement is over it: where the peak is says nothing.
+        if g.fixed_memory > b {
+            return Err(input_err(format!(
+                "{}: {whose} {} ({}) is less than the graph's fixed memory alone ({}), before any statement",
+                plan.display(),
+                b,
+                b.human(),
+                g.fixed_memory.human()
+            )));
+        }
         return Err(input_err(format!(
-            "{}: peak {} exceeds {whose} {} ({}); it is reached at {}",
+            "{}: peak {} exceeds {whose} {} ({}); the peak is first reached at {}",
             plan.display(),
             rep.peak,
             b,
