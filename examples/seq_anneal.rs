@@ -5,6 +5,7 @@
 //! one pass; default 0.002). Prints each cheaper sequence that fits; with
 //! OUT, writes the graph in the best sequence's order of first
 //! computations there, for `remat solve` (whose bound is for that order).
+//! `KEEP_ORDER=1` keeps the plan's order of first computations.
 //!
 //! A state is any sequence of computations that reads only values computed
 //! before; values are freed after their last read before their next
@@ -45,6 +46,9 @@ fn main() {
         })
         .collect();
     let n = g.len();
+    // KEEP_ORDER=1: only sequences in the plan's order of first computations.
+    let keep_order = std::env::var("KEEP_ORDER").is_ok_and(|v| v == "1");
+    let order = free_order::order_of(&seq, n);
     let pass = g.total_cost();
     let per_byte = 4.0 * pass / cap;
     let energy = |s: &[NodeId]| -> Option<(f64, f64, bool)> {
@@ -100,6 +104,9 @@ fn main() {
         let Some(((ce, cc, fits), ())) = energy(&cand).zip(moved) else {
             continue;
         };
+        if keep_order && free_order::order_of(&cand, n) != order {
+            continue;
+        }
         if ce <= e || rng.random::<f64>() < ((e - ce) / temp).exp() {
             seq = cand;
             count = ccount;
