@@ -152,9 +152,7 @@ impl SolverArgs {
             return;
         }
         let names: Vec<&str> = strategies.into_iter().map(|s| s.name()).collect();
-        let takers: Vec<&str> = remat::strategies::all()
-            .iter()
-            .chain(remat::strategies::tiered_policies().iter())
+        let takers: Vec<&str> = remat::strategies::every()
             .filter(|s| s.may_reorder())
             .map(|s| s.name())
             .collect();

@@ -436,19 +436,17 @@ pub fn row_label(name: &str, opts: &SolveOptions) -> String {
     }
 }
 
+/// Every strategy reachable by name: [`all`], then the tiered policies.
+pub fn every() -> impl Iterator<Item = Box<dyn Strategy>> {
+    all().into_iter().chain(tiered_policies())
+}
+
 pub fn by_name(name: &str) -> Option<Box<dyn Strategy>> {
-    all()
-        .into_iter()
-        .chain(tiered_policies())
-        .find(|s| s.name() == name)
+    every().find(|s| s.name() == name)
 }
 
 pub fn names() -> Vec<&'static str> {
-    all()
-        .iter()
-        .chain(tiered_policies().iter())
-        .map(|s| s.name())
-        .collect()
+    every().map(|s| s.name()).collect()
 }
 
 /// Worker threads started by [`abandonable`] that have not ended yet.
