@@ -17,6 +17,7 @@ pub mod cover;
 pub mod fixing;
 pub mod highs;
 pub mod model;
+pub mod moment_bound;
 pub mod step_cover;
 pub mod tiered;
 

@@ -605,6 +605,22 @@ impl TieredFormulation {
 /// costly: the forward pass is too short to carry it all out.
 pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) -> Seconds {
     let all_fast = dev.all_fast_step(g).get();
+    Seconds(
+        step_bound_stages(g, budget, dev, no_recompute)
+            .into_iter()
+            .fold(all_fast, |a, (_, b)| a.max(b)),
+    )
+}
+
+/// [`step_bound`]'s argument at each stage that must give up bytes, in
+/// node order: the candidates for [`super::moment_bound`]'s moments.
+pub fn step_bound_stages(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    no_recompute: bool,
+) -> Vec<(NodeId, f64)> {
+    let all_fast = dev.all_fast_step(g).get();
     let per_byte = |bw: crate::units::Bandwidth| 1.0 / bw.get();
     let (out_b, in_b) = (per_byte(dev.slow.to_slow), per_byte(dev.slow.to_fast));
     let direct_b = dev.slow.direct_read.map(per_byte);
@@ -616,7 +632,7 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
         ahead.push(sum);
         sum += time(v);
     }
-    let mut worst = all_fast;
+    let mut stages = Vec::new();
     analysis::for_each_forced_cover(g, budget, |t, need, crossing, cover| {
         let (before, own) = (ahead[t.idx()], time(t));
         let after = (all_fast - before - own).max(0.0);
@@ -668,7 +684,7 @@ pub fn step_bound(g: &Graph, budget: Bytes, dev: &Device, no_recompute: bool) ->
             }
         }
         let best = at(lo).min(at(hi)).min(at(lo0)).min(at(need));
-        worst = worst.max(best);
+        stages.push((t, best));
     });
-    Seconds(worst)
+    stages
 }

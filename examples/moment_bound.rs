@@ -1,0 +1,56 @@
+//! The moment bound alone, beside the closed form, for measuring it:
+//! `cargo run --release --example moment_bound -- GRAPH DEVICE PCT SECS [norec]`
+//! (PCT: percent of the checkpoint-all peak). With `MOMENTS=a,b,c` (node
+//! indices) it solves that one model instead of choosing moments.
+use remat::device::Device;
+use remat::graph::analysis::checkpoint_all_peak;
+use remat::graph::{Graph, NodeId};
+use remat::solver::moment_bound::{moment_bound, solve_moments};
+use remat::solver::Params;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: moment_bound GRAPH DEVICE PCT SECS [norec]");
+        std::process::exit(2);
+    }
+    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let dev = Device::load(Path::new(&a[2])).unwrap();
+    let pct: u128 = a[3].parse().unwrap();
+    let secs: f64 = a[4].parse().unwrap();
+    let norec = a.len() > 5;
+    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    let p = Params {
+        time_limit: Duration::from_secs_f64(secs),
+        verbose: remat::solver::verbose_from_env(),
+        ..Params::default()
+    };
+    let closed = remat::solver::tiered::step_bound(&g, budget, &dev, norec);
+    println!("all-fast {}, closed form {closed}", dev.all_fast_step(&g));
+    let start = Instant::now();
+    if let Ok(list) = std::env::var("MOMENTS") {
+        let moments: Vec<NodeId> = list
+            .split(',')
+            .map(|x| NodeId::from(x.parse::<usize>().unwrap()))
+            .collect();
+        let b = solve_moments(&g, budget, &dev, norec, &moments, &p).unwrap();
+        println!(
+            "moments {list}: {:?} s in {:.1} s",
+            b,
+            start.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    match moment_bound(&g, budget, &dev, norec, &p).unwrap() {
+        Some(b) => println!(
+            "moment bound {} (moments {:?}, {} solves, {:.1} s)",
+            b.bound,
+            b.moments.iter().map(|m| m.idx()).collect::<Vec<_>>(),
+            b.solves,
+            b.seconds
+        ),
+        None => println!("not built"),
+    }
+}
