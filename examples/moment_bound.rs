@@ -45,8 +45,9 @@ fn main() {
     }
     match moment_bound(&g, budget, &dev, norec, &p).unwrap() {
         Some(b) => println!(
-            "moment bound {} (moments {:?}, {} solves, {:.1} s)",
+            "moment bound {} ({:.9e} s; moments {:?}, {} solves, {:.1} s)",
             b.bound,
+            b.bound.get(),
             b.moments.iter().map(|m| m.idx()).collect::<Vec<_>>(),
             b.solves,
             b.seconds
