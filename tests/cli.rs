@@ -783,6 +783,9 @@ fn searches_that_end_early_do_not_ask_for_more_time() {
             !e.contains("longer --time-limit may") && !e.contains("try a longer"),
             "{s}: {e}"
         );
+        // Each suggests the other; a larger budget is the way out when both
+        // find none.
+        assert!(e.contains("or a larger budget"), "{s}: {e}");
     }
     let o = solve("2642339839", "remat-fast");
     assert_eq!(o.status.code(), Some(2));
@@ -3542,6 +3545,30 @@ fn baselines_stopped_by_its_time_limit_say_what_they_left_out() {
     assert!(
         rows[1..].iter().all(|r| r.contains(",not-evaluated,")),
         "{text}"
+    );
+    // What does not apply is known without evaluating it, and says so
+    // even when the limit stopped the run first (a tester saw
+    // griewank-logn on a training graph without backward nodes called
+    // "not evaluated").
+    let other = write(
+        dir.path(),
+        "other.yaml",
+        "name: other\ngraph: training\nnodes: [{name: a, cost: 1, memory: 1}, {name: b, cost: 1, memory: 1, deps: [a]}]\n",
+    );
+    let o = remat(&["baselines", other.to_str().unwrap(), "--time-limit", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out_says(
+        &o,
+        "griewank-logn   not applicable: revolve reverses a forward pass, and this graph has no backward nodes",
+    );
+    assert!(
+        !stdout(&o).contains("griewank-logn   (not evaluated"),
+        "{}",
+        stdout(&o)
+    );
+    out_says(
+        &o,
+        "chen-sqrtn      (not evaluated: the run was stopped first)",
     );
     // Without a limit nothing is left out.
     let o = remat(&["baselines", m.to_str().unwrap(), "-q"]);

@@ -355,9 +355,12 @@ fn status_result(
                     limit.as_secs_f64()
                 )
             } else if tiers && out.strategy == "remat-tiered" {
-                "a longer --time-limit, or -s remat-fast (its offload moves run longer)".to_string()
+                "a longer --time-limit, -s remat-fast (its offload moves run longer), or a larger budget".to_string()
             } else if tiers {
-                "-s remat-tiered (recomputation and offloading together)".to_string()
+                // remat-tiered, when it too finds none, points back here:
+                // a larger budget is the way out of that loop.
+                "-s remat-tiered (recomputation and offloading together), or a larger budget"
+                    .to_string()
             } else {
                 // Never the strategy that just failed.
                 let others: Vec<&str> = ["remat-exact", "remat-fast"]

@@ -55,23 +55,17 @@ impl Chen {
     /// The candidate set on `g`, in topological order, or why the variant
     /// does not apply.
     pub fn candidate_set(&self, g: &Graph) -> Result<Vec<NodeId>, StrategyError> {
-        match self.candidates {
-            Candidates::Chain => match not_linear_reason(g) {
-                None => Ok(forward_nodes(g)),
-                Some(reason) => Err(StrategyError::NotApplicable {
-                    strategy: self.name(),
-                    reason: format!(
-                        "Chen et al.'s heuristics are defined on linear graphs only; {reason} (use ap-{0} or lin-{0} for general graphs)",
-                        match self.rule {
-                            Rule::Sqrtn => "sqrtn",
-                            Rule::Greedy => "greedy",
-                        }
-                    ),
-                }),
-            },
-            Candidates::ArticulationPoints => Ok(articulation_points(g)),
-            Candidates::Linearized => Ok(linearized(g)),
+        if let Some(reason) = self.not_applicable(g) {
+            return Err(StrategyError::NotApplicable {
+                strategy: self.name(),
+                reason,
+            });
         }
+        Ok(match self.candidates {
+            Candidates::Chain => forward_nodes(g),
+            Candidates::ArticulationPoints => articulation_points(g),
+            Candidates::Linearized => linearized(g),
+        })
     }
 }
 
@@ -228,6 +222,21 @@ impl Strategy for Chen {
 }
 
 impl TradeOff for Chen {
+    fn not_applicable(&self, g: &Graph) -> Option<String> {
+        let Candidates::Chain = self.candidates else {
+            return None;
+        };
+        not_linear_reason(g).map(|reason| {
+            format!(
+                "Chen et al.'s heuristics are defined on linear graphs only; {reason} (use ap-{0} or lin-{0} for general graphs)",
+                match self.rule {
+                    Rule::Sqrtn => "sqrtn",
+                    Rule::Greedy => "greedy",
+                }
+            )
+        })
+    }
+
     fn points<'a>(&'a self, g: &'a Graph) -> Result<Points<'a>, StrategyError> {
         let cands = self.candidate_set(g)?;
         Ok(match self.rule {

@@ -437,12 +437,16 @@ impl Strategy for Griewank {
 }
 
 impl TradeOff for Griewank {
+    fn not_applicable(&self, g: &Graph) -> Option<String> {
+        (!has_backward(g))
+            .then(|| "revolve reverses a forward pass, and this graph has no backward nodes".into())
+    }
+
     fn points<'a>(&'a self, g: &'a Graph) -> Result<Points<'a>, StrategyError> {
-        if !has_backward(g) {
+        if let Some(reason) = self.not_applicable(g) {
             return Err(StrategyError::NotApplicable {
                 strategy: self.name(),
-                reason: "revolve reverses a forward pass, and this graph has no backward nodes"
-                    .into(),
+                reason,
             });
         }
         let chain = Chain::of(g);

@@ -89,6 +89,13 @@ pub trait TradeOff: Strategy {
     /// Every knob setting worth trying on `g`, or why the heuristic does not
     /// apply to it.
     fn points<'a>(&'a self, g: &'a Graph) -> Result<Points<'a>, StrategyError>;
+
+    /// Why the heuristic does not apply to `g`, where that is known without
+    /// making its settings: `baselines` stopped by its time limit still
+    /// says so instead of "not evaluated".
+    fn not_applicable(&self, _g: &Graph) -> Option<String> {
+        None
+    }
 }
 
 /// Runs the plan generator and the simulator on one point. A failure here

@@ -57,11 +57,14 @@ pub fn curves(
         // Making a strategy's settings can take seconds on a large graph
         // (2.7 s in all on a 50,000-node chain): not once stopped.
         if stop() {
+            // What does not apply is known without making its settings, and
+            // is not "not evaluated" (griewank-logn on a forward-only graph).
+            let reason = s.not_applicable(g);
             out.push(Curve {
                 strategy: name,
-                result: Ok(Vec::new()),
+                started: reason.is_some(),
+                result: reason.map_or(Ok(Vec::new()), Err),
                 left_out: LeftOut::default(),
-                started: false,
             });
             continue;
         }
