@@ -85,6 +85,25 @@ pub const SEARCH_INSTEAD_COLUMNS: usize = 80_000;
 /// that finish within seconds, and would otherwise walk to the limit.
 const WALK_MIN_GAP: f64 = 0.01;
 
+/// The solver settings of the two bound programs run on their own thread:
+/// one thread, a tight gap, and the stop flag an abandonment sets.
+fn bound_params(
+    limit: Duration,
+    stop: crate::solver::StopFlag,
+    feasibility_tolerance: f64,
+) -> Params {
+    Params {
+        time_limit: limit,
+        gap: 1e-4,
+        threads: 1,
+        verbose: crate::solver::verbose_from_env(),
+        on_progress: None,
+        on_solution: None,
+        stop: Some(stop),
+        feasibility_tolerance,
+    }
+}
+
 impl Strategy for RematTiered {
     fn name(&self) -> &'static str {
         "remat-tiered"
@@ -187,16 +206,7 @@ impl Strategy for RematTiered {
                 &cover_stop,
                 opts.stop.as_ref(),
                 move || {
-                    let params = Params {
-                        time_limit: cover_share,
-                        gap: 1e-4,
-                        threads: 1,
-                        verbose: crate::solver::verbose_from_env(),
-                        on_progress: None,
-                        on_solution: None,
-                        stop: Some(stop),
-                        feasibility_tolerance: step_cover::FEASIBILITY_TOLERANCE,
-                    };
+                    let params = bound_params(cover_share, stop, step_cover::FEASIBILITY_TOLERANCE);
                     step_cover::step_cover_bound(
                         &g2,
                         budget,
@@ -244,16 +254,7 @@ impl Strategy for RematTiered {
                 &stop,
                 opts.stop.as_ref(),
                 move || {
-                    let params = Params {
-                        time_limit: share_m,
-                        gap: 1e-4,
-                        threads: 1,
-                        verbose: crate::solver::verbose_from_env(),
-                        on_progress: None,
-                        on_solution: None,
-                        stop: Some(stop2),
-                        feasibility_tolerance: 1e-6,
-                    };
+                    let params = bound_params(share_m, stop2, 1e-6);
                     moment_bound::moment_bound(&g2, budget, &dev2, no_rec, &params)
                 },
             );
