@@ -139,7 +139,7 @@ pub fn moment_bound(
         scored.clear();
         for (i, &c) in left.iter().enumerate() {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || super::stop_requested(&params.stop) {
                 break;
             }
             // An even share of what is left for this round's solves.
@@ -204,7 +204,13 @@ pub fn solve_moments(
         // below the hard floor before any strategy runs, so this is the
         // model's tolerance, not a proof; claim nothing.
         super::MipStatus::Infeasible => None,
-        _ => r.bound.or(r.objective).map(|b| b * scale),
+        // Only the solver's bound is one: an incumbent's objective is not,
+        // unless proven within the gap, which is then taken off it.
+        super::MipStatus::Optimal => r
+            .bound
+            .or(r.objective.map(|o| o * (1.0 - p.gap.clamp(0.0, 0.5))))
+            .map(|b| b * scale),
+        _ => r.bound.map(|b| b * scale),
     })
 }
 
