@@ -348,7 +348,8 @@ fn run_in_file_order(
             out.detail.as_deref().unwrap_or("no plan")
         ),
     };
-    sequence_outcome(g, strategy, budget, opts, start, &why, &order, &seq, found)
+    let what = search_sequence(g, &order, &seq, found, &why);
+    sequence_outcome(g, strategy, budget, opts, start, &what, &order, &seq)
 }
 
 /// An answer without a plan, settled before (or instead of) the strategy.
@@ -725,11 +726,20 @@ fn in_another_order(
         }
         return sequence_answer(g, strategy, budget, opts, start, why, &tried);
     };
+    // Half is kept for polishing a plan far from its bound: plans in
+    // these orders are the tight budgets' (random-layered-n250 at 60%:
+    // remat-fast's 189,850 at 30 s is 188,200 at 60 s, where 20 s of
+    // annealing from it found 170,414).
     let mut o = opts.clone();
-    o.time_limit = left();
+    let end = start + opts.time_limit;
+    o.time_limit = left() / 2;
     o.warm_start = Some(("the node-order search's schedule".into(), schedule));
     let because = format!("found by a search over orders, because {why}");
     match in_order(g, &gp, &order, strategy, budget, &o, start, &because)? {
+        Some(out) if far_from_bound(&out) => {
+            let out = polished(g, strategy, budget, opts, start, out, end)?;
+            Ok(Reordered::Answer(Box::new(out)))
+        }
         Some(out) => Ok(Reordered::Answer(Box::new(out))),
         None => none(
             "plans exist: a search over other node orders found one with a schedule, but the strategy found no plan in it",
@@ -767,24 +777,34 @@ fn sequence_answer(
     let (order, found, no_schedule) = &tried[k];
     let why =
         format!("{why}; no schedule in the order of the sequence below was found ({no_schedule})");
-    sequence_outcome(
-        g,
-        strategy,
-        budget,
-        opts,
-        start,
-        &why,
-        order,
-        &seq,
-        found.len(),
+    let what = search_sequence(g, order, &seq, found.len(), &why);
+    sequence_outcome(g, strategy, budget, opts, start, &what, order, &seq)
+        .map(|out| Reordered::Answer(Box::new(out)))
+}
+
+/// How the node-order search's sequence `seq` (shortened from `found`
+/// computations) came to be the answer, for its detail line.
+fn search_sequence(g: &Graph, order: &[NodeId], seq: &[NodeId], found: usize, why: &str) -> String {
+    format!(
+        "a sequence of computations that no schedule expresses, found by a search over other node orders ({}): {} computations ({} dropped where holding the value fits), because {why}",
+        moved_words(g, order),
+        seq.len(),
+        found - seq.len(),
     )
-    .map(|out| Reordered::Answer(Box::new(out)))
+}
+
+/// How far `order` is from the file's, in words.
+fn moved_words(g: &Graph, order: &[NodeId]) -> String {
+    match crate::schedule::free_order::moved(order) {
+        0 => "its first computations in the file's order".to_string(),
+        k => format!("{k} of {} nodes move", g.len()),
+    }
 }
 
 /// The answer whose plan is `seq`, a sequence of computations in another
-/// node order, simulated on the graph as given. Its only bound is one
-/// pass: the orders' bounds hold for schedules in them, and a sequence is
-/// not one.
+/// node order, simulated on the graph as given; `what` says how it was
+/// found. Its only bound is one pass: the orders' bounds hold for
+/// schedules in them, and a sequence need not be one.
 #[allow(clippy::too_many_arguments)]
 fn sequence_outcome(
     g: &Graph,
@@ -792,18 +812,16 @@ fn sequence_outcome(
     budget: Bytes,
     opts: &SolveOptions,
     start: Instant,
-    why: &str,
+    what: &str,
     order: &[NodeId],
     seq: &[NodeId],
-    found: usize,
 ) -> Result<Outcome, SolveError> {
     let bug = |msg: String| SolveError::Bug {
         strategy: strategy.name().to_string(),
         msg,
     };
-    let plan = crate::schedule::sequence::plan_of(g, seq).ok_or_else(|| {
-        bug("the node-order search's sequence reads a value it never computed".into())
-    })?;
+    let plan = crate::schedule::sequence::plan_of(g, seq)
+        .ok_or_else(|| bug("a sequence reads a value it never computed".into()))?;
     let sim = simulate_on(g, &plan, opts.device.as_deref())
         .map_err(|e| bug(format!("the sequence's plan is rejected: {e}")))?;
     if sim.peak > budget {
@@ -812,15 +830,7 @@ fn sequence_outcome(
             sim.peak
         )));
     }
-    let moved = match crate::schedule::free_order::moved(order) {
-        0 => "its first computations in the file's order".to_string(),
-        k => format!("{k} of {} nodes move", g.len()),
-    };
-    let detail = format!(
-        "a sequence of computations that no schedule expresses, found by a search over other node orders ({moved}): {} computations ({} dropped where holding the value fits), because {why}; the bound is one pass, which every plan computes",
-        seq.len(),
-        found - seq.len(),
-    );
+    let detail = format!("{what}; the bound is one pass, which every plan computes");
     let seconds = start.elapsed().as_secs_f64();
     let lower_bound = Some(g.total_cost());
     Ok(Outcome {
@@ -855,8 +865,11 @@ fn reordered(g: &Graph, strategy: &dyn Strategy, order: &[NodeId]) -> Result<Gra
 /// With `--search-orders`: the strategy in the file's order with half of
 /// what is left, then in the node-order search's order (at this budget)
 /// with the rest, from the schedule search's schedule in it; the cheaper
-/// plan is the answer, the file's on a tie. `None` where there is no other
-/// order to try, or no schedule in it was found.
+/// plan is the answer, the file's on a tie. Where the file's plan is far
+/// from its bound ([`POLISH_GAP`]), the other order gets half of the rest
+/// and the cheaper plan is polished in any order with the last quarter
+/// ([`polished`]); without another order the file's order gets three
+/// quarters. `None` where the option is off or does not apply.
 fn both_orders(
     g: &Graph,
     strategy: &dyn Strategy,
@@ -870,39 +883,68 @@ fn both_orders(
     // `opts.time_limit` is what is left from here.
     let (limit, begin) = (opts.time_limit, Instant::now());
     let left = || limit.saturating_sub(begin.elapsed());
-    let search_end = Instant::now() + left() / 20;
-    let Some(order) = crate::schedule::free_order::search(g, budget, search_end) else {
+    let other = other_order(g, strategy, budget, || Instant::now() + left() / 20)?;
+    let mut o = opts.clone();
+    o.time_limit = match other {
+        Some(_) => left() / 2,
+        None => left() * 3 / 4,
+    };
+    let file = checked(g, strategy, budget, &o, start)?;
+    let far = far_from_bound(&file);
+    let mut best = match other {
+        None => file,
+        Some((order, gp, schedule)) => {
+            o.time_limit = if far { left() / 2 } else { left() };
+            o.warm_start = Some(("the schedule search in that order".into(), schedule));
+            let because = "found by a search over orders (--search-orders)";
+            let other = in_order(g, &gp, &order, strategy, budget, &o, start, because)?;
+            cheaper_of(file, other, start)
+        }
+    };
+    if far_from_bound(&best) {
+        best = polished(g, strategy, budget, opts, start, best, begin + limit)?;
+    }
+    Ok(Some(best))
+}
+
+/// The node-order search's order at `budget`, the graph in it, and a
+/// schedule in it, each search ending at `deadline()`. Only where a
+/// schedule in it is known: at 60% of their peaks, random-layered-n500 and
+/// n1000 have orders whose schedule search is undecided after seconds, and
+/// the strategy found no plan in them, while the file's order lost half
+/// its time (n1000: 611,431 → 612,500). At 70% it finds one in 0.13 s or
+/// less on every public random DAG.
+fn other_order(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    deadline: impl Fn() -> Instant,
+) -> Result<Option<(Vec<NodeId>, Graph, Schedule)>, SolveError> {
+    let Some(order) = crate::schedule::free_order::search(g, budget, deadline()) else {
         return Ok(None);
     };
     if crate::schedule::free_order::moved(&order) == 0 {
         return Ok(None);
     }
     let gp = reordered(g, strategy, &order)?;
-    // Half the time goes to that order only where a schedule in it is
-    // known: at 60% of their peaks, random-layered-n500 and n1000 have
-    // orders whose schedule search is undecided after seconds, and the
-    // strategy found no plan in them, while the file's order lost half its
-    // time (n1000: 611,431 → 612,500). At 70% it finds one in 0.13 s or
-    // less on every public random DAG.
-    let Feasibility::Fits(schedule) =
-        crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 20)
-    else {
-        return Ok(None);
-    };
-    let mut o = opts.clone();
-    o.time_limit = left() / 2;
-    let file = checked(g, strategy, budget, &o, start)?;
-    o.time_limit = left();
-    o.warm_start = Some(("the schedule search in that order".into(), schedule));
-    let because = "found by a search over orders (--search-orders)";
-    let other = in_order(g, &gp, &order, strategy, budget, &o, start, because)?;
+    Ok(
+        match crate::schedule::feasible::decide(&gp, budget, deadline()) {
+            Feasibility::Fits(schedule) => Some((order, gp, schedule)),
+            _ => None,
+        },
+    )
+}
+
+/// The cheaper of the file's order's answer and another order's, the
+/// file's on a tie, noting the other's cost.
+fn cheaper_of(file: Outcome, other: Option<Outcome>, start: Instant) -> Outcome {
     let seconds = start.elapsed().as_secs_f64();
     let note = |out: Outcome, note: String| Outcome {
         detail: with_note(out.detail, note),
         seconds,
         ..out
     };
-    Ok(Some(match (file.cost(), other) {
+    match (file.cost(), other) {
         (Some(c), Some(o)) if o.cost().is_some_and(|oc| oc < c) => note(
             o,
             format!("the file's order's best plan cost {}", short_float(c)),
@@ -916,10 +958,136 @@ fn both_orders(
             ),
         ),
         (_, None) => note(file, "no plan in another node order".into()),
-    }))
+    }
 }
 
-/// `detail` with `note` after it.
+/// How far from its bound a plan must be for [`polished`] to run: where
+/// the schedule searches have stalled (remat-fast's iterated local search
+/// starts at the same 3%).
+const POLISH_GAP: f64 = 0.03;
+
+/// Whether `out` is a recompute plan more than [`POLISH_GAP`] from its bound.
+fn far_from_bound(out: &Outcome) -> bool {
+    out.plan.is_some() && out.timing().is_none() && out.gap().is_some_and(|g| g > POLISH_GAP)
+}
+
+/// `out` polished in any node order until `deadline`: two fifths of the
+/// time anneal over sequences of computations from its plan
+/// ([`crate::schedule::anneal`]), the rest plans in the order of the
+/// cheapest sequence's first computations, where that order's bound
+/// holds. The cheapest of the three answers: `out`, the plan in the new
+/// order, or the sequence itself (whose bound is one pass).
+///
+/// Why both: what the annealing finds is mostly an order. On
+/// random-layered-n100 at 60% the sequence from the file order's 58,977 costs
+/// 57,248, and remat-fast in its order 55,980 (bound 53,115); on n250 at
+/// 60% the sequence (170,913) beats remat-fast in its order (187,800).
+#[allow(clippy::too_many_arguments)]
+fn polished(
+    g: &Graph,
+    strategy: &dyn Strategy,
+    budget: Bytes,
+    opts: &SolveOptions,
+    start: Instant,
+    out: Outcome,
+    deadline: Instant,
+) -> Result<Outcome, SolveError> {
+    let Some(plan) = out.plan.as_ref() else {
+        return Ok(out);
+    };
+    let seq: Vec<NodeId> = plan.computed().collect();
+    let began = Instant::now();
+    let share = began + deadline.saturating_duration_since(began) * 2 / 5;
+    let anneal = |until: Instant, seed: u64| {
+        crate::schedule::anneal::anneal(g, &seq, budget, until, seed, opts.stop.as_ref())
+    };
+    let mut found = anneal(share, 0);
+    // Nothing cheaper: no new order to plan in, so the rest of the time
+    // anneals again, from other seeds (a start where half of the runs stay
+    // put, as on random-layered-n250 at 60%, gets a second chance).
+    if found.best.is_none() {
+        let moves = found.moves;
+        found = anneal(deadline, 1);
+        found.moves += moves;
+    }
+    let bounded = match out.lower_bound {
+        Some(b) if out.order.is_some() => {
+            format!(", bound {} for plans in its order", short_float(b))
+        }
+        Some(b) => format!(", bound {} for plans in the file's order", short_float(b)),
+        None => String::new(),
+    };
+    let annealed = format!(
+        "annealed over sequences of computations from the plan costing {}{bounded} ({} moves in {:.1} s)",
+        short_float(out.cost().unwrap_or(f64::NAN)),
+        found.moves,
+        began.elapsed().as_secs_f64()
+    );
+    let noted = |o: Outcome, note: String| Outcome {
+        detail: with_note(o.detail, note),
+        seconds: start.elapsed().as_secs_f64(),
+        ..o
+    };
+    let Some((best, cost)) = found.best else {
+        return Ok(noted(out, format!("{annealed}: nothing cheaper")));
+    };
+    let order = crate::schedule::free_order::order_of(&best, g.len());
+    let same = match &out.order {
+        Some(o) => *o == order,
+        None => crate::schedule::free_order::moved(&order) == 0,
+    };
+    let replan = if same {
+        None
+    } else {
+        let gp = reordered(g, strategy, &order)?;
+        let mut o = opts.clone();
+        o.time_limit = deadline.saturating_duration_since(Instant::now());
+        o.warm_start = None;
+        let because = "the order of the first computations of a sequence found by annealing";
+        in_order(g, &gp, &order, strategy, budget, &o, start, because)?
+    };
+    let replanned = replan.as_ref().and_then(Outcome::cost);
+    let base = out.cost().unwrap_or(f64::INFINITY);
+    let trace = |o: Outcome| {
+        let mut trace = out.trace.clone();
+        trace.extend(o.trace.last().cloned());
+        Outcome { trace, ..o }
+    };
+    Ok(match replan {
+        Some(r) if replanned.is_some_and(|rc| rc < base && rc <= cost) => {
+            let note = format!(
+                "{annealed}: a sequence costing {}, whose order this is",
+                short_float(cost)
+            );
+            trace(noted(r, note))
+        }
+        _ if cost < base => {
+            let what = format!(
+                "a sequence of computations ({}), {annealed}{}",
+                moved_words(g, &order),
+                replanned.map_or(String::new(), |rc| format!(
+                    "; the strategy in its order found {}",
+                    short_float(rc)
+                ))
+            );
+            trace(sequence_outcome(
+                g, strategy, budget, opts, start, &what, &order, &best,
+            )?)
+        }
+        _ => {
+            let note = format!(
+                "{annealed}: a sequence costing {}{}",
+                short_float(cost),
+                replanned.map_or(String::new(), |rc| format!(
+                    "; the strategy in its order found {}",
+                    short_float(rc)
+                ))
+            );
+            noted(out, note)
+        }
+    })
+}
+
 fn with_note(detail: Option<String>, note: String) -> Option<String> {
     Some(match detail {
         Some(d) => format!("{d}; {note}"),

@@ -7,6 +7,7 @@
 //! (O), which are copied back in (P), and which slow copies exist (H), per
 //! stage: the tiered MILP's variables, one for one (see [`Transfers`]).
 
+pub mod anneal;
 pub mod feasible;
 pub mod free_order;
 pub mod groups;

@@ -607,6 +607,15 @@ pub struct UnknownNode {
 }
 
 impl Plan {
+    /// The nodes the plan computes, in order: its sequence of
+    /// computations ([`super::sequence`]).
+    pub fn computed(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.statements.iter().filter_map(|s| match s {
+            Statement::Compute { node, .. } => Some(*node),
+            _ => None,
+        })
+    }
+
     /// The same statements with each node `v` renamed `map[v]`: a plan
     /// made on a reordered graph ([`Graph::reordered`]), told in the
     /// original graph's ids.
