@@ -105,7 +105,7 @@ pub fn anneal(
     }
     let cheaper = best.0 < c0 - 1e-9 * c0.abs().max(1.0);
     Annealed {
-        best: cheaper.then(|| (best.1, best.0)),
+        best: cheaper.then_some((best.1, best.0)),
         moves,
     }
 }
@@ -202,7 +202,7 @@ impl<'a> Walk<'a> {
         let mut cand = Vec::with_capacity(seq.len() + 2);
         loop {
             // The clock is read every 64 moves: a move takes microseconds.
-            if tries % 64 == 0 && (stopped() || began.elapsed().as_secs_f64() >= seconds) {
+            if tries.is_multiple_of(64) && (stopped() || began.elapsed().as_secs_f64() >= seconds) {
                 return tries;
             }
             tries += 1;
