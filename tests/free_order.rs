@@ -346,3 +346,47 @@ fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
     }
     assert!(shorter > 0, "no sequence was shortened");
 }
+
+/// random-layered-n100 from `../shared/benchmarks/`, if it is there.
+fn public_n100() -> Option<Graph> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/benchmarks/random-layered-n100.yaml");
+    Graph::load(&path).ok()
+}
+
+/// With `--search-orders`, a plan far from its bound is annealed over
+/// sequences of computations in any order (`solve::polished`): the answer
+/// is never costlier than the plan it started from, it is the simulator's
+/// figure for a plan that fits, and a sequence's only bound is one pass.
+/// random-layered-n100 at 60%, where every plan in the file's order is
+/// more than 3% from its bound.
+#[test]
+fn polishing_in_any_order_never_answers_a_costlier_plan() {
+    let Some(g) = public_n100() else {
+        return;
+    };
+    let budget = Bytes(analysis::checkpoint_all_peak(&g).get() * 6 / 10);
+    let opts = SolveOptions {
+        time_limit: Duration::from_secs(12),
+        search_orders: true,
+        ..SolveOptions::default()
+    };
+    let out = solve::run(&g, &RematFast, budget, &opts).unwrap();
+    let detail = out.detail.clone().unwrap_or_default();
+    let from = "annealed over sequences of computations from the plan costing ";
+    let at = detail.find(from).unwrap_or_else(|| panic!("{detail}"));
+    let started: f64 = detail[at + from.len()..]
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    let cost = out.cost().unwrap();
+    assert!(cost <= started, "{cost} against {started}: {detail}");
+    let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
+    assert!(sim.peak <= budget, "{detail}");
+    assert_eq!(sim.cost, cost, "{detail}");
+    if detail.starts_with("a sequence of computations") {
+        assert_eq!(out.lower_bound, Some(g.total_cost()), "{detail}");
+        assert!(cost < started, "{detail}");
+    }
+}
