@@ -6,10 +6,12 @@
 //!
 //!     cargo bench --bench scale -- [--time-limit SECS] [--strategies a,b,...]
 //!                                  [--only SUBSTRING]... [--out results/scale_bench.csv]
-//!                                  [--solver highs|cbc]
+//!                                  [--solver highs|cbc] [--search-orders]
 //!
-//! With `--solver cbc` the rows are labelled `STRATEGY+cbc`, so both
-//! backends' rows live in one file and resume independently.
+//! With `--solver cbc` the rows are labelled `STRATEGY+cbc`, and with
+//! `--search-orders` (also planning in another node order, and polishing
+//! plans far from their bound in any order) `STRATEGY+orders`, so the
+//! variants' rows live in one file and resume independently.
 //!
 //! Graphs: the public ones in ../shared/benchmarks/ (read in place) and the
 //! zoo's resnet50 and gpt2, at 90%, 80% and 60% of the checkpoint-all peak.
@@ -63,6 +65,7 @@ fn main() {
         .map(String::from)
         .to_vec();
     let mut only: Vec<String> = Vec::new();
+    let mut search_orders = false;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut out = root.join("results/scale_bench.csv");
     let mut it = std::env::args().skip(1);
@@ -84,6 +87,7 @@ fn main() {
                     .and_then(|s| s.parse().ok())
                     .expect("--solver highs|cbc")
             }
+            "--search-orders" => search_orders = true,
             "--out" => out = it.next().map(|p| root.join(p)).unwrap_or(out),
             "--bench" => {}
             other => eprintln!("ignoring argument {other}"),
@@ -130,6 +134,7 @@ fn main() {
         time_limit: Duration::from_secs_f64(time_limit),
         backend,
         threads: 1,
+        search_orders,
         ..SolveOptions::default()
     };
     for (name, g) in graphs {
@@ -147,10 +152,13 @@ fn main() {
         for pct in [90u32, 80, 60] {
             let budget = BudgetSpec::parse(&format!("{pct}%")).unwrap().resolve(peak);
             for sname in &names {
-                let label = match backend {
+                let mut label = match backend {
                     Backend::Highs => sname.clone(),
                     Backend::Cbc => format!("{sname}+cbc"),
                 };
+                if search_orders {
+                    label.push_str("+orders");
+                }
                 if done.contains(&(name.clone(), pct.to_string(), label.clone())) {
                     continue;
                 }

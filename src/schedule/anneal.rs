@@ -332,7 +332,11 @@ mod tests {
             assert!(cost < before, "{}: {cost} against {before}", g.name);
             let mut seen = vec![false; g.len()];
             seq.iter().for_each(|v| seen[v.idx()] = true);
-            assert!(seen.iter().all(|&s| s), "{}: a node is never computed", g.name);
+            assert!(
+                seen.iter().all(|&s| s),
+                "{}: a node is never computed",
+                g.name
+            );
             let plan = sequence::plan_of(&g, &seq).unwrap();
             let sim = crate::schedule::simulate(&g, &plan).unwrap();
             assert!(sim.peak <= budget, "{}: {} over {budget}", g.name, sim.peak);
