@@ -96,7 +96,8 @@ pub struct SolverArgs {
     pub no_recompute: bool,
     /// Also plan in another node order, found by a search over orders,
     /// with half of the time where a schedule in it is found; the cheaper
-    /// plan wins (remat-fast and
+    /// plan wins; a plan more than 3% from its bound is then annealed in
+    /// any order in the last quarter (remat-fast and
     /// remat-exact, on graphs with another topological order and no
     /// multi-output kernels). Without it, another order is tried only
     /// where no plan in the file's order fits. A sweep's CSV does not
