@@ -349,7 +349,7 @@ fn run_in_file_order(
         ),
     };
     let what = search_sequence(g, &order, &seq, found, &why);
-    sequence_outcome(g, strategy, budget, opts, start, &what, &order, &seq)
+    sequence_outcome(g, strategy, budget, opts, start, &what, &order, &seq, None)
 }
 
 /// An answer without a plan, settled before (or instead of) the strategy.
@@ -778,7 +778,7 @@ fn sequence_answer(
     let why =
         format!("{why}; no schedule in the order of the sequence below was found ({no_schedule})");
     let what = search_sequence(g, order, &seq, found.len(), &why);
-    sequence_outcome(g, strategy, budget, opts, start, &what, order, &seq)
+    sequence_outcome(g, strategy, budget, opts, start, &what, order, &seq, None)
         .map(|out| Reordered::Answer(Box::new(out)))
 }
 
@@ -815,6 +815,7 @@ fn sequence_outcome(
     what: &str,
     order: &[NodeId],
     seq: &[NodeId],
+    bound: Option<crate::solver::cover::GraphBound>,
 ) -> Result<Outcome, SolveError> {
     let bug = |msg: String| SolveError::Bug {
         strategy: strategy.name().to_string(),
@@ -830,9 +831,25 @@ fn sequence_outcome(
             sim.peak
         )));
     }
-    let detail = format!("{what}; the bound is one pass, which every plan computes");
+    let one_pass = g.total_cost();
+    // A bound above the plan's cost would be a bug in the bound's
+    // argument: then it is not claimed.
+    let (lower_bound, said) = match bound {
+        Some(b) if b.value > one_pass && b.value <= sim.cost => (
+            b.value,
+            format!(
+                "bound: {}, for every sequence whose first computations are in its order",
+                b.note
+            ),
+        ),
+        _ => (
+            one_pass,
+            "the bound is one pass, which every plan computes".to_string(),
+        ),
+    };
+    let detail = format!("{what}; {said}");
     let seconds = start.elapsed().as_secs_f64();
-    let lower_bound = Some(g.total_cost());
+    let lower_bound = Some(lower_bound);
     Ok(Outcome {
         strategy: strategy.name().to_string(),
         budget,
@@ -1032,6 +1049,14 @@ fn polished(
         return Ok(noted(out, format!("{annealed}: nothing cheaper")));
     };
     let order = crate::schedule::free_order::order_of(&best, g.len());
+    let gp = reordered(g, strategy, &order)?;
+    let bound = sequence_bound(
+        &gp,
+        budget,
+        opts,
+        cost,
+        Instant::now() + deadline.saturating_duration_since(Instant::now()) / 3,
+    );
     let same = match &out.order {
         Some(o) => *o == order,
         None => crate::schedule::free_order::moved(&order) == 0,
@@ -1039,7 +1064,6 @@ fn polished(
     let replan = if same {
         None
     } else {
-        let gp = reordered(g, strategy, &order)?;
         let mut o = opts.clone();
         o.time_limit = deadline.saturating_duration_since(Instant::now());
         o.warm_start = None;
@@ -1071,7 +1095,7 @@ fn polished(
                 ))
             );
             trace(sequence_outcome(
-                g, strategy, budget, opts, start, &what, &order, &best,
+                g, strategy, budget, opts, start, &what, &order, &best, bound,
             )?)
         }
         _ => {
@@ -1086,6 +1110,39 @@ fn polished(
             noted(out, note)
         }
     })
+}
+
+/// The cover program's bound for sequences whose first computations are
+/// in `gp`'s order ([`crate::solver::cover::sequence_bound`]), by
+/// `deadline`: on a thread abandoned then, since HiGHS's setup does not
+/// poll the clock. `None` when it did not finish.
+fn sequence_bound(
+    gp: &Graph,
+    budget: Bytes,
+    opts: &SolveOptions,
+    enough: f64,
+    deadline: Instant,
+) -> Option<crate::solver::cover::GraphBound> {
+    let stop = crate::solver::StopFlag::default();
+    let params = crate::solver::Params {
+        time_limit: deadline.saturating_duration_since(Instant::now()),
+        gap: opts.gap,
+        threads: opts.threads,
+        stop: Some(stop.clone()),
+        ..crate::solver::Params::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let gp = gp.clone();
+    std::thread::spawn(move || {
+        let b = crate::solver::cover::sequence_bound(&gp, budget, &params, enough);
+        let _ = tx.send(b);
+    });
+    let got = rx
+        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        .ok();
+    // Abandoned: told to stop, so that it does not hold a core.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    got
 }
 
 fn with_note(detail: Option<String>, note: String) -> Option<String> {

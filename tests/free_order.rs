@@ -363,7 +363,8 @@ fn public_n100() -> Option<Graph> {
 /// With `--search-orders`, a plan far from its bound is annealed over
 /// sequences of computations in any order (`solve::polished`): the answer
 /// is never costlier than the plan it started from, it is the simulator's
-/// figure for a plan that fits, and a sequence's only bound is one pass.
+/// figure for a plan that fits, and its bound lies between one pass and
+/// its cost.
 /// random-layered-n100 at 60%, where every plan in the file's order is
 /// more than 3% from its bound.
 #[test]
@@ -391,8 +392,9 @@ fn polishing_in_any_order_never_answers_a_costlier_plan() {
     let sim = simulate(&g, out.plan.as_ref().unwrap()).unwrap();
     assert!(sim.peak <= budget, "{detail}");
     assert_eq!(sim.cost, cost, "{detail}");
+    let bound = out.lower_bound.unwrap();
+    assert!(bound >= g.total_cost() && bound <= cost, "{detail}");
     if detail.starts_with("a sequence of computations") {
-        assert_eq!(out.lower_bound, Some(g.total_cost()), "{detail}");
         assert!(cost < started, "{detail}");
     }
 }
