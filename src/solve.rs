@@ -1115,7 +1115,7 @@ fn polished(
 /// The cover program's bound for sequences whose first computations are
 /// in `gp`'s order ([`crate::solver::cover::sequence_bound`]), by
 /// `deadline`: on a thread abandoned then, since HiGHS's setup does not
-/// poll the clock. `None` when it did not finish.
+/// poll the clock, with what it had by then.
 fn sequence_bound(
     gp: &Graph,
     budget: Bytes,
@@ -1131,10 +1131,15 @@ fn sequence_bound(
         stop: Some(stop.clone()),
         ..crate::solver::Params::default()
     };
+    // What finished before an abandoned program is kept (the eviction
+    // bound at least).
+    let progress = std::sync::Arc::new(std::sync::Mutex::new(crate::solver::cover::eviction(
+        gp, budget,
+    )));
     let (tx, rx) = std::sync::mpsc::channel();
-    let gp = gp.clone();
+    let (gp, shared) = (gp.clone(), progress.clone());
     std::thread::spawn(move || {
-        let b = crate::solver::cover::sequence_bound(&gp, budget, &params, enough);
+        let b = crate::solver::cover::sequence_bound(&gp, budget, &params, enough, Some(&shared));
         let _ = tx.send(b);
     });
     let got = rx
@@ -1142,7 +1147,7 @@ fn sequence_bound(
         .ok();
     // Abandoned: told to stop, so that it does not hold a core.
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    got
+    got.or_else(|| progress.lock().ok().map(|b| b.clone()))
 }
 
 fn with_note(detail: Option<String>, note: String) -> Option<String> {

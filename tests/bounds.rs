@@ -325,14 +325,15 @@ fn a_foreign_plan_maps_into_the_cover_program_on_n100_at_60_percent() {
 }
 
 /// The bound claimed for a sequence of computations (`cover::sequence_bound`:
-/// the eviction bound and the segment details, in the order of its first
+/// the eviction bound, the segment details and the moments program whose
+/// rows assume no order within a stage, in the order of its first
 /// computations) never exceeds an annealed sequence's cost, on small
 /// random DAGs at tight budgets. Such sequences recompute values several
 /// times per stage and out of topological order, which is what breaks the
-/// moments program's rows: it exceeds some of them here (so these
-/// instances can catch a bound that does not hold), and it is left out.
+/// schedules' moments program: it exceeds some of them here (so these
+/// instances can catch a bound that does not hold).
 #[test]
-fn the_segment_details_hold_for_sequences() {
+fn the_sequence_bound_holds_for_annealed_sequences() {
     use remat::schedule::{anneal, free_order, sequence};
     use remat::solver::cover::{cover_bound, sequence_bound};
     use remat::solver::Params;
@@ -368,7 +369,7 @@ fn the_segment_details_hold_for_sequences() {
                 time_limit: Duration::from_secs(20),
                 ..Params::default()
             };
-            let bound = sequence_bound(&gp, budget, &p, f64::INFINITY);
+            let bound = sequence_bound(&gp, budget, &p, f64::INFINITY, None);
             assert!(
                 bound.value <= cost + 1e-6,
                 "{} at {b}: {} ({}) over a sequence of {} computations costing {cost}",
