@@ -803,8 +803,10 @@ fn moved_words(g: &Graph, order: &[NodeId]) -> String {
 
 /// The answer whose plan is `seq`, a sequence of computations in another
 /// node order, simulated on the graph as given; `what` says how it was
-/// found. Its only bound is one pass: the orders' bounds hold for
-/// schedules in them, and a sequence need not be one.
+/// found. Its bound is `bound`, where given (the cover program's for
+/// sequences in its order, [`crate::solver::cover::sequence_bound`]), or
+/// one pass: the strategies' bounds hold for schedules, and a sequence
+/// need not be one.
 #[allow(clippy::too_many_arguments)]
 fn sequence_outcome(
     g: &Graph,
@@ -990,10 +992,11 @@ fn far_from_bound(out: &Outcome) -> bool {
 
 /// `out` polished in any node order until `deadline`: two fifths of the
 /// time anneal over sequences of computations from its plan
-/// ([`crate::schedule::anneal`]), the rest plans in the order of the
-/// cheapest sequence's first computations, where that order's bound
-/// holds. The cheapest of the three answers: `out`, the plan in the new
-/// order, or the sequence itself (whose bound is one pass).
+/// ([`crate::schedule::anneal`]); a third of the rest bounds every
+/// sequence in the order of the cheapest one's first computations, and the
+/// rest plans in that order. The cheapest of the three answers: `out`, the
+/// plan in the new order (with that order's bound), or the sequence itself
+/// (with the sequences' bound).
 ///
 /// Why both: what the annealing finds is mostly an order. On
 /// random-layered-n100 at 60% the sequence from the file order's 58,977 costs
