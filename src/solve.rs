@@ -1080,6 +1080,9 @@ fn polished(
         trace.extend(o.trace.last().cloned());
         Outcome { trace, ..o }
     };
+    let in_its_order = replanned.map_or(String::new(), |rc| {
+        format!("; the strategy in its order found {}", short_float(rc))
+    });
     Ok(match replan {
         Some(r) if replanned.is_some_and(|rc| rc < base && rc <= cost) => {
             let note = format!(
@@ -1090,12 +1093,8 @@ fn polished(
         }
         _ if cost < base => {
             let what = format!(
-                "a sequence of computations ({}), {annealed}{}",
+                "a sequence of computations ({}), {annealed}{in_its_order}",
                 moved_words(g, &order),
-                replanned.map_or(String::new(), |rc| format!(
-                    "; the strategy in its order found {}",
-                    short_float(rc)
-                ))
             );
             trace(sequence_outcome(
                 g, strategy, budget, opts, start, &what, &order, &best, bound,
@@ -1103,12 +1102,8 @@ fn polished(
         }
         _ => {
             let note = format!(
-                "{annealed}: a sequence costing {}{}",
+                "{annealed}: a sequence costing {}{in_its_order}",
                 short_float(cost),
-                replanned.map_or(String::new(), |rc| format!(
-                    "; the strategy in its order found {}",
-                    short_float(rc)
-                ))
             );
             noted(out, note)
         }

@@ -353,13 +353,6 @@ fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
     assert!(shorter > 0, "no sequence was shortened");
 }
 
-/// random-layered-n100 from `../shared/benchmarks/`, if it is there.
-fn public_n100() -> Option<Graph> {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks/random-layered-n100.yaml");
-    Graph::load(&path).ok()
-}
-
 /// With `--search-orders`, a plan far from its bound is annealed over
 /// sequences of computations in any order (`solve::polished`): the answer
 /// is never costlier than the plan it started from, it is the simulator's
@@ -369,10 +362,9 @@ fn public_n100() -> Option<Graph> {
 /// more than 3% from its bound.
 #[test]
 fn polishing_in_any_order_never_answers_a_costlier_plan() {
-    let Some(g) = public_n100() else {
+    let Some((g, budget)) = common::shared_at("random-layered-n100.yaml", "60%") else {
         return;
     };
-    let budget = Bytes(analysis::checkpoint_all_peak(&g).get() * 6 / 10);
     let opts = SolveOptions {
         time_limit: Duration::from_secs(12),
         search_orders: true,
