@@ -110,29 +110,44 @@ pub fn anneal(
     }
 }
 
-/// The annealing's state shared by its rounds: the graph's inputs and
-/// users, and buffers reused by every pricing.
+/// The annealing's state shared by its rounds: the graph's costs, sizes
+/// and inputs in flat arrays (the walk's inner loop reads them per
+/// computation), and buffers reused by every pricing.
 struct Walk<'a> {
     g: &'a Graph,
     cap: f64,
     pass: f64,
     per_byte: f64,
-    inputs: Vec<Vec<usize>>,
-    current: Vec<usize>,
-    end: Vec<usize>,
+    costs: Vec<f64>,
+    mems: Vec<f64>,
+    /// The distinct inputs of node `v`: `inputs[offsets[v]..offsets[v + 1]]`.
+    offsets: Vec<usize>,
+    inputs: Vec<u32>,
+    current: Vec<u32>,
+    end: Vec<u32>,
     delta: Vec<f64>,
 }
 
 impl<'a> Walk<'a> {
     fn new(g: &'a Graph, cap: f64) -> Walk<'a> {
         let pass = g.total_cost();
+        let distinct = distinct_inputs(g);
+        let mut offsets = vec![0];
+        let mut inputs = Vec::new();
+        for d in &distinct {
+            inputs.extend(d.iter().map(|&u| u as u32));
+            offsets.push(inputs.len());
+        }
         Walk {
             g,
             cap,
             pass,
             per_byte: OVER_BUDGET * pass / cap,
-            inputs: distinct_inputs(g),
-            current: vec![usize::MAX; g.len()],
+            costs: g.ids().map(|v| g.cost(v)).collect(),
+            mems: g.ids().map(|v| g.memory(v).get() as f64).collect(),
+            offsets,
+            inputs,
+            current: vec![u32::MAX; g.len()],
             end: Vec::new(),
             delta: Vec::new(),
         }
@@ -142,32 +157,34 @@ impl<'a> Walk<'a> {
     /// computing it. The same peak as [`super::sequence::peak`].
     fn energy(&mut self, seq: &[NodeId]) -> Option<(f64, f64, bool)> {
         let len = seq.len();
-        self.current.fill(usize::MAX);
+        self.current.fill(u32::MAX);
         self.end.clear();
-        self.end.extend(0..len);
+        self.end.extend(0..len as u32);
+        let mut cost = 0.0;
         for (k, &v) in seq.iter().enumerate() {
-            for &d in &self.inputs[v.idx()] {
-                let q = self.current[d];
-                if q == usize::MAX {
+            let v = v.idx();
+            cost += self.costs[v];
+            for &d in &self.inputs[self.offsets[v]..self.offsets[v + 1]] {
+                let q = self.current[d as usize];
+                if q == u32::MAX {
                     return None;
                 }
-                self.end[q] = k;
+                self.end[q as usize] = k as u32;
             }
-            self.current[v.idx()] = k;
+            self.current[v] = k as u32;
         }
         self.delta.clear();
         self.delta.resize(len + 1, 0.0);
         for (k, &v) in seq.iter().enumerate() {
-            let m = self.g.memory(v).get() as f64;
+            let m = self.mems[v.idx()];
             self.delta[k] += m;
-            self.delta[self.end[k] + 1] -= m;
+            self.delta[self.end[k] as usize + 1] -= m;
         }
         let (mut live, mut peak) = (0.0f64, 0.0f64);
         for d in &self.delta[..len] {
             live += d;
             peak = peak.max(live);
         }
-        let cost = super::sequence::cost(self.g, seq);
         Some((
             cost + self.per_byte * (peak - self.cap).max(0.0),
             cost,
