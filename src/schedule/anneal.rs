@@ -211,7 +211,7 @@ impl<'a> Walk<'a> {
         for v in &seq {
             count[v.idx()] += 1;
         }
-        let Some((mut e, _, _)) = self.energy(&seq) else {
+        let Some((mut e, mut cost, _)) = self.energy(&seq) else {
             return 0;
         };
         let began = Instant::now();
@@ -230,11 +230,24 @@ impl<'a> Walk<'a> {
             let Some(change) = self.propose(&mut cand, &count, &mut rng) else {
                 continue;
             };
+            // Metropolis: accepted iff the energy is at most `limit`. The
+            // energy is at least the cost, known from the move alone, so a
+            // move whose cost is over the limit is rejected unpriced (most
+            // insertions, once the walk has cooled).
+            let limit = e - temp * rng.random::<f64>().ln();
+            let moved: f64 = change
+                .iter()
+                .map(|&(v, up)| if up { self.costs[v] } else { -self.costs[v] })
+                .sum();
+            if cost + moved > limit + 1e-9 * self.pass.abs() {
+                continue;
+            }
             let Some((ce, cc, fits)) = self.energy(&cand) else {
                 continue;
             };
-            if ce <= e || rng.random::<f64>() < ((e - ce) / temp).exp() {
+            if ce <= limit {
                 std::mem::swap(&mut seq, &mut cand);
+                cost = cc;
                 for (v, up) in change {
                     if up {
                         count[v] += 1;
