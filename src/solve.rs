@@ -990,7 +990,7 @@ fn far_from_bound(out: &Outcome) -> bool {
     out.plan.is_some() && out.timing().is_none() && out.gap().is_some_and(|g| g > POLISH_GAP)
 }
 
-/// `out` polished in any node order until `deadline`: two fifths of the
+/// `out` polished in any node order until `deadline`: three fifths of the
 /// time anneal over sequences of computations from its plan
 /// ([`crate::schedule::anneal`]); a third of the rest bounds every
 /// sequence in the order of the cheapest one's first computations, and the
@@ -1017,7 +1017,7 @@ fn polished(
     };
     let seq: Vec<NodeId> = plan.computed().collect();
     let began = Instant::now();
-    let share = began + deadline.saturating_duration_since(began) * 2 / 5;
+    let share = began + deadline.saturating_duration_since(began) * 3 / 5;
     let anneal = |until: Instant, seed: u64| {
         crate::schedule::anneal::anneal(g, &seq, budget, until, seed, opts.stop.as_ref())
     };
