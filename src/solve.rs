@@ -727,7 +727,7 @@ fn in_another_order(
         // The search's sequence, shortened, leaves time: polished with it
         // (random-layered-n250 at 60% with 3 s answered at 1.5 s).
         return match sequence_answer(g, strategy, budget, opts, start, why, &tried)? {
-            Reordered::Answer(out) if far_from_bound(&out) => {
+            Reordered::Answer(out) => {
                 let end = start + opts.time_limit;
                 let out = polished(g, strategy, budget, opts, start, *out, end)?;
                 Ok(Reordered::Answer(Box::new(out)))
@@ -745,11 +745,10 @@ fn in_another_order(
     o.warm_start = Some(("the node-order search's schedule".into(), schedule));
     let because = format!("found by a search over orders, because {why}");
     match in_order(g, &gp, &order, strategy, budget, &o, start, &because)? {
-        Some(out) if far_from_bound(&out) => {
+        Some(out) => {
             let out = polished(g, strategy, budget, opts, start, out, end)?;
             Ok(Reordered::Answer(Box::new(out)))
         }
-        Some(out) => Ok(Reordered::Answer(Box::new(out))),
         None => none(
             "plans exist: a search over other node orders found one with a schedule, but the strategy found no plan in it",
             true,
@@ -919,7 +918,7 @@ fn both_orders(
     };
     let file = checked(g, strategy, budget, &o, start)?;
     let far = far_from_bound(&file);
-    let mut best = match other {
+    let best = match other {
         None => file,
         Some((order, gp, schedule)) => {
             o.time_limit = if far { left() / 2 } else { left() };
@@ -929,10 +928,7 @@ fn both_orders(
             cheaper_of(file, other, start)
         }
     };
-    if far_from_bound(&best) {
-        best = polished(g, strategy, budget, opts, start, best, begin + limit)?;
-    }
-    Ok(Some(best))
+    polished(g, strategy, budget, opts, start, best, begin + limit).map(Some)
 }
 
 /// The node-order search's order at `budget`, the graph in it, and a
@@ -999,7 +995,8 @@ fn far_from_bound(out: &Outcome) -> bool {
     out.plan.is_some() && out.timing().is_none() && out.gap().is_some_and(|g| g > POLISH_GAP)
 }
 
-/// `out` polished in any node order until `deadline`: three fifths of the
+/// `out` polished in any node order until `deadline` where it is far from
+/// its bound ([`far_from_bound`]; else `out` as it is): three fifths of the
 /// time anneal over sequences of computations from its plan
 /// ([`crate::schedule::anneal`]); a third of the rest bounds every
 /// sequence in the order of the cheapest one's first computations, and the
@@ -1021,7 +1018,7 @@ fn polished(
     out: Outcome,
     deadline: Instant,
 ) -> Result<Outcome, SolveError> {
-    let Some(plan) = out.plan.as_ref() else {
+    let Some(plan) = out.plan.as_ref().filter(|_| far_from_bound(&out)) else {
         return Ok(out);
     };
     let seq: Vec<NodeId> = plan.computed().collect();
