@@ -308,13 +308,13 @@ impl<'a> Walk<'a> {
     fn before_a_read(&self, seq: &[NodeId], v: NodeId, rng: &mut ChaCha8Rng) -> Option<usize> {
         let first = seq.iter().position(|&x| x == v)?;
         let users = self.g.users(v);
-        let reads: Vec<usize> = (first + 1..seq.len())
-            .filter(|&k| users.contains(&seq[k]))
-            .collect();
-        if reads.is_empty() {
+        // Counted, then walked to the one drawn: no list on the hot path.
+        let reads = || (first + 1..seq.len()).filter(|&k| users.contains(&seq[k]));
+        let count = reads().count();
+        if count == 0 {
             return None;
         }
-        let r = reads[rng.random_range(0..reads.len())];
+        let r = reads().nth(rng.random_range(0..count))?;
         Some(r.saturating_sub(rng.random_range(0..3usize)).max(first + 1))
     }
 }
