@@ -1,6 +1,7 @@
 //! Simulated annealing over sequences of computations from a plan file
 //! (`remat::schedule::anneal`; docs/scale.md, "Annealing sequences").
-//! `cargo run --release --example seq_anneal -- GRAPH PLAN BUDGET_BYTES SECS [OUT]`
+//! `cargo run --release --example seq_anneal -- GRAPH PLAN BUDGET_BYTES SECS [OUT] [--schedules]`
+//! (`SEED=k` in the environment for another seed)
 //! prints the best sequence's cost; with OUT, writes the graph in the best
 //! sequence's order of first computations there, for `remat solve` (whose
 //! bound is for that order).
@@ -11,7 +12,17 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
+    let mut a: Vec<String> = std::env::args().collect();
+    let form = if a.iter().any(|x| x == "--schedules") {
+        anneal::Form::Schedules
+    } else {
+        anneal::Form::Sequences
+    };
+    let seed: u64 = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    a.retain(|x| x != "--schedules");
     if a.len() < 5 {
         eprintln!("usage: seq_anneal GRAPH PLAN BUDGET_BYTES SECS [OUT]");
         std::process::exit(2);
@@ -28,7 +39,7 @@ fn main() {
         seq.len()
     );
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
-    let found = anneal::anneal(&g, &seq, budget, deadline, 0, None);
+    let found = anneal::anneal(&g, &seq, budget, form, deadline, seed, None);
     let Some((best, cost)) = found.best else {
         println!("nothing cheaper in {} moves", found.moves);
         return;
@@ -39,8 +50,20 @@ fn main() {
         found.moves,
         free_order::moved(&free_order::order_of(&best, g.len()))
     );
+    let order = free_order::order_of(&best, g.len());
+    match remat::schedule::sequence::schedule_in(&g, &best, &order) {
+        Some(sch) => {
+            let gp = g.reordered(&order).unwrap();
+            let peak = remat::strategies::portfolio::evaluate(&gp, &sch).map(|s| s.peak);
+            println!(
+                "as a schedule in its order: cost {}, peak {:?} (budget {budget:?})",
+                sch.cost(&gp),
+                peak
+            );
+        }
+        None => println!("not a schedule in its order"),
+    }
     if let Some(out) = a.get(5) {
-        let order = free_order::order_of(&best, g.len());
         let gp = g
             .reordered(&order)
             .expect("a sequence's first computations are topological");

@@ -997,17 +997,26 @@ fn far_from_bound(out: &Outcome) -> bool {
 
 /// `out` polished in any node order until `deadline` where it is far from
 /// its bound ([`far_from_bound`]; else `out` as it is): three fifths of the
-/// time anneal over sequences of computations from its plan
-/// ([`crate::schedule::anneal`]); a third of the rest bounds every
-/// sequence in the order of the cheapest one's first computations, and the
-/// rest plans in that order. The cheapest of the three answers: `out`, the
-/// plan in the new order (with that order's bound), or the sequence itself
-/// (with the sequences' bound).
+/// time anneal from its plan over schedules in any order
+/// ([`crate::schedule::anneal`], [`Form::Schedules`]). The cheapest one
+/// found is a schedule in the order of its first computations: two thirds
+/// of the rest bound the schedules in that order, and the strategy refines
+/// it there with the rest and that bound. The answer is the cheaper of
+/// `out` and the strategy's.
 ///
-/// Why both: what the annealing finds is mostly an order. On
-/// random-layered-n100 at 60% the sequence from the file order's 58,977 costs
-/// 57,248, and remat-fast in its order 55,980 (bound 53,115); on n250 at
-/// 60% the sequence (170,913) beats remat-fast in its order (187,800).
+/// Where `out`'s plan is no schedule (the node-order search's sequences),
+/// the walk is over sequences, and a third of the rest bounds every
+/// sequence in the cheapest one's order; the answer is the cheapest of
+/// `out`, the strategy's plan in that order (with its bound), and the
+/// sequence (with the sequences').
+///
+/// Why schedules: what the annealing finds is mostly an order, and a
+/// schedule in it carries the schedules' bound there and is refined by the
+/// strategy (random-layered-n250 at 60%: annealing over sequences found
+/// 169,037 against a bound of 130,694 for sequences; over schedules
+/// 157,597, refined by remat-fast to 148,314, bound 130,188).
+///
+/// [`Form::Schedules`]: crate::schedule::anneal::Form::Schedules
 #[allow(clippy::too_many_arguments)]
 fn polished(
     g: &Graph,
@@ -1025,7 +1034,15 @@ fn polished(
     let began = Instant::now();
     let share = began + deadline.saturating_duration_since(began) * 3 / 5;
     let anneal = |until: Instant, seed: u64| {
-        crate::schedule::anneal::anneal(g, &seq, budget, until, seed, opts.stop.as_ref())
+        crate::schedule::anneal::anneal(
+            g,
+            &seq,
+            budget,
+            crate::schedule::anneal::Form::Schedules,
+            until,
+            seed,
+            opts.stop.as_ref(),
+        )
     };
     let mut found = anneal(share, 0);
     // Nothing cheaper: no new order to plan in, so the rest of the time
@@ -1044,8 +1061,12 @@ fn polished(
         Some(b) => format!(", bound {} for plans in the file's order", short_float(b)),
         None => String::new(),
     };
+    let over = match found.form {
+        crate::schedule::anneal::Form::Schedules => "schedules in any node order",
+        crate::schedule::anneal::Form::Sequences => "sequences of computations",
+    };
     let annealed = format!(
-        "annealed over sequences of computations from the plan costing {}{bounded} ({} moves in {:.1} s)",
+        "annealed over {over} from the plan costing {}{bounded} ({} moves in {:.1} s)",
         short_float(out.cost().unwrap_or(f64::NAN)),
         found.moves,
         began.elapsed().as_secs_f64()
@@ -1060,25 +1081,54 @@ fn polished(
     };
     let order = crate::schedule::free_order::order_of(&best, g.len());
     let gp = reordered(g, strategy, &order)?;
-    let bound = sequence_bound(
-        &gp,
-        budget,
-        opts,
-        cost,
-        Instant::now() + deadline.saturating_duration_since(Instant::now()) / 3,
-    );
+    // Most annealed sequences are schedules in their order (random-layered-
+    // n100 at 60%: 57,248 as a sequence and as a schedule), whose bound is
+    // the schedules' (53,215 there, where the sequences' is about 51,000):
+    // then the strategy refines that schedule in its order with all the
+    // rest, and its answer is never costlier.
+    let as_schedule = crate::schedule::sequence::schedule_in(g, &best, &order).filter(|s| {
+        s.validate(&gp).is_ok()
+            && crate::strategies::portfolio::evaluate(&gp, s).is_some_and(|r| r.peak <= budget)
+    });
+    // The schedules' bound gets two thirds of the rest (the strategy then
+    // starts from a plan in hand and the bound: remat-fast's own quarter
+    // stopped the moments program at 51,136 on n100, where it reaches
+    // 53,215), the sequences' one third.
+    let rest = deadline.saturating_duration_since(Instant::now());
+    let bound = match &as_schedule {
+        Some(s) => order_bound(
+            &gp,
+            budget,
+            opts,
+            cost,
+            Some(s),
+            Instant::now() + rest * 2 / 3,
+        ),
+        None => order_bound(&gp, budget, opts, cost, None, Instant::now() + rest / 3),
+    };
     let same = match &out.order {
         Some(o) => *o == order,
         None => crate::schedule::free_order::moved(&order) == 0,
     };
-    let replan = if same {
+    let replan = if same && as_schedule.is_none() {
         None
     } else {
         let mut o = opts.clone();
         o.time_limit = deadline.saturating_duration_since(Instant::now());
-        o.warm_start = None;
-        let because = "the order of the first computations of a sequence found by annealing";
-        in_order(g, &gp, &order, strategy, budget, &o, start, because)?
+        if as_schedule.is_some() {
+            o.known_bound = bound.as_ref().map(|b| b.value);
+        }
+        o.warm_start = as_schedule
+            .as_ref()
+            .map(|s| ("the annealed sequence as a schedule".to_string(), s.clone()));
+        if crate::schedule::free_order::moved(&order) == 0 {
+            // The file's own order: the strategy's answer stands as it is.
+            let r = checked(g, strategy, budget, &o, start)?;
+            r.plan.is_some().then_some(r)
+        } else {
+            let because = "the order of the first computations of a sequence found by annealing";
+            in_order(g, &gp, &order, strategy, budget, &o, start, because)?
+        }
     };
     let replanned = replan.as_ref().and_then(Outcome::cost);
     let base = out.cost().unwrap_or(f64::INFINITY);
@@ -1104,7 +1154,16 @@ fn polished(
                 moved_words(g, &order),
             );
             trace(sequence_outcome(
-                g, strategy, budget, opts, start, &what, &order, &best, bound,
+                g,
+                strategy,
+                budget,
+                opts,
+                start,
+                &what,
+                &order,
+                &best,
+                // A schedules' bound does not hold for the sequence.
+                bound.filter(|_| as_schedule.is_none()),
             )?)
         }
         _ => {
@@ -1118,19 +1177,24 @@ fn polished(
 }
 
 /// The cover program's bound for sequences whose first computations are
-/// in `gp`'s order ([`crate::solver::cover::sequence_bound`]), by
-/// `deadline`: on a thread abandoned then, since HiGHS's setup does not
-/// poll the clock, with what it had by then.
-fn sequence_bound(
+/// in `gp`'s order ([`crate::solver::cover::sequence_bound`]), or with
+/// `schedule` (a plan in hand) for schedules in it (the strategies' own
+/// programs), by `deadline`: on a thread abandoned then, since HiGHS's
+/// setup does not poll the clock, with what it had by then.
+fn order_bound(
     gp: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
     enough: f64,
+    schedule: Option<&Schedule>,
     deadline: Instant,
 ) -> Option<crate::solver::cover::GraphBound> {
     let stop = crate::solver::StopFlag::default();
+    // HiGHS stops at its own limit with its dual bound, a fifth before the
+    // thread is abandoned, so that the bound comes back rather than being
+    // lost with the thread (the moments program on n100 at 60% was).
     let params = crate::solver::Params {
-        time_limit: deadline.saturating_duration_since(Instant::now()),
+        time_limit: deadline.saturating_duration_since(Instant::now()) * 4 / 5,
         gap: opts.gap,
         threads: opts.threads,
         stop: Some(stop.clone()),
@@ -1142,9 +1206,22 @@ fn sequence_bound(
         gp, budget,
     )));
     let (tx, rx) = std::sync::mpsc::channel();
-    let (gp, shared) = (gp.clone(), progress.clone());
+    let (gp, shared, known) = (gp.clone(), progress.clone(), schedule.cloned());
     std::thread::spawn(move || {
-        let b = crate::solver::cover::sequence_bound(&gp, budget, &params, enough, Some(&shared));
+        use crate::solver::cover;
+        let b = match known {
+            Some(s) => cover::raise_bound(
+                &gp,
+                budget,
+                &params,
+                Some(&s),
+                Some(enough),
+                cover::eviction(&gp, budget),
+                &cover::cover_programs(&gp, budget),
+                Some(&shared),
+            ),
+            None => cover::sequence_bound(&gp, budget, &params, enough, Some(&shared)),
+        };
         let _ = tx.send(b);
     });
     let got = rx

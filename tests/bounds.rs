@@ -360,7 +360,15 @@ fn the_sequence_bound_holds_for_annealed_sequences() {
                 continue;
             };
             let soon = Instant::now() + Duration::from_millis(100);
-            let found = anneal::anneal(&g, &start, budget, soon, seed, None);
+            let found = anneal::anneal(
+                &g,
+                &start,
+                budget,
+                anneal::Form::Sequences,
+                soon,
+                seed,
+                None,
+            );
             let seq = found.best.map_or(start, |b| b.0);
             let cost = sequence::cost(&g, &seq);
             let order = free_order::order_of(&seq, g.len());

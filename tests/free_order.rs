@@ -354,7 +354,7 @@ fn sequences_are_plans_that_fit_and_shortening_keeps_them_fitting() {
 }
 
 /// With `--search-orders`, a plan far from its bound is annealed over
-/// sequences of computations in any order (`solve::polished`): the answer
+/// schedules in any order (`solve::polished`): the answer
 /// is never costlier than the plan it started from, it is the simulator's
 /// figure for a plan that fits, and its bound lies between one pass and
 /// its cost.
@@ -372,7 +372,7 @@ fn polishing_in_any_order_never_answers_a_costlier_plan() {
     };
     let out = solve::run(&g, &RematFast, budget, &opts).unwrap();
     let detail = out.detail.clone().unwrap_or_default();
-    let from = "annealed over sequences of computations from the plan costing ";
+    let from = "annealed over schedules in any node order from the plan costing ";
     let at = detail.find(from).unwrap_or_else(|| panic!("{detail}"));
     let started: f64 = detail[at + from.len()..]
         .split(|c: char| !c.is_ascii_digit() && c != '.')
@@ -386,7 +386,10 @@ fn polishing_in_any_order_never_answers_a_costlier_plan() {
     assert_eq!(sim.cost, cost, "{detail}");
     let bound = out.lower_bound.unwrap();
     assert!(bound >= g.total_cost() && bound <= cost, "{detail}");
-    if detail.starts_with("a sequence of computations") {
-        assert!(cost < started, "{detail}");
-    }
+    // What the annealing finds is a schedule in its order, refined there
+    // by the strategy: never answered as a sequence.
+    assert!(
+        !detail.starts_with("a sequence of computations"),
+        "{detail}"
+    );
 }

@@ -18,6 +18,7 @@
 
 use super::feasible::distinct_inputs;
 use super::plan::{Plan, Statement};
+use super::Schedule;
 use crate::graph::{Graph, NodeId};
 use crate::units::Bytes;
 use std::time::Instant;
@@ -83,6 +84,75 @@ pub fn peak(g: &Graph, seq: &[NodeId]) -> Option<Bytes> {
 
 fn mem(g: &Graph, v: NodeId) -> i128 {
     i128::from(g.memory(v).get())
+}
+
+/// The schedule in `order` (the order of `seq`'s first computations,
+/// numbered as in `g.reordered(order)`) that keeps across each stage's
+/// end what `seq` holds there, with the least computations that forces
+/// ([`super::solve_r::solve_r`]).
+///
+/// Why: a sequence's bound holds for every sequence in its order, and is
+/// weaker than a schedule's there (a stage may compute in any order); a
+/// sequence that is a schedule in disguise gets the schedules' bound and
+/// the strategy's refinements once it is one. Its cost is at most the
+/// sequence's: the sequence computes, in each stage, at least what the
+/// carried values force. Its peak can differ (a stage computes in the
+/// order's order and frees a value after its last read in the stage), so
+/// the caller simulates it. `None` where `seq` reads a value before
+/// computing it or `order` is not its order of first computations.
+pub fn schedule_in(g: &Graph, seq: &[NodeId], order: &[NodeId]) -> Option<Schedule> {
+    let n = g.len();
+    if order.len() != n || g.has_groups() {
+        return None;
+    }
+    let mut pos = vec![usize::MAX; n];
+    for (i, v) in order.iter().enumerate() {
+        pos[v.idx()] = i;
+    }
+    // The stage of each computation: that of the next first computation.
+    let mut seen = vec![false; n];
+    let mut stage = vec![0usize; seq.len()];
+    let mut next = n;
+    let firsts: Vec<bool> = seq
+        .iter()
+        .map(|v| !std::mem::replace(&mut seen[v.idx()], true))
+        .collect();
+    for k in (0..seq.len()).rev() {
+        if firsts[k] {
+            next = pos[seq[k].idx()];
+        }
+        if next >= n {
+            // Computations after the last first computation serve nothing.
+            stage[k] = n;
+        } else {
+            stage[k] = next;
+        }
+    }
+    let mut sch = Schedule::identity(n);
+    // Per value: the stage of its current computation and of the last read
+    // that computation served.
+    let mut current: Vec<Option<(usize, usize)>> = vec![None; n];
+    let carry = |sch: &mut Schedule, v: usize, held: Option<(usize, usize)>| {
+        if let Some((made, read)) = held.filter(|h| h.1 > h.0) {
+            sch.set_s_range(pos[v], made + 1..=read, true);
+        }
+    };
+    for (k, &v) in seq.iter().enumerate() {
+        if stage[k] >= n {
+            break;
+        }
+        for &d in g.deps(v) {
+            let held = current[d.idx()].as_mut()?;
+            held.1 = held.1.max(stage[k]);
+        }
+        let prev = current[v.idx()].replace((stage[k], stage[k]));
+        carry(&mut sch, v.idx(), prev);
+    }
+    for (v, held) in current.into_iter().enumerate() {
+        carry(&mut sch, v, held);
+    }
+    let gp = g.reordered(order)?;
+    Some(super::solve_r::solve_r(&gp, sch))
 }
 
 /// `seq` with recomputations dropped wherever holding the earlier value

@@ -1818,15 +1818,16 @@ impl Strategy for RematFast {
         // such budgets can spend the whole slot finding nothing (n250 at
         // 70%: 44 s, leaving the fallback no time).
         let slot = start + window.mul_f64(1.0 - BASELINE_TIME_SHARE);
+        // A caller's schedule that fits: the node-order search hands over
+        // one in the order it chose, where finding one again can take this
+        // whole slot, and polishing one made from an annealed sequence.
+        let given = opts.warm_start.as_ref().filter(|(_, s)| {
+            s.stages() == g.len()
+                && s.validate(g).is_ok()
+                && super::portfolio::evaluate(g, s).is_some_and(|sim| sim.peak <= budget)
+        });
         if inc.best.is_none() && !dtr_optimal {
-            // A caller's schedule that fits stands in for the search's: the
-            // node-order search hands over one in the order it chose, where
-            // finding one again can take this whole slot.
-            let given = opts.warm_start.as_ref().filter(|(_, s)| {
-                s.stages() == g.len()
-                    && s.validate(g).is_ok()
-                    && super::portfolio::evaluate(g, s).is_some_and(|sim| sim.peak <= budget)
-            });
+            // Where nothing fits yet, it stands in for the search's.
             let from = match given {
                 Some((name, s)) => Some((s.clone(), format!("{name}, searched from"))),
                 None => {
@@ -1847,6 +1848,11 @@ impl Strategy for RematFast {
                 let searched = search_from(g, sch.clone(), budget, Ranking::Forecast, half);
                 inc.consider(g, searched.unwrap_or(sch), how);
             }
+        }
+        // Where it is cheaper than what the searches found, the
+        // refinements start from it (an annealed sequence's schedule).
+        if let Some((name, s)) = given {
+            inc.consider(g, s.clone(), name.clone());
         }
         let found = if dtr_optimal {
             None
