@@ -1109,7 +1109,7 @@ fn polished(
         }
         o.warm_start = as_schedule
             .as_ref()
-            .map(|s| ("the annealed sequence as a schedule".to_string(), s.clone()));
+            .map(|s| ("the annealed schedule".to_string(), s.clone()));
         if crate::schedule::free_order::moved(&order) == 0 {
             // The file's own order: the strategy's answer stands as it is.
             let r = checked(g, strategy, budget, &o, start)?;
@@ -1131,8 +1131,17 @@ fn polished(
     });
     Ok(match replan {
         Some(r) if replanned.is_some_and(|rc| rc < base && rc <= cost) => {
+            let what = match &as_schedule {
+                Some(_) => "a schedule",
+                None => "a sequence",
+            };
+            // The strategy was handed the bound: say which program it is.
+            let which = match (&as_schedule, &bound) {
+                (Some(_), Some(b)) => format!("; the bound in that order: {}", b.note),
+                _ => String::new(),
+            };
             let note = format!(
-                "{annealed}: a sequence costing {}, whose order this is",
+                "{annealed}: {what} costing {}, whose order this is{which}",
                 short_float(cost)
             );
             trace(noted(r, note))
