@@ -39,7 +39,16 @@ fn main() {
         seq.len()
     );
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
-    let found = anneal::anneal(&g, &seq, budget, form, deadline, seed, None);
+    let found = anneal::anneal(
+        &g,
+        &seq,
+        budget,
+        form,
+        deadline,
+        seed,
+        None,
+        &mut |_, _, _| {},
+    );
     let Some((best, cost)) = found.best else {
         println!("nothing cheaper in {} moves", found.moves);
         return;

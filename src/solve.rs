@@ -1075,10 +1075,8 @@ fn polished(
     // the schedules' (53,215 there, where the sequences' is about 51,000):
     // then the strategy refines that schedule in its order with all the
     // rest, and its answer is never costlier.
-    let as_schedule = crate::schedule::sequence::schedule_in(g, &best, &order).filter(|s| {
-        s.validate(&gp).is_ok()
-            && crate::strategies::portfolio::evaluate(&gp, s).is_some_and(|r| r.peak <= budget)
-    });
+    let as_schedule =
+        crate::schedule::sequence::schedule_in(g, &best, &order).filter(|s| fits(&gp, s, budget));
     // The schedules' bound gets two thirds of the rest (the strategy then
     // starts from a plan in hand and the bound: remat-fast's own quarter
     // stopped the moments program at 51,136 on n100, where it reaches
@@ -1211,6 +1209,17 @@ fn annealed_and_kicked(
         let round_end = now + until.saturating_duration_since(now) / (ROUNDS - r);
         let walk_end = now + round_end.saturating_duration_since(now) * 4 / 5;
         let seed = seed.wrapping_mul(ROUNDS as u64).wrapping_add(r as u64);
+        let mut report = |seq: &[NodeId], _: f64, form: Form| {
+            if form == Form::Schedules {
+                watched(
+                    g,
+                    seq,
+                    budget,
+                    opts,
+                    "annealing over schedules in any node order",
+                );
+            }
+        };
         let a = anneal(
             g,
             &cur,
@@ -1219,6 +1228,7 @@ fn annealed_and_kicked(
             walk_end,
             seed,
             opts.stop.as_ref(),
+            &mut report,
         );
         out.moves += a.moves;
         out.form = a.form;
@@ -1229,11 +1239,53 @@ fn annealed_and_kicked(
             .then(|| kicked_in_its_order(g, &seq, budget, round_end))
             .flatten()
             .filter(|k| k.1 < cost);
+        if let Some(k) = &kicked {
+            watched(
+                g,
+                &k.0,
+                budget,
+                opts,
+                "annealing over schedules, then kicks",
+            );
+        }
         let best = kicked.unwrap_or((seq, cost));
         cur.clone_from(&best.0);
         out.best = Some(best);
     }
     out
+}
+
+/// `seq`, a schedule in its order of first computations that fits, as
+/// that order's plan in the watch (an interrupt answers with it, told back
+/// in the file's ids and simulated); nothing where it is not one.
+fn watched(g: &Graph, seq: &[NodeId], budget: Bytes, opts: &SolveOptions, origin: &str) {
+    let Some(w) = opts.watch.as_ref() else {
+        return;
+    };
+    if let Some((order, gp, sch)) = schedule_in_its_order(g, seq, budget) {
+        w.in_other_order(&gp, &order)
+            .plan(sch.cost(&gp), &sch, origin);
+    }
+}
+
+/// `seq` as a schedule in its order of first computations
+/// ([`crate::schedule::sequence::schedule_in`]), with that order and the
+/// graph in it, where it is one that fits `budget`.
+fn schedule_in_its_order(
+    g: &Graph,
+    seq: &[NodeId],
+    budget: Bytes,
+) -> Option<(Vec<NodeId>, Graph, Schedule)> {
+    let order = crate::schedule::free_order::order_of(seq, g.len());
+    let gp = g.reordered(&order)?;
+    let sch = crate::schedule::sequence::schedule_in(g, seq, &order)?;
+    fits(&gp, &sch, budget).then_some((order, gp, sch))
+}
+
+/// Whether `s` is a schedule of `gp` whose plan fits `budget`.
+fn fits(gp: &Graph, s: &Schedule, budget: Bytes) -> bool {
+    s.validate(gp).is_ok()
+        && crate::strategies::portfolio::evaluate(gp, s).is_some_and(|r| r.peak <= budget)
 }
 
 /// `seq` (a schedule in its order of first computations) kicked at its
@@ -1245,15 +1297,9 @@ fn kicked_in_its_order(
     budget: Bytes,
     deadline: Instant,
 ) -> Option<(Vec<NodeId>, f64)> {
-    let order = crate::schedule::free_order::order_of(seq, g.len());
-    let gp = g.reordered(&order)?;
-    let fits = |s: &Schedule| {
-        s.validate(&gp).is_ok()
-            && crate::strategies::portfolio::evaluate(&gp, s).is_some_and(|r| r.peak <= budget)
-    };
-    let sch = crate::schedule::sequence::schedule_in(g, seq, &order).filter(fits)?;
+    let (order, gp, sch) = schedule_in_its_order(g, seq, budget)?;
     let kicked = crate::strategies::local_search::kick_costliest_stages(&gp, sch, budget, deadline);
-    if !fits(&kicked) {
+    if !fits(&gp, &kicked, budget) {
         return None;
     }
     let plan = generate_plan(&gp, &kicked).ok()?.renumbered(&order);
@@ -1345,6 +1391,14 @@ fn in_order(
     };
     let mut o = opts.clone();
     o.watch = opts.watch.as_ref().map(|w| w.in_other_order(gp, order));
+    // The caller's schedule is a plan in hand from the start: an interrupt
+    // before the strategy reports it answers with it, not with less (the
+    // annealed schedule that polishing hands over).
+    if let (Some(w), Some((name, s))) = (&o.watch, &o.warm_start) {
+        if fits(gp, s, budget) {
+            w.plan(s.cost(gp), s, name);
+        }
+    }
     let out = checked(gp, strategy, budget, &o, start)?;
     let (Some(plan), Some(inner)) = (out.plan, out.sim) else {
         return Ok(None);

@@ -365,9 +365,11 @@ fn polishing_in_any_order_never_answers_a_costlier_plan() {
     let Some((g, budget)) = common::shared_at("random-layered-n100.yaml", "60%") else {
         return;
     };
+    let watch = std::sync::Arc::new(remat::strategies::watch::Watch::default());
     let opts = SolveOptions {
         time_limit: Duration::from_secs(12),
         search_orders: true,
+        watch: Some(watch.clone()),
         ..SolveOptions::default()
     };
     let out = solve::run(&g, &RematFast, budget, &opts).unwrap();
@@ -386,6 +388,14 @@ fn polishing_in_any_order_never_answers_a_costlier_plan() {
     assert_eq!(sim.cost, cost, "{detail}");
     let bound = out.lower_bound.unwrap();
     assert!(bound >= g.total_cost() && bound <= cost, "{detail}");
+    // An interrupt answers with what the watch holds: the annealing's
+    // schedules are reported to it, so it is the answer's plan or as cheap.
+    let snap = solve::from_snapshot(&g, "remat-fast", budget, &watch.snapshot(), 12.0, None);
+    let kept = snap
+        .cost()
+        .unwrap_or_else(|| panic!("no plan kept: {detail}"));
+    assert!(kept <= cost + 1e-9, "{kept} kept against {cost}: {detail}");
+    assert!(snap.peak().is_some_and(|p| p <= budget), "{detail}");
     // What the annealing finds is a schedule in its order, refined there
     // by the strategy: never answered as a sequence.
     assert!(

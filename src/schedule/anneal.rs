@@ -47,6 +47,9 @@ const MAX_ROUNDS: usize = 12;
 /// it (4 was measured against 1 and 16 on n100 and n250 at 60%).
 const OVER_BUDGET: f64 = 4.0;
 
+/// How often at most the walk reports a new best sequence to its caller.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the walk's states are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Form {
@@ -80,6 +83,9 @@ pub struct Annealed {
 /// included), found by annealing until `deadline` or `stop`; none when
 /// none was found or `start` is not a sequence that fits. Deterministic
 /// for a given `seed` and number of moves; the time decides how many.
+/// Each new best is passed to `report` (with the form walked in) at the
+/// end of each round and at most once a second within one.
+#[allow(clippy::too_many_arguments)]
 pub fn anneal(
     g: &Graph,
     start: &[NodeId],
@@ -88,6 +94,7 @@ pub fn anneal(
     deadline: Instant,
     seed: u64,
     stop: Option<&StopFlag>,
+    report: &mut dyn FnMut(&[NodeId], f64, Form),
 ) -> Annealed {
     let Some(cap) = budget.get().checked_sub(g.fixed_memory.get()) else {
         return Annealed::default();
@@ -131,7 +138,7 @@ pub fn anneal(
         let t0 = TEMPERATURES[round % TEMPERATURES.len()] * walk.pass;
         let from = best.1.clone();
         let seed = seed.wrapping_mul(1 << 20).wrapping_add(round as u64);
-        moves += walk.round(&from, t0, length, seed, &mut best, &stopped);
+        moves += walk.round(&from, t0, length, seed, &mut best, &stopped, report);
         round += 1;
     }
     let cheaper = best.0 < c0 - 1e-9 * c0.abs().max(1.0);
@@ -269,6 +276,7 @@ impl<'a> Walk<'a> {
     /// One round from `from`, cooling from `t0` as (1 − t/T)² over
     /// `seconds`; every cheaper fitting sequence replaces `best`. Returns
     /// the moves tried.
+    #[allow(clippy::too_many_arguments)]
     fn round(
         &mut self,
         from: &[NodeId],
@@ -277,6 +285,7 @@ impl<'a> Walk<'a> {
         seed: u64,
         best: &mut (f64, Vec<NodeId>),
         stopped: &dyn Fn() -> bool,
+        report: &mut dyn FnMut(&[NodeId], f64, Form),
     ) -> u64 {
         let n = self.g.len();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -292,10 +301,21 @@ impl<'a> Walk<'a> {
         let began = Instant::now();
         let mut tries = 0u64;
         let mut cand = Vec::with_capacity(seq.len() + 2);
+        let (mut unreported, mut reported) = (false, began);
         loop {
             // The clock is read every 64 moves: a move takes microseconds.
-            if tries.is_multiple_of(64) && (stopped() || began.elapsed().as_secs_f64() >= seconds) {
-                return tries;
+            if tries.is_multiple_of(64) {
+                // A new best is reported at the end of the round and at
+                // most once a second before it: an interrupt answers
+                // with what was reported.
+                let over = stopped() || began.elapsed().as_secs_f64() >= seconds;
+                if unreported && (over || reported.elapsed() >= REPORT_EVERY) {
+                    report(&best.1, best.0, self.form);
+                    (unreported, reported) = (false, Instant::now());
+                }
+                if over {
+                    return tries;
+                }
             }
             tries += 1;
             let frac = (began.elapsed().as_secs_f64() / seconds).min(1.0);
@@ -341,6 +361,7 @@ impl<'a> Walk<'a> {
                 e = ce;
                 if fits && cc < best.0 {
                     *best = (cc, seq.clone());
+                    unreported = true;
                 }
             }
         }
@@ -437,7 +458,16 @@ mod tests {
             };
             let before = sequence::cost(&g, &start);
             let deadline = Instant::now() + Duration::from_secs(2);
-            let found = anneal(&g, &start, budget, Form::Sequences, deadline, seed, None);
+            let found = anneal(
+                &g,
+                &start,
+                budget,
+                Form::Sequences,
+                deadline,
+                seed,
+                None,
+                &mut |_, _, _| {},
+            );
             assert!(found.moves > 0, "{}", g.name);
             let Some((seq, cost)) = found.best else {
                 continue;
@@ -487,7 +517,16 @@ mod tests {
             let plan = crate::schedule::generate_plan(&g, &sch).unwrap();
             let start: Vec<NodeId> = plan.computed().collect();
             let deadline = Instant::now() + Duration::from_millis(1500);
-            let annealed = anneal(&g, &start, budget, Form::Schedules, deadline, seed, None);
+            let annealed = anneal(
+                &g,
+                &start,
+                budget,
+                Form::Schedules,
+                deadline,
+                seed,
+                None,
+                &mut |_, _, _| {},
+            );
             assert_eq!(annealed.form, Form::Schedules, "{}", g.name);
             let Some((seq, cost)) = annealed.best else {
                 continue;
