@@ -368,6 +368,7 @@ fn the_sequence_bound_holds_for_annealed_sequences() {
                 soon,
                 seed,
                 None,
+                &mut |_, _, _| {},
             );
             let seq = found.best.map_or(start, |b| b.0);
             let cost = sequence::cost(&g, &seq);
