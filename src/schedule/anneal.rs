@@ -430,6 +430,23 @@ mod tests {
     use crate::zoo::synthetic::{self, Dist, RandomDag};
     use std::time::Duration;
 
+    /// A small random DAG and a budget `1/part` of the way from its
+    /// smallest to its checkpoint-all peak.
+    fn tight(nodes: usize, seed: u64, forward: bool, part: u64) -> (Graph, Bytes) {
+        let g = synthetic::random_layered(&RandomDag {
+            nodes,
+            seed,
+            width: 4,
+            cost: Dist::Uniform(1, 9),
+            memory: Dist::Uniform(1, 20),
+            forward,
+            ..RandomDag::default()
+        });
+        let lo = crate::graph::analysis::min_feasible_budget(&g).get();
+        let hi = crate::graph::analysis::checkpoint_all_peak(&g).get();
+        (g, Bytes(lo + (hi - lo) / part))
+    }
+
     /// From the node-order search's sequences (which fit but recompute
     /// freely), the annealing finds cheaper ones at tight budgets; each
     /// computes every node, its plan fits in the simulator, and the
@@ -438,18 +455,7 @@ mod tests {
     fn annealed_sequences_are_cheaper_plans_that_fit() {
         let mut cheaper = 0;
         for seed in 0..6u64 {
-            let g = synthetic::random_layered(&RandomDag {
-                nodes: 40 + 4 * seed as usize,
-                seed,
-                width: 4,
-                cost: Dist::Uniform(1, 9),
-                memory: Dist::Uniform(1, 20),
-                forward: seed % 2 == 0,
-                ..RandomDag::default()
-            });
-            let lo = crate::graph::analysis::min_feasible_budget(&g).get();
-            let hi = crate::graph::analysis::checkpoint_all_peak(&g).get();
-            let budget = Bytes(lo + (hi - lo) / 8);
+            let (g, budget) = tight(40 + 4 * seed as usize, seed, seed % 2 == 0, 8);
             let far = Instant::now() + Duration::from_secs(20);
             let crate::schedule::free_order::Sequences::Found(start) =
                 crate::schedule::free_order::sequence_by(&g, budget, far, 0)
@@ -496,18 +502,7 @@ mod tests {
     fn sequences_annealed_in_schedule_form_are_schedules_that_fit() {
         let mut found = 0;
         for seed in 0..12u64 {
-            let g = synthetic::random_layered(&RandomDag {
-                nodes: 36 + 2 * seed as usize,
-                seed: 100 + seed,
-                width: 4,
-                cost: Dist::Uniform(1, 9),
-                memory: Dist::Uniform(1, 20),
-                forward: seed % 2 == 1,
-                ..RandomDag::default()
-            });
-            let lo = crate::graph::analysis::min_feasible_budget(&g).get();
-            let hi = crate::graph::analysis::checkpoint_all_peak(&g).get();
-            let budget = Bytes(lo + (hi - lo) / 6);
+            let (g, budget) = tight(36 + 2 * seed as usize, 100 + seed, seed % 2 == 1, 6);
             let far = Instant::now() + Duration::from_secs(20);
             let crate::schedule::feasible::Feasibility::Fits(sch) =
                 crate::schedule::feasible::decide(&g, budget, far)
