@@ -60,9 +60,11 @@ fn main() {
         free_order::moved(&free_order::order_of(&best, g.len()))
     );
     let order = free_order::order_of(&best, g.len());
-    match remat::schedule::sequence::schedule_in(&g, &best, &order) {
+    let gp = g
+        .reordered(&order)
+        .expect("a sequence's first computations are topological");
+    match remat::schedule::sequence::schedule_in(&g, &gp, &best, &order) {
         Some(sch) => {
-            let gp = g.reordered(&order).unwrap();
             let peak = remat::strategies::portfolio::evaluate(&gp, &sch).map(|s| s.peak);
             println!(
                 "as a schedule in its order: cost {}, peak {:?} (budget {budget:?})",
@@ -73,9 +75,6 @@ fn main() {
         None => println!("not a schedule in its order"),
     }
     if let Some(out) = a.get(5) {
-        let gp = g
-            .reordered(&order)
-            .expect("a sequence's first computations are topological");
         std::fs::write(out, serde_yaml::to_string(&gp.to_file()).unwrap()).unwrap();
     }
 }

@@ -1075,8 +1075,8 @@ fn polished(
     // the schedules' (53,215 there, where the sequences' is about 51,000):
     // then the strategy refines that schedule in its order with all the
     // rest, and its answer is never costlier.
-    let as_schedule =
-        crate::schedule::sequence::schedule_in(g, &best, &order).filter(|s| fits(&gp, s, budget));
+    let as_schedule = crate::schedule::sequence::schedule_in(g, &gp, &best, &order)
+        .filter(|s| fits(&gp, s, budget));
     // The schedules' bound gets five sixths of the rest, the sequences' one
     // third. The strategy then starts from a kicked schedule and the bound,
     // and in no run measured (random-layered n100, n250, n1000 at 60%)
@@ -1280,7 +1280,7 @@ fn schedule_in_its_order(
 ) -> Option<(Vec<NodeId>, Graph, Schedule)> {
     let order = crate::schedule::free_order::order_of(seq, g.len());
     let gp = g.reordered(&order)?;
-    let sch = crate::schedule::sequence::schedule_in(g, seq, &order)?;
+    let sch = crate::schedule::sequence::schedule_in(g, &gp, seq, &order)?;
     fits(&gp, &sch, budget).then_some((order, gp, sch))
 }
 

@@ -528,7 +528,7 @@ mod tests {
             };
             let order = crate::schedule::free_order::order_of(&seq, g.len());
             let gp = g.reordered(&order).unwrap();
-            let sch = sequence::schedule_in(&g, &seq, &order).unwrap();
+            let sch = sequence::schedule_in(&g, &gp, &seq, &order).unwrap();
             sch.validate(&gp).unwrap();
             let sim = crate::strategies::portfolio::evaluate(&gp, &sch).unwrap();
             assert!(

@@ -86,8 +86,8 @@ fn mem(g: &Graph, v: NodeId) -> i128 {
     i128::from(g.memory(v).get())
 }
 
-/// The schedule in `order` (the order of `seq`'s first computations,
-/// numbered as in `g.reordered(order)`) that keeps across each stage's
+/// The schedule of `gp` (`g` in `order`, the order of `seq`'s first
+/// computations: `g.reordered(order)`, which the caller has) that keeps across each stage's
 /// end what `seq` holds there, with the least computations that forces
 /// ([`super::solve_r::solve_r`]).
 ///
@@ -100,9 +100,9 @@ fn mem(g: &Graph, v: NodeId) -> i128 {
 /// order's order and frees a value after its last read in the stage), so
 /// the caller simulates it. `None` where `seq` reads a value before
 /// computing it or `order` is not its order of first computations.
-pub fn schedule_in(g: &Graph, seq: &[NodeId], order: &[NodeId]) -> Option<Schedule> {
+pub fn schedule_in(g: &Graph, gp: &Graph, seq: &[NodeId], order: &[NodeId]) -> Option<Schedule> {
     let n = g.len();
-    if order.len() != n || g.has_groups() {
+    if order.len() != n || gp.len() != n || g.has_groups() {
         return None;
     }
     let mut pos = vec![usize::MAX; n];
@@ -151,8 +151,7 @@ pub fn schedule_in(g: &Graph, seq: &[NodeId], order: &[NodeId]) -> Option<Schedu
     for (v, held) in current.into_iter().enumerate() {
         carry(&mut sch, v, held);
     }
-    let gp = g.reordered(order)?;
-    Some(super::solve_r::solve_r(&gp, sch))
+    Some(super::solve_r::solve_r(gp, sch))
 }
 
 /// `seq` with recomputations dropped wherever holding the earlier value
