@@ -422,7 +422,7 @@ fn tightest(
 }
 
 /// A sequence that fits `budget`, reached from one pass in the file's
-/// order by a ladder of budgets ([`crate::schedule::anneal::descend`]) in
+/// order under a falling budget ([`crate::schedule::anneal::descend`]) in
 /// five sixths of the time to `end`, the rest left for polishing it; with
 /// its cost and how it was found.
 fn descended(
@@ -437,9 +437,9 @@ fn descended(
     let found =
         crate::schedule::anneal::descend(g, &one_pass, budget, until, 0, opts.stop.as_ref());
     let (seq, cost) = found.best?;
-    watched(g, &seq, budget, opts, "a ladder of budgets");
+    watched(g, &seq, budget, opts, "a falling budget");
     let what = format!(
-        "a sequence of computations annealed down a ladder of budgets from one pass in the file's order ({} moves in {:.1} s)",
+        "a sequence of computations annealed under a budget falling from one pass in the file's order ({} moves in {:.1} s)",
         found.moves,
         began.elapsed().as_secs_f64()
     );
