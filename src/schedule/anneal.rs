@@ -675,6 +675,22 @@ mod tests {
         (g, Bytes(lo + (hi - lo) / part))
     }
 
+    /// `seq` computes every node, and its plan fits `budget` in the
+    /// simulator, which costs it at `cost`.
+    fn a_plan_that_fits(g: &Graph, seq: &[NodeId], cost: f64, budget: Bytes) {
+        let mut seen = vec![false; g.len()];
+        seq.iter().for_each(|v| seen[v.idx()] = true);
+        assert!(
+            seen.iter().all(|&s| s),
+            "{}: a node is never computed",
+            g.name
+        );
+        let plan = sequence::plan_of(g, seq).unwrap();
+        let sim = crate::schedule::simulate(g, &plan).unwrap();
+        assert!(sim.peak <= budget, "{}: {} over {budget}", g.name, sim.peak);
+        assert_eq!(sim.cost, cost, "{}", g.name);
+    }
+
     /// From one pass in node order, far over a budget halfway down to the
     /// smallest, the falling budget reaches it: every sequence it returns computes every node,
     /// fits in the simulator, and costs what it reports. A start within the
@@ -697,23 +713,13 @@ mod tests {
             };
             tried += 1;
             // 0.3 s reached all four here; the margin is for loaded machines.
-            let deadline = Instant::now() + Duration::from_secs(2);
+            let deadline = Instant::now() + Duration::from_secs(3);
             let found = descend(&g, &one_pass, budget, deadline, seed, None);
             assert!(found.moves > 0, "{}", g.name);
             let Some((seq, cost)) = found.best else {
                 continue;
             };
-            let mut seen = vec![false; g.len()];
-            seq.iter().for_each(|v| seen[v.idx()] = true);
-            assert!(
-                seen.iter().all(|&s| s),
-                "{}: a node is never computed",
-                g.name
-            );
-            let plan = sequence::plan_of(&g, &seq).unwrap();
-            let sim = crate::schedule::simulate(&g, &plan).unwrap();
-            assert!(sim.peak <= budget, "{}: {} over {budget}", g.name, sim.peak);
-            assert_eq!(sim.cost, cost, "{}", g.name);
+            a_plan_that_fits(&g, &seq, cost, budget);
             assert!(cost >= g.total_cost(), "{}", g.name);
             reached += 1;
         }
@@ -752,17 +758,7 @@ mod tests {
                 continue;
             };
             assert!(cost < before, "{}: {cost} against {before}", g.name);
-            let mut seen = vec![false; g.len()];
-            seq.iter().for_each(|v| seen[v.idx()] = true);
-            assert!(
-                seen.iter().all(|&s| s),
-                "{}: a node is never computed",
-                g.name
-            );
-            let plan = sequence::plan_of(&g, &seq).unwrap();
-            let sim = crate::schedule::simulate(&g, &plan).unwrap();
-            assert!(sim.peak <= budget, "{}: {} over {budget}", g.name, sim.peak);
-            assert_eq!(sim.cost, cost, "{}", g.name);
+            a_plan_that_fits(&g, &seq, cost, budget);
             cheaper += 1;
         }
         assert!(cheaper >= 4, "{cheaper}");
