@@ -331,13 +331,15 @@ fn run_in_file_order(
     // and else to a falling budget.
     let end = start + opts.time_limit;
     let left = || end.saturating_duration_since(Instant::now());
-    let fallback_cost = match &fallback {
-        Fallback::Plan(_, seq, _) => Some(crate::schedule::sequence::cost(g, seq)),
+    // (order, sequence, computations the search's own sequence had)
+    let fallback = match fallback {
+        Fallback::Plan(order, seq, found) => Some((order, seq, found)),
         _ => None,
     };
     let mut rest = opts.clone();
     let mut probe = None;
-    if let Some(cost) = fallback_cost {
+    if let Some(fell) = fallback.as_ref() {
+        let cost = crate::schedule::sequence::cost(g, &fell.1);
         rest.time_limit = left() / 4;
         let first = checked(g, strategy, budget, &rest, start)?;
         if first.cost().is_some_and(|c| c <= cost) {
@@ -349,7 +351,7 @@ fn run_in_file_order(
             probe = Some(first);
         } else {
             let why = strategy_lost(&first);
-            return tightest(g, strategy, budget, opts, start, fallback, &why);
+            return tightest(g, strategy, budget, opts, start, fell, &why);
         }
     }
     rest.time_limit = left();
@@ -365,7 +367,7 @@ fn run_in_file_order(
         Some(p) if p.cost().is_some_and(|c| out.cost().is_none_or(|o| c < o)) => p,
         _ => out,
     };
-    let Fallback::Plan(order, seq, found) = fallback else {
+    let Some((order, seq, found)) = fallback else {
         return Ok(out);
     };
     let cost = crate::schedule::sequence::cost(g, &seq);
@@ -397,53 +399,64 @@ fn tightest(
     budget: Bytes,
     opts: &SolveOptions,
     start: Instant,
-    fallback: Fallback,
+    (order, seq, found): &(Vec<NodeId>, Vec<NodeId>, usize),
     why: &str,
 ) -> Result<Outcome, SolveError> {
-    let Fallback::Plan(order, seq, found) = fallback else {
-        return Err(SolveError::Bug {
-            strategy: strategy.name().to_string(),
-            msg: "a falling budget without a fallback sequence".into(),
-        });
-    };
     let end = start + opts.time_limit;
-    let cost = crate::schedule::sequence::cost(g, &seq);
-    if let Some((down, _, what)) = descended(g, budget, opts, end).filter(|d| d.1 < cost) {
-        let order = crate::schedule::free_order::order_of(&down, g.len());
-        let what = format!(
-            "{what}, because {why} and the node-order search's sequence cost {}",
-            short_float(cost)
-        );
-        let out = sequence_outcome(g, strategy, budget, opts, start, &what, &order, &down, None)?;
-        return polished(g, strategy, budget, opts, start, out, end);
-    }
-    let what = search_sequence(g, &order, &seq, found, why);
-    sequence_outcome(g, strategy, budget, opts, start, &what, &order, &seq, None)
+    let cost = crate::schedule::sequence::cost(g, seq);
+    let why = match descended(g, budget, opts, end) {
+        Ok((down, c, what)) if c < cost => {
+            let order = crate::schedule::free_order::order_of(&down, g.len());
+            let what = format!(
+                "{what}, because {why} and the node-order search's sequence cost {}",
+                short_float(cost)
+            );
+            let out =
+                sequence_outcome(g, strategy, budget, opts, start, &what, &order, &down, None)?;
+            let out = polished(g, strategy, budget, opts, start, out, end)?;
+            // A plan refined from it names the walk only as "the plan costing".
+            if out.detail.as_deref().is_some_and(|d| d.contains(&what)) {
+                return Ok(out);
+            }
+            let detail = with_note(out.detail, format!("the plan annealed from: {what}"));
+            return Ok(Outcome { detail, ..out });
+        }
+        Ok(_) => why.to_string(),
+        Err(missed) => format!("{why}; {missed}"),
+    };
+    let what = search_sequence(g, order, seq, *found, &why);
+    sequence_outcome(g, strategy, budget, opts, start, &what, order, seq, None)
 }
 
 /// A sequence that fits `budget`, reached from one pass in the file's
 /// order under a falling budget ([`crate::schedule::anneal::descend`]) in
 /// five sixths of the time to `end`, the rest left for polishing it; with
-/// its cost and how it was found.
+/// its cost and how it was found, or the words for a walk that missed.
 fn descended(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
     end: Instant,
-) -> Option<(Vec<NodeId>, f64, String)> {
+) -> Result<(Vec<NodeId>, f64, String), String> {
     let began = Instant::now();
     let until = began + end.saturating_duration_since(began) * 5 / 6;
     let one_pass: Vec<NodeId> = g.ids().collect();
     let found =
         crate::schedule::anneal::descend(g, &one_pass, budget, until, 0, opts.stop.as_ref());
-    let (seq, cost) = found.best?;
+    let Some((seq, cost)) = found.best else {
+        return Err(format!(
+            "annealing under a budget falling from one pass in the file's order did not reach it ({} moves in {:.1} s)",
+            found.moves,
+            began.elapsed().as_secs_f64()
+        ));
+    };
     watched(g, &seq, budget, opts, "a falling budget");
     let what = format!(
         "a sequence of computations annealed under a budget falling from one pass in the file's order ({} moves in {:.1} s)",
         found.moves,
         began.elapsed().as_secs_f64()
     );
-    Some((seq, cost, what))
+    Ok((seq, cost, what))
 }
 
 /// An answer without a plan, settled before (or instead of) the strategy.
