@@ -39,20 +39,31 @@ fn main() {
     let down = anneal::descend(&g, &seq, budget, began + secs(4), seed, None);
     let Some((seq, cost)) = down.best else {
         println!(
-            "not reached in {:.1} s ({} moves)",
+            "not reached in {:.1} s ({} walks, {} moves)",
             began.elapsed().as_secs_f64(),
+            down.walks,
             down.moves
         );
         return;
     };
     println!(
-        "reached: {cost} in {:.1} s ({} moves)",
+        "reached: {cost} in {:.1} s (walk {}, {} moves)",
         began.elapsed().as_secs_f64(),
+        down.walks,
         down.moves
     );
     let end = Instant::now() + secs(5);
     let form = anneal::Form::Schedules;
-    let found = anneal::anneal(&g, &seq, budget, form, end, seed, None, &mut |_, _, _| {});
+    let found = anneal::anneal(
+        &g,
+        &seq,
+        budget,
+        form,
+        (end, u64::MAX),
+        seed,
+        None,
+        &mut |_, _, _| {},
+    );
     match found.best {
         Some((_, c)) => println!("annealed ({:?}): {c} ({} moves)", found.form, found.moves),
         None => println!("annealing found nothing cheaper ({} moves)", found.moves),

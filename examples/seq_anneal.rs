@@ -44,7 +44,7 @@ fn main() {
         &seq,
         budget,
         form,
-        deadline,
+        (deadline, u64::MAX),
         seed,
         None,
         &mut |_, _, _| {},

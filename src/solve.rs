@@ -445,16 +445,18 @@ fn descended(
         crate::schedule::anneal::descend(g, &one_pass, budget, until, 0, opts.stop.as_ref());
     let Some((seq, cost)) = found.best else {
         return Err(format!(
-            "annealing under a budget falling from one pass in the file's order did not reach it ({} moves in {:.1} s)",
+            "annealing under a budget falling from one pass in the file's order did not reach it ({} walks, {} moves in {:.1} s)",
+            found.walks,
             found.moves,
             began.elapsed().as_secs_f64()
         ));
     };
     watched(g, &seq, budget, opts, "a falling budget");
     let what = format!(
-        "a sequence of computations annealed under a budget falling from one pass in the file's order ({} moves in {:.1} s)",
+        "a sequence of computations annealed under a budget falling from one pass in the file's order ({} moves in {:.1} s, walk {})",
         found.moves,
-        began.elapsed().as_secs_f64()
+        began.elapsed().as_secs_f64(),
+        found.walks
     );
     Ok((seq, cost, what))
 }
@@ -1124,6 +1126,14 @@ fn far_from_bound(out: &Outcome) -> bool {
 /// 157,597, refined by remat-fast to 148,314, bound 130,188).
 ///
 /// [`Form::Schedules`]: crate::schedule::anneal::Form::Schedules
+/// Moves per computation of its start that one try of [`polished`]'s
+/// annealing makes at most; a longer share goes to more tries from the
+/// same start. Why: where a walk ends depends on its path more than on its
+/// length (random-layered-n250 at 60%: 60 s solves, whose walks have about
+/// 2×10⁴ moves per computation, ended between 140,554 and 162,465; one
+/// walk of 2.2×10⁸ moves in a 600 s solve ended at 162,481).
+const TRY_MOVES: u64 = 20_000;
+
 #[allow(clippy::too_many_arguments)]
 fn polished(
     g: &Graph,
@@ -1140,14 +1150,34 @@ fn polished(
     let seq: Vec<NodeId> = plan.computed().collect();
     let began = Instant::now();
     let share = began + deadline.saturating_duration_since(began) * 3 / 5;
-    let mut found = annealed_and_kicked(g, &seq, budget, share, 0, opts);
+    let try_moves = TRY_MOVES.saturating_mul(seq.len() as u64);
+    let mut found = crate::schedule::anneal::Annealed::default();
+    let mut tries = 0u64;
+    // Tries from the same start with other seeds while the share lasts;
+    // the cheapest wins.
+    while tries == 0 || (Instant::now() < share && !crate::solver::stop_requested(&opts.stop)) {
+        let a = annealed_and_kicked(g, &seq, budget, (share, try_moves), tries, opts);
+        found.moves += a.moves;
+        found.form = a.form;
+        if a.best
+            .as_ref()
+            .is_some_and(|b| found.best.as_ref().is_none_or(|f| b.1 < f.1))
+        {
+            found.best = a.best;
+        }
+        tries += 1;
+        if a.moves == 0 {
+            break;
+        }
+    }
     // Nothing cheaper: no new order to plan in, so the rest of the time
-    // anneals again, from other seeds (a start where half of the runs stay
-    // put, as on random-layered-n250 at 60%, gets a second chance).
+    // anneals again, from another seed.
     if found.best.is_none() {
-        let moves = found.moves;
-        found = annealed_and_kicked(g, &seq, budget, deadline, 1, opts);
-        found.moves += moves;
+        let a = annealed_and_kicked(g, &seq, budget, (deadline, u64::MAX), tries, opts);
+        found.moves += a.moves;
+        found.form = a.form;
+        found.best = a.best;
+        tries += 1;
     }
     let bounded = match out.lower_bound {
         Some(b) if b <= g.total_cost() => ", bound one pass".to_string(),
@@ -1162,10 +1192,11 @@ fn polished(
         crate::schedule::anneal::Form::Sequences => "sequences of computations",
     };
     let annealed = format!(
-        "annealed over {over} from the plan costing {}{bounded} ({} moves in {:.1} s)",
+        "annealed over {over} from the plan costing {}{bounded} ({} moves in {:.1} s, {tries} {})",
         short_float(out.cost().unwrap_or(f64::NAN)),
         found.moves,
-        began.elapsed().as_secs_f64()
+        began.elapsed().as_secs_f64(),
+        if tries == 1 { "try" } else { "tries" }
     );
     let noted = |o: Outcome, note: String| Outcome {
         detail: with_note(o.detail, note),
@@ -1295,7 +1326,7 @@ fn annealed_and_kicked(
     g: &Graph,
     start: &[NodeId],
     budget: Bytes,
-    until: Instant,
+    (until, max_moves): (Instant, u64),
     seed: u64,
     opts: &SolveOptions,
 ) -> crate::schedule::anneal::Annealed {
@@ -1334,11 +1365,13 @@ fn annealed_and_kicked(
             &cur,
             budget,
             Form::Schedules,
-            walk_end,
+            (walk_end, max_moves / ROUNDS as u64),
             seed,
             opts.stop.as_ref(),
             &mut report,
         );
+        // A round cut short by its moves kicks for a quarter of its walk.
+        let round_end = round_end.min(Instant::now() + now.elapsed() / 4);
         out.moves += a.moves;
         out.form = a.form;
         let Some((seq, cost)) = a.best else {

@@ -365,7 +365,7 @@ fn the_sequence_bound_holds_for_annealed_sequences() {
                 &start,
                 budget,
                 anneal::Form::Sequences,
-                soon,
+                (soon, u64::MAX),
                 seed,
                 None,
                 &mut |_, _, _| {},

@@ -80,10 +80,13 @@ pub struct Annealed {
     pub moves: u64,
     /// The form walked in (sequences where the start is no schedule).
     pub form: Form,
+    /// How many walks (rounds, or [`descend`]'s restarts) it made.
+    pub walks: usize,
 }
 
 /// A sequence cheaper than `start` that fits `budget` (fixed memory
-/// included), found by annealing until `deadline` or `stop`; none when
+/// included), found by annealing until `deadline`, `max_moves` moves or
+/// `stop`; none when
 /// none was found or `start` is not a sequence that fits. Deterministic
 /// for a given `seed` and number of moves; the time decides how many.
 /// Each new best is passed to `report` (with the form walked in) at the
@@ -94,7 +97,7 @@ pub fn anneal(
     start: &[NodeId],
     budget: Bytes,
     form: Form,
-    deadline: Instant,
+    (deadline, max_moves): (Instant, u64),
     seed: u64,
     stop: Option<&StopFlag>,
     report: &mut dyn FnMut(&[NodeId], f64, Form),
@@ -123,21 +126,27 @@ pub fn anneal(
     let mut best = (c0, start.to_vec());
     let mut moves = 0u64;
     let mut round = 0usize;
-    while !stopped() {
+    while !stopped() && moves < max_moves {
         // Rounds of equal length, at least ROUND_MOVES each: estimated
         // from the moves made so far (the first round gets all the time
-        // until the first estimate).
+        // until the first estimate) and the moves left.
         let per_sec = moves as f64 / began.elapsed().as_secs_f64().max(1e-3);
         let left = deadline
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
-        let rounds_left = if moves == 0 {
+        let moves_left = max_moves - moves;
+        let rounds_left = if moves == 0 && max_moves == u64::MAX {
             MAX_ROUNDS
         } else {
-            ((per_sec * left) / ROUND_MOVES as f64).floor().max(1.0) as usize
+            let can = if moves == 0 {
+                moves_left as f64
+            } else {
+                (per_sec * left).min(moves_left as f64)
+            };
+            (can / ROUND_MOVES as f64).floor().max(1.0) as usize
         }
         .min(MAX_ROUNDS);
-        let length = left / rounds_left as f64;
+        let length = (left / rounds_left as f64, moves_left / rounds_left as u64);
         let t0 = TEMPERATURES[round % TEMPERATURES.len()] * walk.pass;
         let from = best.1.clone();
         let seed = seed.wrapping_mul(1 << 20).wrapping_add(round as u64);
@@ -149,25 +158,32 @@ pub fn anneal(
         best: cheaper.then_some((best.1, best.0)),
         moves,
         form: walk.form,
+        walks: round,
     }
 }
 
 /// A sequence that fits `budget`, walked down to it from `start` (which
 /// fits a looser one: one pass in the file's order fits the checkpoint-all
 /// peak) by annealing under a budget that falls from `start`'s peak to
-/// `budget` in [`FALL`] of the time to `deadline`, and stays there for the
-/// rest. Over the budget, the walk pays for every moment over it, not only
-/// for the peak ([`SPREAD`]), and evicts values held across those moments
-/// ([`Walk::evict_over_budget`]). `None` (in [`Annealed::best`]) where no
-/// sequence within `budget` was found by `deadline` or `stop`; what it
-/// finds is a start for [`anneal`] at `budget`.
+/// `budget` over [`FALL`] of a walk, and stays there for the rest. Over
+/// the budget, the walk pays for every moment over it, not only for the
+/// peak ([`SPREAD`]), and evicts values held across those moments
+/// ([`Walk::evict_over_budget`]). A walk lasts [`WALK_MOVES`] moves per
+/// computation of `start`, or until `deadline` if that comes first; one
+/// that misses is followed by another from `start` with the next seed,
+/// until one reaches `budget` or the time is up. `None` (in
+/// [`Annealed::best`]) where no walk reached `budget`; what one reaches is
+/// a start for [`anneal`] at `budget`.
 ///
 /// Why: at the tightest budgets of the random DAGs every search that
 /// starts at the budget fails (random-layered-n500 at 60%: the file's
 /// order undecided, the node-order search's sequence 6.2× one pass, and
 /// 8×10⁶ moves of annealing from it found nothing cheaper), while a walk
 /// whose budget falls slowly repairs, at each moment, a sequence that
-/// nearly fits (docs/scale.md, "A falling budget").
+/// nearly fits (docs/scale.md, "A falling budget"). Whether a walk reaches
+/// the budget is decided by its path, not by its length (n500 at 60%:
+/// about half of the walks of 6 to 8 million moves; one of 74 million
+/// missed), so long time limits go to restarts.
 pub fn descend(
     g: &Graph,
     start: &[NodeId],
@@ -193,33 +209,47 @@ pub fn descend(
         return Annealed::default();
     }
     let stopped = || Instant::now() >= deadline || stop.is_some_and(|s| s.load(Ordering::Relaxed));
-    let secs = deadline
-        .saturating_duration_since(Instant::now())
-        .as_secs_f64();
     let mut walk = Walk::new(g, top, Form::Sequences);
     // The penalty per byte is the final budget's throughout.
     walk.per_byte = OVER_BUDGET * walk.pass / cap;
     walk.spread = SPREAD;
-    walk.falling = Some((top, cap, secs * FALL));
+    walk.falling = Some((top, cap));
     let mut best = (f64::INFINITY, Vec::new());
     let t0 = TEMPERATURES[1] * walk.pass;
-    let moves = walk.round(
-        start,
-        t0,
-        secs,
-        seed,
-        &mut best,
-        &stopped,
-        &mut |_, _, _| {},
-    );
+    let length = WALK_MOVES.saturating_mul(start.len() as u64).max(1);
+    let (mut moves, mut walks) = (0u64, 0usize);
+    while !stopped() && !best.0.is_finite() {
+        let secs = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        walk.cap = top;
+        let seed = seed.wrapping_mul(1 << 20).wrapping_add(walks as u64);
+        moves += walk.round(
+            start,
+            t0,
+            (secs, length),
+            seed,
+            &mut best,
+            &stopped,
+            &mut |_, _, _| {},
+        );
+        walks += 1;
+    }
     Annealed {
         best: best.0.is_finite().then_some((best.1, best.0)),
         moves,
         form: Form::Sequences,
+        walks,
     }
 }
 
-/// The share of [`descend`]'s time over which its budget falls (measured
+/// Moves per computation of its start that one [`descend`] walk makes at
+/// most (random-layered-n500 from one pass at 60%: walks of 40 s, 6.3 to
+/// 8.0 million moves, reached the budget in 2 of 4 runs, and 6 of 11
+/// walks of 30 s).
+const WALK_MOVES: u64 = 12_000;
+
+/// The share of a [`descend`] walk over which its budget falls (measured
 /// on random-layered-n500 from one pass to 60% in 30 s: 0.8 reached it in
 /// 4 runs of 6, 0.6 with twice the penalty per moment in 2 of 4).
 const FALL: f64 = 0.8;
@@ -253,8 +283,8 @@ struct Walk<'a> {
     /// [`Walk::put_in_form`]).
     place: Vec<u32>,
     /// [`descend`]'s falling budget: from the first cap to the second over
-    /// the seconds given; only sequences within the second are answers.
-    falling: Option<(f64, f64, f64)>,
+    /// [`FALL`] of each walk; only sequences within the second are answers.
+    falling: Option<(f64, f64)>,
     /// The penalty per byte over the budget at each moment, as a fraction
     /// of [`Walk::per_byte`] ([`SPREAD`] for [`descend`], else none).
     spread: f64,
@@ -365,15 +395,16 @@ impl<'a> Walk<'a> {
         ))
     }
 
-    /// One round from `from`, cooling from `t0` as (1 − t/T)² over
-    /// `seconds`; every cheaper fitting sequence replaces `best`. Returns
-    /// the moves tried.
+    /// One round from `from`, cooling from `t0` as (1 − p)², where p is the
+    /// round's progress: the larger of the share of its seconds and the
+    /// share of its moves (`(seconds, moves)`) spent; every cheaper fitting
+    /// sequence replaces `best`. Returns the moves tried.
     #[allow(clippy::too_many_arguments)]
     fn round(
         &mut self,
         from: &[NodeId],
         t0: f64,
-        seconds: f64,
+        (seconds, length): (f64, u64),
         seed: u64,
         best: &mut (f64, Vec<NodeId>),
         stopped: &dyn Fn() -> bool,
@@ -394,13 +425,16 @@ impl<'a> Walk<'a> {
         let mut tries = 0u64;
         let mut cand = Vec::with_capacity(seq.len() + 2);
         let (mut unreported, mut reported) = (false, began);
+        let progress = |tries: u64| {
+            (began.elapsed().as_secs_f64() / seconds).max(tries as f64 / length as f64)
+        };
         loop {
             // The clock is read every 64 moves: a move takes microseconds.
             if tries.is_multiple_of(64) {
                 // A new best is reported at the end of the round and at
                 // most once a second before it: an interrupt answers
                 // with what was reported.
-                let over = stopped() || began.elapsed().as_secs_f64() >= seconds;
+                let over = stopped() || progress(tries) >= 1.0;
                 if unreported && (over || reported.elapsed() >= REPORT_EVERY) {
                     report(&best.1, best.0, self.form);
                     (unreported, reported) = (false, Instant::now());
@@ -408,8 +442,8 @@ impl<'a> Walk<'a> {
                 if over {
                     return tries;
                 }
-                if let Some((top, low, secs)) = self.falling {
-                    let frac = (began.elapsed().as_secs_f64() / secs).min(1.0);
+                if let Some((top, low)) = self.falling {
+                    let frac = (progress(tries) / FALL).min(1.0);
                     let cap = top - (top - low) * frac;
                     if cap != self.cap {
                         self.cap = cap;
@@ -418,7 +452,7 @@ impl<'a> Walk<'a> {
                 }
             }
             tries += 1;
-            let frac = (began.elapsed().as_secs_f64() / seconds).min(1.0);
+            let frac = progress(tries).min(1.0);
             let temp = t0 * (1.0 - frac).powi(2) + 1e-12 * self.pass.max(1.0);
             cand.clear();
             cand.extend_from_slice(&seq);
@@ -716,6 +750,9 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(3);
             let found = descend(&g, &one_pass, budget, deadline, seed, None);
             assert!(found.moves > 0, "{}", g.name);
+            // Each walk stops at its moves (checked every 64).
+            let walk = WALK_MOVES * g.len() as u64 + 64;
+            assert!(found.moves <= found.walks as u64 * walk, "{}", g.name);
             let Some((seq, cost)) = found.best else {
                 continue;
             };
@@ -724,6 +761,38 @@ mod tests {
             reached += 1;
         }
         assert!(tried == 4 && reached >= 3, "{reached} of {tried}");
+    }
+
+    /// A cap on moves ends the annealing long before its deadline, with
+    /// each round stopped at its share of the moves.
+    #[test]
+    fn annealing_stops_at_its_moves() {
+        let (g, budget) = tight(48, 3, true, 8);
+        let far = Instant::now() + Duration::from_secs(20);
+        let crate::schedule::free_order::Sequences::Found(start) =
+            crate::schedule::free_order::sequence_by(&g, budget, far, 0)
+        else {
+            panic!("{}: no sequence fits", g.name);
+        };
+        let began = Instant::now();
+        let max = ROUND_MOVES / 2;
+        let found = anneal(
+            &g,
+            &start,
+            budget,
+            Form::Sequences,
+            (far, max),
+            0,
+            None,
+            &mut |_, _, _| {},
+        );
+        assert!(
+            found.moves >= max && found.moves <= max + 64,
+            "{}",
+            found.moves
+        );
+        assert_eq!(found.walks, 1);
+        assert!(Instant::now() < far, "{:?}", began.elapsed());
     }
 
     /// From the node-order search's sequences (which fit but recompute
@@ -748,7 +817,7 @@ mod tests {
                 &start,
                 budget,
                 Form::Sequences,
-                deadline,
+                (deadline, u64::MAX),
                 seed,
                 None,
                 &mut |_, _, _| {},
@@ -786,7 +855,7 @@ mod tests {
                 &start,
                 budget,
                 Form::Schedules,
-                deadline,
+                (deadline, u64::MAX),
                 seed,
                 None,
                 &mut |_, _, _| {},
