@@ -1,7 +1,8 @@
 //! The recompute cover program's bound alone, at one detail, for measuring
 //! it against plans:
 //! `cargo run --release --example cover_bound -- GRAPH PCT SECS [segments|inputs|moments] [lp]`
-//! (PCT: percent of the checkpoint-all peak; default detail: inputs; `lp`:
+//! (PCT: percent of the checkpoint-all peak, or bytes as `170664B`;
+//! default detail: inputs; `lp`:
 //! the LP relaxation only). Prints the bound as a multiple of every node
 //! once, and the program's solution as a plan: its simulated cost and peak,
 //! and the local search's plan from it (docs/scale.md).
@@ -22,14 +23,22 @@ fn main() {
         std::process::exit(2);
     }
     let g = Graph::load(Path::new(&a[1])).unwrap();
-    let pct: u128 = a[2].parse().unwrap();
+    let bytes: Option<u64> = a[2].strip_suffix('B').map(|b| b.parse().unwrap());
+    let pct: u128 = if bytes.is_some() {
+        0
+    } else {
+        a[2].parse().unwrap()
+    };
     let secs: f64 = a[3].parse().unwrap();
     let detail = match a.get(4).map(String::as_str) {
         Some("segments") => Detail::Segments,
         Some("moments") => Detail::Moments,
         _ => Detail::SegmentInputs,
     };
-    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    let budget = bytes.map_or_else(
+        || checkpoint_all_peak(&g).scale_ceil(pct, 100),
+        remat::units::Bytes,
+    );
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
         gap: 1e-5,
