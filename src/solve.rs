@@ -1104,10 +1104,19 @@ fn far_from_bound(out: &Outcome) -> bool {
     out.plan.is_some() && out.timing().is_none() && out.gap().is_some_and(|g| g > POLISH_GAP)
 }
 
+/// Moves per computation of its start that one try of [`polished`]'s
+/// annealing makes at most; a longer share goes to more tries from the
+/// same start. Why: where a walk ends depends on its path more than on its
+/// length (random-layered-n250 at 60%: 60 s solves, whose walks have about
+/// 3×10⁴ moves per computation, ended between 140,554 and 162,465; one
+/// walk of 2.2×10⁸ moves in a 600 s solve ended at 162,481).
+const TRY_MOVES: u64 = 20_000;
+
 /// `out` polished in any node order until `deadline` where it is far from
 /// its bound ([`far_from_bound`]; else `out` as it is): three fifths of the
 /// time anneal from its plan over schedules in any order
-/// ([`crate::schedule::anneal`], [`Form::Schedules`]). The cheapest one
+/// ([`crate::schedule::anneal`], [`Form::Schedules`]), in tries of at most
+/// [`TRY_MOVES`] moves per computation, each from the plan. The cheapest one
 /// found is a schedule in the order of its first computations: five sixths
 /// of the rest bound the schedules in that order, and the strategy refines
 /// it there with the rest and that bound. The answer is the cheaper of
@@ -1126,14 +1135,6 @@ fn far_from_bound(out: &Outcome) -> bool {
 /// 157,597, refined by remat-fast to 148,314, bound 130,188).
 ///
 /// [`Form::Schedules`]: crate::schedule::anneal::Form::Schedules
-/// Moves per computation of its start that one try of [`polished`]'s
-/// annealing makes at most; a longer share goes to more tries from the
-/// same start. Why: where a walk ends depends on its path more than on its
-/// length (random-layered-n250 at 60%: 60 s solves, whose walks have about
-/// 2×10⁴ moves per computation, ended between 140,554 and 162,465; one
-/// walk of 2.2×10⁸ moves in a 600 s solve ended at 162,481).
-const TRY_MOVES: u64 = 20_000;
-
 #[allow(clippy::too_many_arguments)]
 fn polished(
     g: &Graph,
