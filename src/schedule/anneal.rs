@@ -183,8 +183,8 @@ pub fn anneal(
 /// whose budget falls slowly repairs, at each moment, a sequence that
 /// nearly fits (docs/scale.md, "A falling budget"). Whether a walk reaches
 /// the budget is decided by its path, not by its length (n500 at 60%:
-/// about half of the walks of 6 to 8 million moves; one of 74 million
-/// missed), so long time limits go to restarts.
+/// a third to a half of the walks of 6 to 8 million moves; one of 74
+/// million missed), so long time limits go to restarts.
 pub fn descend(
     g: &Graph,
     start: &[NodeId],
