@@ -1158,26 +1158,24 @@ fn polished(
     // the cheapest wins.
     while tries == 0 || (Instant::now() < share && !crate::solver::stop_requested(&opts.stop)) {
         let a = annealed_and_kicked(g, &seq, budget, (share, try_moves), tries, opts);
-        found.moves += a.moves;
-        found.form = a.form;
-        if a.best
-            .as_ref()
-            .is_some_and(|b| found.best.as_ref().is_none_or(|f| b.1 < f.1))
-        {
-            found.best = a.best;
-        }
+        let moved = a.moves > 0;
+        found.absorb(a);
         tries += 1;
-        if a.moves == 0 {
+        if !moved {
             break;
         }
     }
     // Nothing cheaper: no new order to plan in, so the rest of the time
     // anneals again, from another seed.
     if found.best.is_none() {
-        let a = annealed_and_kicked(g, &seq, budget, (deadline, u64::MAX), tries, opts);
-        found.moves += a.moves;
-        found.form = a.form;
-        found.best = a.best;
+        found.absorb(annealed_and_kicked(
+            g,
+            &seq,
+            budget,
+            (deadline, u64::MAX),
+            tries,
+            opts,
+        ));
         tries += 1;
     }
     let bounded = match out.lower_bound {

@@ -84,6 +84,21 @@ pub struct Annealed {
     pub walks: usize,
 }
 
+impl Annealed {
+    /// Adds another walk from the same start: its moves count, and its
+    /// best replaces this one's where cheaper.
+    pub fn absorb(&mut self, other: Annealed) {
+        self.moves += other.moves;
+        self.walks += other.walks;
+        self.form = other.form;
+        if let Some(b) = other.best {
+            if self.best.as_ref().is_none_or(|f| b.1 < f.1) {
+                self.best = Some(b);
+            }
+        }
+    }
+}
+
 /// A sequence cheaper than `start` that fits `budget` (fixed memory
 /// included), found by annealing until `deadline`, `max_moves` moves or
 /// `stop`; none when
