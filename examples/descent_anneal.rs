@@ -36,7 +36,22 @@ fn main() {
         sequence::peak(&g, &seq)
     );
     let began = Instant::now();
-    let down = anneal::descend(&g, &seq, budget, began + secs(4), seed, None);
+    // LOAD=FILE starts the annealing from a sequence saved by SAVE=FILE.
+    let down = match std::env::var("LOAD") {
+        Ok(f) => {
+            let s: Vec<NodeId> = std::fs::read_to_string(f)
+                .unwrap()
+                .split_whitespace()
+                .map(|t| NodeId(t.parse().unwrap()))
+                .collect();
+            let c = sequence::cost(&g, &s);
+            anneal::Annealed {
+                best: Some((s, c)),
+                ..Default::default()
+            }
+        }
+        Err(_) => anneal::descend(&g, &seq, budget, began + secs(4), seed, None),
+    };
     let Some((seq, cost)) = down.best else {
         println!(
             "not reached in {:.1} s ({} walks, {} moves)",
@@ -52,6 +67,10 @@ fn main() {
         down.walks,
         down.moves
     );
+    if let Ok(f) = std::env::var("SAVE") {
+        let text: Vec<String> = seq.iter().map(|v| v.0.to_string()).collect();
+        std::fs::write(f, text.join(" ")).unwrap();
+    }
     let end = Instant::now() + secs(5);
     let form = anneal::Form::Schedules;
     let found = anneal::anneal(
