@@ -2,7 +2,9 @@
 //! file's sequence down to a budget, then annealing there
 //! (docs/scale.md, "A ladder of budgets").
 //! `cargo run --release --example descent_anneal -- GRAPH PLAN PCT DESCENT_SECS ANNEAL_SECS`
-//! (`SEED=k` in the environment for another seed).
+//! (`SEED=k` in the environment for another seed; `SAVE=FILE` writes the
+//! sequence reached, and `LOAD=FILE` anneals from such a file instead of
+//! walking down).
 use remat::graph::{analysis, Graph, NodeId};
 use remat::schedule::{anneal, sequence};
 use remat::units::Bytes;
