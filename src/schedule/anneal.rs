@@ -230,8 +230,11 @@ pub fn descend(
     // The penalty per byte is the final budget's throughout.
     walk.per_byte = OVER_BUDGET * walk.pass / cap;
     walk.spread = SPREAD;
-    walk.falling = Some((top, cap * (1.0 - BELOW)));
-    walk.answer_cap = Some(cap);
+    walk.falling = Some(Falling {
+        from: top,
+        to: cap * (1.0 - BELOW),
+        answer: cap,
+    });
     let mut best = (f64::INFINITY, Vec::new());
     let t0 = TEMPERATURES[1] * walk.pass;
     let length = WALK_MOVES.saturating_mul(start.len() as u64).max(1);
@@ -321,15 +324,21 @@ struct Walk<'a> {
     /// Per node: its place in the order of first computations (scratch of
     /// [`Walk::put_in_form`]).
     place: Vec<u32>,
-    /// [`descend`]'s falling budget: from the first cap to the second over
-    /// [`FALL`] of each walk; only sequences within the second are answers.
-    falling: Option<(f64, f64)>,
+    /// [`descend`]'s falling budget.
+    falling: Option<Falling>,
     /// The penalty per byte over the budget at each moment, as a fraction
     /// of [`Walk::per_byte`] ([`SPREAD`] for [`descend`], else none).
     spread: f64,
-    /// The budget an answer must fit where it is not [`Walk::cap`]:
-    /// [`descend`]'s, whose walk falls below it.
-    answer_cap: Option<f64>,
+}
+
+/// [`descend`]'s budget: it falls from `from` to `to` over [`FALL`] of a
+/// walk; a sequence answers where it fits `answer` (above `to`, by
+/// [`BELOW`]) once the falling budget has passed it.
+#[derive(Clone, Copy)]
+struct Falling {
+    from: f64,
+    to: f64,
+    answer: f64,
 }
 
 impl<'a> Walk<'a> {
@@ -358,7 +367,6 @@ impl<'a> Walk<'a> {
             place: vec![u32::MAX; g.len()],
             falling: None,
             spread: 0.0,
-            answer_cap: None,
         }
     }
 
@@ -434,7 +442,7 @@ impl<'a> Walk<'a> {
         Some((
             cost + self.per_byte * ((peak - self.cap).max(0.0) + self.spread * over),
             cost,
-            peak <= self.answer_cap.unwrap_or(self.cap),
+            peak <= self.falling.map_or(self.cap, |f| f.answer),
         ))
     }
 
@@ -485,7 +493,10 @@ impl<'a> Walk<'a> {
                 if over {
                     return tries;
                 }
-                if let Some((top, low)) = self.falling {
+                if let Some(Falling {
+                    from: top, to: low, ..
+                }) = self.falling
+                {
                     let frac = (progress(tries) / FALL).min(1.0);
                     let cap = top - (top - low) * frac;
                     if cap != self.cap {
@@ -537,9 +548,7 @@ impl<'a> Walk<'a> {
                     }
                 }
                 e = ce;
-                let answers = self
-                    .falling
-                    .is_none_or(|f| self.cap <= self.answer_cap.unwrap_or(f.1));
+                let answers = self.falling.is_none_or(|f| self.cap <= f.answer);
                 if fits && answers && cc < best.0 {
                     *best = (cc, seq.clone());
                     unreported = true;
