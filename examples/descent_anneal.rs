@@ -38,7 +38,6 @@ fn main() {
         sequence::peak(&g, &seq)
     );
     let began = Instant::now();
-    // LOAD=FILE starts the annealing from a sequence saved by SAVE=FILE.
     let down = match std::env::var("LOAD") {
         Ok(f) => {
             let s: Vec<NodeId> = std::fs::read_to_string(f)

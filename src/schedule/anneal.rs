@@ -493,12 +493,9 @@ impl<'a> Walk<'a> {
                 if over {
                     return tries;
                 }
-                if let Some(Falling {
-                    from: top, to: low, ..
-                }) = self.falling
-                {
+                if let Some(f) = self.falling {
                     let frac = (progress(tries) / FALL).min(1.0);
-                    let cap = top - (top - low) * frac;
+                    let cap = f.from - (f.from - f.to) * frac;
                     if cap != self.cap {
                         self.cap = cap;
                         e = self.energy(&seq).map_or(e, |x| x.0);
