@@ -7,6 +7,7 @@
 //!     cargo bench --bench scale -- [--time-limit SECS] [--strategies a,b,...]
 //!                                  [--only SUBSTRING]... [--out results/scale_bench.csv]
 //!                                  [--solver highs|cbc] [--search-orders]
+//!                                  [--budgets 90,80,60]
 //!
 //! With `--solver cbc` the rows are labelled `STRATEGY+cbc`, and with
 //! `--search-orders` (also planning in another node order, and polishing
@@ -14,7 +15,8 @@
 //! variants' rows live in one file and resume independently.
 //!
 //! Graphs: the public ones in ../shared/benchmarks/ (read in place) and the
-//! zoo's resnet50 and gpt2, at 90%, 80% and 60% of the checkpoint-all peak.
+//! zoo's resnet50 and gpt2, at 90%, 80% and 60% of the checkpoint-all peak
+//! (`--budgets` picks some of them).
 //! Every answer goes through the one pipeline (`solve::run`: plan
 //! generator and simulator), so costs and peaks are the simulator's. Rows are
 //! written as they finish (atomically) and a re-run skips rows already
@@ -66,6 +68,7 @@ fn main() {
         .to_vec();
     let mut only: Vec<String> = Vec::new();
     let mut search_orders = false;
+    let mut pcts: Vec<u32> = vec![90, 80, 60];
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut out = root.join("results/scale_bench.csv");
     let mut it = std::env::args().skip(1);
@@ -88,6 +91,19 @@ fn main() {
                     .expect("--solver highs|cbc")
             }
             "--search-orders" => search_orders = true,
+            "--budgets" => {
+                pcts = it
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|p| {
+                        p.trim()
+                            .trim_end_matches('%')
+                            .parse()
+                            .expect("--budgets 90,80,60")
+                    })
+                    .collect()
+            }
             "--out" => out = it.next().map(|p| root.join(p)).unwrap_or(out),
             "--bench" => {}
             other => eprintln!("ignoring argument {other}"),
@@ -149,7 +165,7 @@ fn main() {
             }
         };
         let peak = analysis::checkpoint_all_peak(&g);
-        for pct in [90u32, 80, 60] {
+        for &pct in &pcts {
             let budget = BudgetSpec::parse(&format!("{pct}%")).unwrap().resolve(peak);
             for sname in &names {
                 let mut label = match backend {

@@ -49,10 +49,11 @@ fn main() {
         None,
         &mut |_, _, _| {},
     );
-    let Some((best, cost)) = found.best else {
+    // Nothing cheaper: the start itself, so that OUT still writes its order.
+    let (best, cost) = found.best.unwrap_or_else(|| {
         println!("nothing cheaper in {} moves", found.moves);
-        return;
-    };
+        (seq.clone(), remat::schedule::sequence::cost(&g, &seq))
+    });
     println!(
         "best {cost} ({} computations, {} moves, {} nodes move)",
         best.len(),

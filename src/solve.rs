@@ -441,8 +441,32 @@ fn descended(
     let began = Instant::now();
     let until = began + end.saturating_duration_since(began) * 5 / 6;
     let one_pass: Vec<NodeId> = g.ids().collect();
-    let found =
-        crate::schedule::anneal::descend(g, &one_pass, budget, until, 0, opts.stop.as_ref());
+    // One run of walks per thread, each from its own seed: whether a walk
+    // reaches the budget is decided by its path, so threads add walks.
+    let runs: Vec<_> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..opts.threads.max(1) as u64)
+            .map(|seed| {
+                let one_pass = &one_pass;
+                s.spawn(move || {
+                    crate::schedule::anneal::descend(
+                        g,
+                        one_pass,
+                        budget,
+                        until,
+                        seed,
+                        opts.stop.as_ref(),
+                    )
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut found = crate::schedule::anneal::Annealed::default();
+    for r in runs {
+        found.absorb(r);
+    }
     let Some((seq, cost)) = found.best else {
         return Err(format!(
             "annealing under a budget falling from one pass in the file's order did not reach it ({} walks, {} moves in {:.1} s)",
@@ -1152,19 +1176,11 @@ fn polished(
     let began = Instant::now();
     let share = began + deadline.saturating_duration_since(began) * 3 / 5;
     let try_moves = TRY_MOVES.saturating_mul(seq.len() as u64);
-    let mut found = crate::schedule::anneal::Annealed::default();
-    let mut tries = 0u64;
     // Tries from the same start with other seeds while the share lasts;
     // the cheapest wins.
-    while tries == 0 || (Instant::now() < share && !crate::solver::stop_requested(&opts.stop)) {
-        let a = annealed_and_kicked(g, &seq, budget, (share, try_moves), tries, opts);
-        let moved = a.moves > 0;
-        found.absorb(a);
-        tries += 1;
-        if !moved {
-            break;
-        }
-    }
+    let (mut found, mut tries) = tries_until(opts, share, |k| {
+        annealed_and_kicked(g, &seq, budget, (share, try_moves), k, opts)
+    });
     // Nothing cheaper: no new order to plan in, so the rest of the time
     // anneals again, from another seed.
     if found.best.is_none() {
@@ -1311,6 +1327,51 @@ fn polished(
     })
 }
 
+/// `run(k)` for the tries k = 0, 1, … on `opts.threads` threads while
+/// `until` lasts and no stop is asked (the first try always runs), until a
+/// try makes no move; with the number of tries run. The tries are absorbed
+/// in their order, so the cheapest wins and, on a tie, the first: with one
+/// thread this is one loop of tries, as before, and each further thread
+/// adds tries in the same time (the tries are independent walks, and where
+/// a walk ends depends on its seed more than on its length; see
+/// [`TRY_MOVES`]).
+fn tries_until(
+    opts: &SolveOptions,
+    until: Instant,
+    run: impl Fn(u64) -> crate::schedule::anneal::Annealed + Sync,
+) -> (crate::schedule::anneal::Annealed, u64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let next = AtomicU64::new(0);
+    let idle = AtomicBool::new(false);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..opts.threads.max(1) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let over = Instant::now() >= until
+                    || crate::solver::stop_requested(&opts.stop)
+                    || idle.load(Ordering::Relaxed);
+                if k > 0 && over {
+                    break;
+                }
+                let a = run(k);
+                if a.moves == 0 {
+                    idle.store(true, Ordering::Relaxed);
+                }
+                done.lock().unwrap_or_else(|e| e.into_inner()).push((k, a));
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|(k, _)| *k);
+    let tries = done.len() as u64;
+    let mut found = crate::schedule::anneal::Annealed::default();
+    for (_, a) in done {
+        found.absorb(a);
+    }
+    (found, tries)
+}
+
 /// Rounds of annealing within `until` ([`crate::schedule::anneal`], over
 /// schedules in any order where `start` is one), each from the best
 /// sequence so far, and each best schedule then kicked at its costliest
@@ -1404,8 +1465,7 @@ fn watched(g: &Graph, seq: &[NodeId], budget: Bytes, opts: &SolveOptions, origin
         return;
     };
     if let Some((order, gp, sch)) = schedule_in_its_order(g, seq, budget) {
-        w.in_other_order(&gp, &order)
-            .plan(sch.cost(&gp), &sch, origin);
+        w.plan_in_other_order(&gp, &order, sch.cost(&gp), &sch, origin);
     }
 }
 
@@ -1813,5 +1873,63 @@ fn file_order_snapshot(
         step_bound,
         order: None,
         every_order: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::anneal::Annealed;
+    use std::time::Duration;
+
+    /// A try that walks until try 5, which makes no move; tries 3 and 4
+    /// tie for the cheapest.
+    fn fake_try(k: u64) -> Annealed {
+        let cost = if k == 3 || k == 4 {
+            1.0
+        } else {
+            2.0 + k as f64
+        };
+        Annealed {
+            best: Some((vec![NodeId::from(k as usize)], cost)),
+            moves: u64::from(k < 5),
+            walks: 1,
+            ..Annealed::default()
+        }
+    }
+
+    #[test]
+    fn tries_on_any_number_of_threads_answer_the_first_cheapest() {
+        for threads in [1, 2, 4] {
+            let opts = SolveOptions {
+                threads,
+                ..SolveOptions::default()
+            };
+            let far = Instant::now() + Duration::from_secs(3600);
+            let (found, tries) = tries_until(&opts, far, fake_try);
+            let (seq, cost) = found.best.expect("a best try");
+            assert_eq!(
+                (seq, cost),
+                (vec![NodeId::from(3)], 1.0),
+                "{threads} threads"
+            );
+            // Tries 0..=5 always run (the idle one, 5, ends them); other
+            // threads may have fetched one more each before it did.
+            assert!((6..=5 + threads as u64).contains(&tries), "{tries} tries");
+            assert_eq!(found.walks as u64, tries);
+        }
+    }
+
+    #[test]
+    fn the_first_try_runs_even_past_the_deadline() {
+        let opts = SolveOptions {
+            threads: 2,
+            ..SolveOptions::default()
+        };
+        let past = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        let (found, tries) = tries_until(&opts, past, fake_try);
+        assert_eq!(tries, 1);
+        assert_eq!(found.best.map(|b| b.1), Some(2.0));
     }
 }

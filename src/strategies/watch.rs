@@ -104,6 +104,35 @@ impl Watch {
         snap
     }
 
+    /// A plan in another node order (`gp`, the graph in `order`), taking
+    /// the other order's place only if cheaper than the plan there: the
+    /// annealing's tries report plans in many orders, one after another or
+    /// at once on several threads, and a later, costlier try's report
+    /// would otherwise have replaced an earlier try's best for an
+    /// interrupt.
+    pub fn plan_in_other_order(
+        &self,
+        gp: &Graph,
+        order: &[NodeId],
+        cost: f64,
+        schedule: &Schedule,
+        origin: &str,
+    ) {
+        let mut other = self.other.lock().unwrap_or_else(|e| e.into_inner());
+        let held = other.as_ref().and_then(|(_, _, w)| w.plan_cost());
+        if held.is_none_or(|c| cost < c) {
+            let w = Arc::new(Watch::default());
+            w.plan(cost, schedule, origin);
+            *other = Some((Arc::new(gp.clone()), order.to_vec(), w));
+        }
+    }
+
+    /// The cost of the plan held, if any.
+    fn plan_cost(&self) -> Option<f64> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.plan.as_ref().map(|(c, _, _)| *c)
+    }
+
     /// A watch for the solve of `gp`, the graph in `order`, whose plans an
     /// interrupt keeps too: a solve that splits its time between two
     /// orders lost the other order's plans to a Ctrl-C.
@@ -112,5 +141,30 @@ impl Watch {
         *self.other.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Arc::new(gp.clone()), order.to_vec(), w.clone()));
         w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_order_keeps_the_cheapest_plan_reported() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/order/f2.yaml");
+        let g = Graph::load(&path).unwrap();
+        let order: Vec<NodeId> = g.ids().collect();
+        let sch = Schedule::checkpoint_all(&g);
+        let w = Watch::default();
+        let held = |w: &Watch| {
+            w.snapshot()
+                .other
+                .and_then(|o| o.2.plan.map(|p| (p.0, p.2)))
+        };
+        w.plan_in_other_order(&g, &order, 10.0, &sch, "first");
+        w.plan_in_other_order(&g, &order, 12.0, &sch, "costlier");
+        assert_eq!(held(&w), Some((10.0, "first".to_string())));
+        w.plan_in_other_order(&g, &order, 8.0, &sch, "cheaper");
+        assert_eq!(held(&w), Some((8.0, "cheaper".to_string())));
     }
 }
