@@ -84,7 +84,8 @@ pub struct SolverArgs {
     /// gap stops sooner and reports `feasible` with its gap.
     #[arg(long, default_value = "0.01%", allow_hyphen_values = true, value_parser = parse_gap)]
     pub gap: f64,
-    /// Solver threads (at most this machine's cores).
+    /// Solver threads (at most this machine's cores); also the annealing's
+    /// independent walks at once under `--search-orders`.
     #[arg(long, default_value_t = 1, allow_hyphen_values = true, value_parser = parse_threads)]
     pub threads: usize,
     /// MILP backend: highs or cbc.
