@@ -51,7 +51,7 @@ fn main() {
                 ..Default::default()
             }
         }
-        Err(_) => anneal::descend(&g, &seq, budget, began + secs(4), seed, None),
+        Err(_) => anneal::descend(&g, &[&seq], budget, began + secs(4), seed, None),
     };
     let Some((seq, cost)) = down.best else {
         println!(

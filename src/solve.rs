@@ -389,10 +389,13 @@ fn strategy_lost(out: &Outcome) -> String {
     }
 }
 
-/// Where the strategy found no plan in the file's order, or one costlier
-/// than the fallback sequence, in its first quarter: the rest goes to a
-/// falling budget from one pass ([`descended`]) and polishing what it
-/// reaches; the answer is the cheaper of that and the fallback sequence.
+/// Where the node-order search's sequence `seq` (in `order`, shortened from
+/// `found` computations) is the best plan so far: the file's order has no
+/// plan from the strategy, or a costlier one, or none at all, and no
+/// schedule was found in the sequence's own order. The rest of the time
+/// goes to a falling budget ([`descended`]) and to polishing what it
+/// reaches, or the sequence where it reaches nothing cheaper; `why` says
+/// why the sequence stands.
 fn tightest(
     g: &Graph,
     strategy: &dyn Strategy,
@@ -404,7 +407,12 @@ fn tightest(
 ) -> Result<Outcome, SolveError> {
     let end = start + opts.time_limit;
     let cost = crate::schedule::sequence::cost(g, seq);
-    let why = match descended(g, budget, opts, end) {
+    let mut starts = Vec::new();
+    if let Some(formed) = schedule_form(g, seq) {
+        starts.push(("the node-order search's sequence in schedule form", formed));
+    }
+    starts.push(("one pass in the file's order", g.ids().collect()));
+    let why = match descended(g, budget, opts, end, &starts) {
         Ok((down, c, what)) if c < cost => {
             let order = crate::schedule::free_order::order_of(&down, g.len());
             let what = format!(
@@ -425,32 +433,48 @@ fn tightest(
         Err(missed) => format!("{why}; {missed}"),
     };
     let what = search_sequence(g, order, seq, *found, &why);
-    sequence_outcome(g, strategy, budget, opts, start, &what, order, seq, None)
+    let out = sequence_outcome(g, strategy, budget, opts, start, &what, order, seq, None)?;
+    polished(g, strategy, budget, opts, start, out, end)
 }
 
-/// A sequence that fits `budget`, reached from one pass in the file's
-/// order under a falling budget ([`crate::schedule::anneal::descend`]) in
-/// five sixths of the time to `end`, the rest left for polishing it; with
-/// its cost and how it was found, or the words for a walk that missed.
+/// `seq` as a schedule in its order of first computations (each stage
+/// recomputing what the values it carries force, once each), as a sequence
+/// in `g`'s ids; mostly over the budget `seq` fits (random-layered-n250 at
+/// 60%: the node-order search's sequence, 88,040 bytes, is 101,550 so), and
+/// so a start for [`descended`] that is near a plan.
+fn schedule_form(g: &Graph, seq: &[NodeId]) -> Option<Vec<NodeId>> {
+    let order = crate::schedule::free_order::order_of(seq, g.len());
+    let gp = g.reordered(&order)?;
+    let sch = crate::schedule::sequence::schedule_in(g, &gp, seq, &order)?;
+    let plan = generate_plan(&gp, &sch).ok()?.renumbered(&order);
+    Some(plan.computed().collect())
+}
+
+/// A sequence that fits `budget`, reached from one of `starts` (named, for
+/// the detail) under a falling budget ([`crate::schedule::anneal::descend`])
+/// in five sixths of the time to `end`, the rest left for polishing it;
+/// with its cost and how it was found, or the words for a walk that missed.
 fn descended(
     g: &Graph,
     budget: Bytes,
     opts: &SolveOptions,
     end: Instant,
+    starts: &[(&str, Vec<NodeId>)],
 ) -> Result<(Vec<NodeId>, f64, String), String> {
     let began = Instant::now();
     let until = began + end.saturating_duration_since(began) * 5 / 6;
-    let one_pass: Vec<NodeId> = g.ids().collect();
-    // One run of walks per thread, each from its own seed: whether a walk
-    // reaches the budget is decided by its path, so threads add walks.
+    let seqs: Vec<&[NodeId]> = starts.iter().map(|(_, s)| s.as_slice()).collect();
+    // One run of walks per thread, each from its own seed (and so its own
+    // first start): whether a walk reaches the budget is decided by its
+    // path, so threads add walks.
     let runs: Vec<_> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..opts.threads.max(1) as u64)
             .map(|seed| {
-                let one_pass = &one_pass;
+                let seqs = &seqs;
                 s.spawn(move || {
                     crate::schedule::anneal::descend(
                         g,
-                        one_pass,
+                        seqs,
                         budget,
                         until,
                         seed,
@@ -468,8 +492,10 @@ fn descended(
         found.absorb(r);
     }
     let Some((seq, cost)) = found.best else {
+        let names: Vec<&str> = starts.iter().map(|(n, _)| *n).collect();
         return Err(format!(
-            "annealing under a budget falling from one pass in the file's order did not reach it ({} walks, {} moves in {:.1} s)",
+            "annealing under a budget falling from {} did not reach it ({} walks, {} moves in {:.1} s)",
+            names.join(" or "),
             found.walks,
             found.moves,
             began.elapsed().as_secs_f64()
@@ -477,7 +503,8 @@ fn descended(
     };
     watched(g, &seq, budget, opts, "a falling budget");
     let what = format!(
-        "a sequence of computations annealed under a budget falling from one pass in the file's order ({} moves in {:.1} s, walk {})",
+        "a sequence of computations annealed under a budget falling from {} ({} moves in {:.1} s, walk {})",
+        starts[found.start].0,
         found.moves,
         began.elapsed().as_secs_f64(),
         found.walks
@@ -830,6 +857,9 @@ fn in_another_order(
         let gp = reordered(g, strategy, &order)?;
         let decided = Instant::now();
         let took = || decided.elapsed().as_secs_f64();
+        // Half of what is left: random-layered-n250 at 60% needs 37.6 s
+        // here, under 30 s on a faster machine; what is left after an
+        // undecided order goes to the falling budget from its sequence.
         match crate::schedule::feasible::decide(&gp, budget, Instant::now() + left() / 2) {
             Feasibility::Fits(s) => {
                 found = Some((order, gp, s));
@@ -857,16 +887,17 @@ fn in_another_order(
                 false,
             );
         }
-        // The search's sequence, shortened, leaves time: polished with it
-        // (random-layered-n250 at 60% with 3 s answered at 1.5 s).
-        return match sequence_answer(g, strategy, budget, opts, start, why, &tried)? {
-            Reordered::Answer(out) => {
-                let end = start + opts.time_limit;
-                let out = polished(g, strategy, budget, opts, start, *out, end)?;
-                Ok(Reordered::Answer(Box::new(out)))
-            }
-            other => Ok(other),
+        // The search's sequence, shortened, is a plan; the time left goes
+        // to a falling budget and polishing (random-layered-n250 at 60%
+        // with 3 s answered at 1.5 s).
+        let Some((fell, no_schedule)) = cheapest_sequence(g, budget, opts, start, &tried) else {
+            return Ok(Reordered::NotTried);
         };
+        let why = format!(
+            "{why}; no schedule in the order of the node-order search's sequence was found ({no_schedule})"
+        );
+        let out = tightest(g, strategy, budget, opts, start, &fell, &why)?;
+        return Ok(Reordered::Answer(Box::new(out)));
     };
     // Half is kept for polishing a plan far from its bound: plans in
     // these orders are the tight budgets' (random-layered-n250 at 60%:
@@ -891,16 +922,16 @@ fn in_another_order(
 
 /// Where no schedule was found in any order the search found, the
 /// search's own sequences are plans that fit ([`crate::schedule::sequence`]):
-/// the cheapest of them, shortened with the time left.
-fn sequence_answer(
+/// the cheapest of them, shortened with the time left, as (order, sequence,
+/// computations the search's own sequence had), and why its order has no
+/// schedule.
+fn cheapest_sequence(
     g: &Graph,
-    strategy: &dyn Strategy,
     budget: Bytes,
     opts: &SolveOptions,
     start: Instant,
-    why: &str,
     tried: &[(Vec<NodeId>, Vec<NodeId>, String)],
-) -> Result<Reordered, SolveError> {
+) -> Option<((Vec<NodeId>, Vec<NodeId>, usize), String)> {
     use crate::schedule::sequence;
     let mut best: Option<(f64, usize, Vec<NodeId>)> = None;
     for (k, (_, seq, _)) in tried.iter().enumerate() {
@@ -912,15 +943,9 @@ fn sequence_answer(
             best = Some((cost, k, short));
         }
     }
-    let Some((_, k, seq)) = best else {
-        return Ok(Reordered::NotTried);
-    };
+    let (_, k, short) = best?;
     let (order, found, no_schedule) = &tried[k];
-    let why =
-        format!("{why}; no schedule in the order of the sequence below was found ({no_schedule})");
-    let what = search_sequence(g, order, &seq, found.len(), &why);
-    sequence_outcome(g, strategy, budget, opts, start, &what, order, &seq, None)
-        .map(|out| Reordered::Answer(Box::new(out)))
+    Some(((order.clone(), short, found.len()), no_schedule.clone()))
 }
 
 /// How the node-order search's sequence `seq` (shortened from `found`

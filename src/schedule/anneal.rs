@@ -82,6 +82,8 @@ pub struct Annealed {
     pub form: Form,
     /// How many walks (rounds, or [`descend`]'s restarts) it made.
     pub walks: usize,
+    /// Which of [`descend`]'s starts the best sequence was reached from.
+    pub start: usize,
 }
 
 impl Annealed {
@@ -94,6 +96,7 @@ impl Annealed {
         if let Some(b) = other.best {
             if self.best.as_ref().is_none_or(|f| b.1 < f.1) {
                 self.best = Some(b);
+                self.start = other.start;
             }
         }
     }
@@ -174,23 +177,27 @@ pub fn anneal(
         moves,
         form: walk.form,
         walks: round,
+        start: 0,
     }
 }
 
-/// A sequence that fits `budget`, walked down to it from `start` (which
-/// fits a looser one: one pass in the file's order fits the checkpoint-all
-/// peak) by annealing under a budget that falls from `start`'s peak to
-/// [`BELOW`] under `budget` over [`FALL`] of a walk, and stays there for
-/// the rest; what fits `budget` once the budget has passed it answers. Over
-/// the budget, the walk pays for every moment over it, not only for the
-/// peak ([`SPREAD`]), and evicts values held across those moments
-/// ([`Walk::evict_over_budget`]). A walk lasts [`WALK_MOVES`] moves per
-/// computation of `start`, or until `deadline` if that comes first; one
-/// that misses is followed by another from `start` with the next seed,
-/// until one reaches `budget` (and, while [`MORE_WALKS`] of the time is not
+/// A sequence that fits `budget`, walked down to it from one of `starts`
+/// (each over the budget: one pass in the file's order fits only the
+/// checkpoint-all peak) by annealing under a budget that falls from the
+/// start's peak to [`BELOW`] under `budget` over [`FALL`] of a walk, and
+/// stays there for the rest; what fits `budget` once the budget has passed
+/// it answers. Over the budget, the walk pays for every moment over it, not
+/// only for the peak ([`SPREAD`]), and evicts values held across those
+/// moments ([`Walk::evict_over_budget`]). A walk lasts [`WALK_MOVES`] moves
+/// per computation of its start, or until `deadline` if that comes first;
+/// one that misses is followed by another with the next seed, from the
+/// next start in turn (walk `w` of `seed` from `starts[(seed + w) % n]`,
+/// so threads with consecutive seeds begin from different starts), until
+/// one reaches `budget` (and, while [`MORE_WALKS`] of the time is not
 /// spent, more: the cheapest reached wins) or the time is up. `None` (in
 /// [`Annealed::best`]) where no walk reached `budget`; what one reaches is
-/// a start for [`anneal`] at `budget`.
+/// a start for [`anneal`] at `budget`, and [`Annealed::start`] says from
+/// which start. Starts that fit `budget` already are skipped.
 ///
 /// Why: at the tightest budgets of the random DAGs every search that
 /// starts at the budget fails (random-layered-n500 at 60%: the file's
@@ -200,10 +207,13 @@ pub fn anneal(
 /// nearly fits (docs/scale.md, "A falling budget"). Whether a walk reaches
 /// the budget is decided by its path, not by its length (n500 at 60%:
 /// a third to a half of the walks of 6 to 8 million moves; one of 74
-/// million missed), so long time limits go to restarts.
+/// million missed), so long time limits go to restarts. Several starts,
+/// because which one a walk reaches the budget from differs by graph
+/// (random-layered-n250 at 60%: 0 of 3 walks of 20 s from one pass, 2 of 3
+/// from the node-order search's sequence put in schedule form, 15% over).
 pub fn descend(
     g: &Graph,
-    start: &[NodeId],
+    starts: &[&[NodeId]],
     budget: Bytes,
     deadline: Instant,
     seed: u64,
@@ -215,29 +225,28 @@ pub fn descend(
     if g.has_groups() || g.is_empty() || cap == 0 {
         return Annealed::default();
     }
-    let Some(top) = super::sequence::peak(g, start) else {
+    let cap = cap as f64;
+    // (index in `starts`, the start, its peak over the fixed memory)
+    let over: Vec<(usize, &[NodeId], f64)> = starts
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| {
+            let top = super::sequence::peak(g, s)?;
+            let top = top.get().saturating_sub(g.fixed_memory.get()) as f64;
+            (top > cap).then_some((k, *s, top))
+        })
+        .collect();
+    let Some(&(_, _, first_top)) = over.first() else {
         return Annealed::default();
     };
-    let (top, cap) = (
-        top.get().saturating_sub(g.fixed_memory.get()) as f64,
-        cap as f64,
-    );
-    if top <= cap {
-        return Annealed::default();
-    }
     let stopped = || Instant::now() >= deadline || stop.is_some_and(|s| s.load(Ordering::Relaxed));
-    let mut walk = Walk::new(g, top, Form::Sequences);
+    let mut walk = Walk::new(g, first_top, Form::Sequences);
     // The penalty per byte is the final budget's throughout.
     walk.per_byte = OVER_BUDGET * walk.pass / cap;
     walk.spread = SPREAD;
-    walk.falling = Some(Falling {
-        from: top,
-        to: cap * (1.0 - BELOW),
-        answer: cap,
-    });
     let mut best = (f64::INFINITY, Vec::new());
+    let mut from = 0;
     let t0 = TEMPERATURES[1] * walk.pass;
-    let length = WALK_MOVES.saturating_mul(start.len() as u64).max(1);
     let (mut moves, mut walks) = (0u64, 0usize);
     let began = Instant::now();
     let more = deadline
@@ -247,7 +256,15 @@ pub fn descend(
         let secs = deadline
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
+        let (k, start, top) = over[(seed as usize).wrapping_add(walks) % over.len()];
         walk.cap = top;
+        walk.falling = Some(Falling {
+            from: top,
+            to: cap * (1.0 - BELOW),
+            answer: cap,
+        });
+        let length = WALK_MOVES.saturating_mul(start.len() as u64).max(1);
+        let before = best.0;
         let seed = seed.wrapping_mul(1 << 20).wrapping_add(walks as u64);
         moves += walk.round(
             start,
@@ -258,6 +275,9 @@ pub fn descend(
             &stopped,
             &mut |_, _, _| {},
         );
+        if best.0 < before {
+            from = k;
+        }
         walks += 1;
     }
     Annealed {
@@ -265,6 +285,7 @@ pub fn descend(
         moves,
         form: Form::Sequences,
         walks,
+        start: from,
     }
 }
 
@@ -789,7 +810,9 @@ mod tests {
             let top = sequence::peak(&g, &one_pass).unwrap();
             assert!(top > budget, "{}: one pass fits", g.name);
             let far = Instant::now() + Duration::from_secs(5);
-            assert!(descend(&g, &one_pass, top, far, seed, None).best.is_none());
+            assert!(descend(&g, &[&one_pass], top, far, seed, None)
+                .best
+                .is_none());
             // Only where a sequence is known to fit.
             let crate::schedule::free_order::Sequences::Found(_) =
                 crate::schedule::free_order::sequence_by(&g, budget, far, 0)
@@ -799,7 +822,7 @@ mod tests {
             tried += 1;
             // 0.3 s reached all four here; the margin is for loaded machines.
             let deadline = Instant::now() + Duration::from_secs(3);
-            let found = descend(&g, &one_pass, budget, deadline, seed, None);
+            let found = descend(&g, &[&one_pass], budget, deadline, seed, None);
             assert!(found.moves > 0, "{}", g.name);
             // Each walk stops at its moves (checked every 64).
             let walk = WALK_MOVES * g.len() as u64 + 64;
@@ -812,6 +835,36 @@ mod tests {
             reached += 1;
         }
         assert!(tried == 4 && reached >= 3, "{reached} of {tried}");
+    }
+
+    /// With several starts, those that fit already are skipped, and the
+    /// walks take the others in turn from the seed's: where only one start
+    /// is over the budget, every walk is from it and the answer says so;
+    /// where none is, nothing walks.
+    #[test]
+    fn a_falling_budget_walks_from_the_starts_over_the_budget() {
+        let (g, budget) = tight(40, 1, true, 2);
+        let far = Instant::now() + Duration::from_secs(5);
+        let crate::schedule::free_order::Sequences::Found(fits) =
+            crate::schedule::free_order::sequence_by(&g, budget, far, 0)
+        else {
+            panic!("{}: no sequence fits", g.name);
+        };
+        let one_pass: Vec<NodeId> = g.ids().collect();
+        let none = descend(&g, &[&fits, &fits], budget, far, 0, None);
+        assert!(none.best.is_none() && none.moves == 0 && none.walks == 0);
+        let mut reached = 0;
+        for seed in 0..3u64 {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            let found = descend(&g, &[&fits, &one_pass], budget, deadline, seed, None);
+            assert!(found.moves > 0, "{}", g.name);
+            if let Some((seq, cost)) = &found.best {
+                a_plan_that_fits(&g, seq, *cost, budget);
+                assert_eq!(found.start, 1, "{}: seed {seed}", g.name);
+                reached += 1;
+            }
+        }
+        assert!(reached >= 2, "{reached} of 3");
     }
 
     /// A cap on moves ends the annealing long before its deadline, with
