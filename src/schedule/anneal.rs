@@ -209,8 +209,9 @@ pub fn anneal(
 /// a third to a half of the walks of 6 to 8 million moves; one of 74
 /// million missed), so long time limits go to restarts. Several starts,
 /// because which one a walk reaches the budget from differs by graph
-/// (random-layered-n250 at 60%: 0 of 3 walks of 20 s from one pass, 2 of 3
-/// from the node-order search's sequence put in schedule form, 15% over).
+/// (random-layered-n250 at 60%: 0 of 9 walks of 20–25 s from one pass, 3
+/// of 9 from the node-order search's sequence put in schedule form, 15%
+/// over).
 pub fn descend(
     g: &Graph,
     starts: &[&[NodeId]],
