@@ -782,6 +782,15 @@ mod tests {
         (g, Bytes(lo + (hi - lo) / part))
     }
 
+    /// The node-order search's first sequence that fits `budget`.
+    fn a_sequence_that_fits(g: &Graph, budget: Bytes) -> Vec<NodeId> {
+        let far = Instant::now() + Duration::from_secs(20);
+        match crate::schedule::free_order::sequence_by(g, budget, far, 0) {
+            crate::schedule::free_order::Sequences::Found(seq) => seq,
+            _ => panic!("{}: no sequence fits", g.name),
+        }
+    }
+
     /// `seq` computes every node, and its plan fits `budget` in the
     /// simulator, which costs it at `cost`.
     fn a_plan_that_fits(g: &Graph, seq: &[NodeId], cost: f64, budget: Bytes) {
@@ -846,11 +855,7 @@ mod tests {
     fn a_falling_budget_walks_from_the_starts_over_the_budget() {
         let (g, budget) = tight(40, 1, true, 2);
         let far = Instant::now() + Duration::from_secs(5);
-        let crate::schedule::free_order::Sequences::Found(fits) =
-            crate::schedule::free_order::sequence_by(&g, budget, far, 0)
-        else {
-            panic!("{}: no sequence fits", g.name);
-        };
+        let fits = a_sequence_that_fits(&g, budget);
         let one_pass: Vec<NodeId> = g.ids().collect();
         let none = descend(&g, &[&fits, &fits], budget, far, 0, None);
         assert!(none.best.is_none() && none.moves == 0 && none.walks == 0);
@@ -873,12 +878,8 @@ mod tests {
     #[test]
     fn annealing_stops_at_its_moves() {
         let (g, budget) = tight(48, 3, true, 8);
+        let start = a_sequence_that_fits(&g, budget);
         let far = Instant::now() + Duration::from_secs(20);
-        let crate::schedule::free_order::Sequences::Found(start) =
-            crate::schedule::free_order::sequence_by(&g, budget, far, 0)
-        else {
-            panic!("{}: no sequence fits", g.name);
-        };
         let began = Instant::now();
         let max = ROUND_MOVES / 2;
         let found = anneal(
