@@ -888,8 +888,7 @@ fn in_another_order(
             );
         }
         // The search's sequence, shortened, is a plan; the time left goes
-        // to a falling budget and polishing (random-layered-n250 at 60%
-        // with 3 s answered at 1.5 s).
+        // to a falling budget and polishing.
         let Some((fell, no_schedule)) = cheapest_sequence(g, budget, opts, start, &tried) else {
             return Ok(Reordered::NotTried);
         };
