@@ -331,8 +331,7 @@ fn run_in_file_order(
     // and else to a falling budget.
     let end = start + opts.time_limit;
     let left = || end.saturating_duration_since(Instant::now());
-    // (order, sequence, computations the search's own sequence had)
-    let fallback = match fallback {
+    let fallback: Option<SearchSequence> = match fallback {
         Fallback::Plan(order, seq, found) => Some((order, seq, found)),
         _ => None,
     };
@@ -402,7 +401,7 @@ fn tightest(
     budget: Bytes,
     opts: &SolveOptions,
     start: Instant,
-    (order, seq, found): &(Vec<NodeId>, Vec<NodeId>, usize),
+    (order, seq, found): &SearchSequence,
     why: &str,
 ) -> Result<Outcome, SolveError> {
     let end = start + opts.time_limit;
@@ -566,6 +565,11 @@ fn sequence_fallback(g: &Graph, budget: Bytes, deadline: Instant) -> Fallback {
     }
     Fallback::None
 }
+
+/// The node-order search's sequence as a plan: its order of first
+/// computations, the sequence (shortened), and how many computations the
+/// search's own sequence had.
+type SearchSequence = (Vec<NodeId>, Vec<NodeId>, usize);
 
 /// What [`sequence_fallback`] found.
 enum Fallback {
@@ -930,7 +934,7 @@ fn cheapest_sequence(
     opts: &SolveOptions,
     start: Instant,
     tried: &[(Vec<NodeId>, Vec<NodeId>, String)],
-) -> Option<((Vec<NodeId>, Vec<NodeId>, usize), String)> {
+) -> Option<(SearchSequence, String)> {
     use crate::schedule::sequence;
     let mut best: Option<(f64, usize, Vec<NodeId>)> = None;
     for (k, (_, seq, _)) in tried.iter().enumerate() {
