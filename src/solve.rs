@@ -442,10 +442,23 @@ fn tightest(
 /// 60%: the node-order search's sequence, 88,040 bytes, is 101,550 so), and
 /// so a start for [`descended`] that is near a plan.
 fn schedule_form(g: &Graph, seq: &[NodeId]) -> Option<Vec<NodeId>> {
+    let (order, gp, sch) = as_schedule(g, seq)?;
+    computations_of(&gp, &order, &sch)
+}
+
+/// `seq` as a schedule in its order of first computations, with that
+/// order and the graph in it; `None` where it is not one.
+fn as_schedule(g: &Graph, seq: &[NodeId]) -> Option<(Vec<NodeId>, Graph, Schedule)> {
     let order = crate::schedule::free_order::order_of(seq, g.len());
     let gp = g.reordered(&order)?;
     let sch = crate::schedule::sequence::schedule_in(g, &gp, seq, &order)?;
-    let plan = generate_plan(&gp, &sch).ok()?.renumbered(&order);
+    Some((order, gp, sch))
+}
+
+/// The computations of `sch`, a schedule of `gp` (the graph in `order`),
+/// in the file's ids.
+fn computations_of(gp: &Graph, order: &[NodeId], sch: &Schedule) -> Option<Vec<NodeId>> {
+    let plan = generate_plan(gp, sch).ok()?.renumbered(order);
     Some(plan.computed().collect())
 }
 
@@ -1505,9 +1518,7 @@ fn schedule_in_its_order(
     seq: &[NodeId],
     budget: Bytes,
 ) -> Option<(Vec<NodeId>, Graph, Schedule)> {
-    let order = crate::schedule::free_order::order_of(seq, g.len());
-    let gp = g.reordered(&order)?;
-    let sch = crate::schedule::sequence::schedule_in(g, &gp, seq, &order)?;
+    let (order, gp, sch) = as_schedule(g, seq)?;
     fits(&gp, &sch, budget).then_some((order, gp, sch))
 }
 
@@ -1531,8 +1542,7 @@ fn kicked_in_its_order(
     if !fits(&gp, &kicked, budget) {
         return None;
     }
-    let plan = generate_plan(&gp, &kicked).ok()?.renumbered(&order);
-    Some((plan.computed().collect(), kicked.cost(&gp)))
+    Some((computations_of(&gp, &order, &kicked)?, kicked.cost(&gp)))
 }
 
 /// The cover program's bound for sequences whose first computations are
