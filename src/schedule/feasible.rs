@@ -76,14 +76,32 @@ pub(super) struct Failed {
 
 #[derive(Clone, Copy)]
 struct TrieNode {
-    member: u32,
+    /// The member, and in the top bit whether a failed set ends here
+    /// (kept in 16 bytes: the trie is the search's memory).
+    tag: u32,
     first_child: u32,
     next_sibling: u32,
-    /// A failed set ends here.
-    end: bool,
+    /// The members among the 32 values below this one that every set
+    /// through this node holds (bit i: `member - 32 + i`). A test stops
+    /// at a node whose sets all need a value `W` lacks, rather than walk
+    /// down to it: on random-layered-n250 in the node-order search's
+    /// order at 60% of its peak (6.9×10⁶ states) that halves the nodes a
+    /// test visits (296 → 162) and takes the search from 37.9 to 28.4 s.
+    need: u32,
 }
 
 const NONE: u32 = u32::MAX;
+const END: u32 = 1 << 31;
+
+impl TrieNode {
+    fn member(&self) -> u32 {
+        self.tag & !END
+    }
+
+    fn end(&self) -> bool {
+        self.tag & END != 0
+    }
+}
 
 impl Failed {
     fn point(t: usize, x: usize) -> usize {
@@ -95,11 +113,12 @@ impl Failed {
     }
 
     fn new_node(&mut self, member: u32, next_sibling: u32) -> u32 {
+        debug_assert!(member < END, "a trie member is below 2^31");
         self.nodes.push(TrieNode {
-            member,
+            tag: member,
             first_child: NONE,
             next_sibling,
-            end: false,
+            need: u32::MAX,
         });
         (self.nodes.len() - 1) as u32
     }
@@ -115,7 +134,7 @@ impl Failed {
         let Some(&root) = self.roots.get(&point) else {
             return false;
         };
-        if self.nodes[root as usize].end {
+        if self.nodes[root as usize].end() {
             return true;
         }
         stack.clear();
@@ -123,11 +142,12 @@ impl Failed {
         while let Some(mut c) = stack.pop() {
             while c != NONE {
                 let node = self.nodes[c as usize];
-                if w.contains(node.member as usize) {
-                    if node.end {
+                let member = node.member() as usize;
+                if w.contains(member) {
+                    if node.end() {
                         return true;
                     }
-                    if node.first_child != NONE {
+                    if node.first_child != NONE && node.need & !window_below(w, member) == 0 {
                         stack.push(node.first_child);
                     }
                 }
@@ -147,7 +167,8 @@ impl Failed {
         let root = match self.roots.get(&point) {
             Some(&r) => r,
             None => {
-                let r = self.new_node(NONE, NONE);
+                // The root's member is never read.
+                let r = self.new_node(0, NONE);
                 self.roots.insert(point, r);
                 r
             }
@@ -155,22 +176,24 @@ impl Failed {
         let mut at = root;
         let members: Vec<usize> = w.ones().collect();
         for &m in members.iter().rev() {
-            if self.nodes[at as usize].end {
+            if self.nodes[at as usize].end() {
                 return;
             }
-            let m = m as u32;
             let mut c = self.nodes[at as usize].first_child;
-            while c != NONE && self.nodes[c as usize].member != m {
+            while c != NONE && self.nodes[c as usize].member() as usize != m {
                 c = self.nodes[c as usize].next_sibling;
             }
             if c == NONE {
                 let first = self.nodes[at as usize].first_child;
-                c = self.new_node(m, first);
+                c = self.new_node(m as u32, first);
                 self.nodes[at as usize].first_child = c;
             }
+            // A set found below to be covered already (and not inserted)
+            // has narrowed the nodes above: that only prunes less.
+            self.nodes[c as usize].need &= window_below(w, m);
             at = c;
         }
-        self.nodes[at as usize].end = true;
+        self.nodes[at as usize].tag |= END;
     }
 }
 
@@ -402,6 +425,22 @@ const ORDERS: usize = 3;
 /// The length of each order's first run, in states.
 const RUN_STATES: u64 = 1 << 16;
 
+/// The members of `w` among the 32 values below `m` (bit i: `m - 32 + i`;
+/// the bits of values below 0 are clear).
+fn window_below(w: &FixedBitSet, m: usize) -> u32 {
+    const BITS: usize = usize::BITS as usize;
+    let blocks = w.as_slice();
+    let lo = m.saturating_sub(32);
+    let (b, o) = (lo / BITS, lo % BITS);
+    let mut v = blocks.get(b).copied().unwrap_or(0) >> o;
+    if o > 0 {
+        v |= blocks.get(b + 1).copied().unwrap_or(0) << (BITS - o);
+    }
+    let len = m - lo;
+    let v = v as u64 & ((1u64 << len) - 1);
+    (v << (32 - len)) as u32
+}
+
 /// The highest member of `w` below `j`.
 fn highest_below(w: &FixedBitSet, j: usize) -> Option<usize> {
     const BITS: usize = usize::BITS as usize;
@@ -470,6 +509,25 @@ mod tests {
         assert_eq!(highest_below(&FixedBitSet::with_capacity(70), 70), None);
     }
 
+    #[test]
+    fn window_below_reads_the_32_values_below() {
+        let mut w = FixedBitSet::with_capacity(200);
+        for i in [0, 5, 31, 32, 63, 64, 65, 100, 127, 128, 160, 199] {
+            w.insert(i);
+        }
+        for m in 0..=200 {
+            let want = (0..32).fold(0u32, |acc, i| {
+                let v = m as i64 - 32 + i as i64;
+                if v >= 0 && w.contains(v as usize) {
+                    acc | 1 << i
+                } else {
+                    acc
+                }
+            });
+            assert_eq!(window_below(&w, m), want, "below {m}");
+        }
+    }
+
     fn bits(n: usize, members: &[usize]) -> FixedBitSet {
         let mut w = FixedBitSet::with_capacity(n);
         for &m in members {
@@ -481,14 +539,18 @@ mod tests {
     proptest::proptest! {
         /// The trie answers "is a subset of `w` recorded at this point"
         /// exactly as a scan of every recorded set would.
+        ///
+        /// Dense sets on few values (`dense`) share members within the
+        /// 32 below a node, where a test stops early.
         #[test]
         fn the_failed_trie_finds_exactly_the_recorded_subsets(
+            dense in proptest::bool::ANY,
             sets in proptest::collection::vec(
                 (0usize..3, proptest::collection::vec(0usize..130, 0..6)), 0..40),
             queries in proptest::collection::vec(
                 (0usize..3, proptest::collection::vec(0usize..130, 0..12)), 1..40),
         ) {
-            let n = 130;
+            let n = if dense { 40 } else { 130 };
             let mut failed = Failed::default();
             let mut plain: Vec<(usize, FixedBitSet)> = Vec::new();
             for (x, m) in &sets {
