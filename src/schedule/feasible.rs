@@ -179,14 +179,22 @@ impl Failed {
             if self.nodes[at as usize].end() {
                 return;
             }
+            // Siblings are kept highest first, so a scan stops at the
+            // member's place whether it is there or not.
+            let mut prev = NONE;
             let mut c = self.nodes[at as usize].first_child;
-            while c != NONE && self.nodes[c as usize].member() as usize != m {
+            while c != NONE && self.nodes[c as usize].member() as usize > m {
+                prev = c;
                 c = self.nodes[c as usize].next_sibling;
             }
-            if c == NONE {
-                let first = self.nodes[at as usize].first_child;
-                c = self.new_node(m as u32, first);
-                self.nodes[at as usize].first_child = c;
+            if c == NONE || self.nodes[c as usize].member() as usize != m {
+                let new = self.new_node(m as u32, c);
+                if prev == NONE {
+                    self.nodes[at as usize].first_child = new;
+                } else {
+                    self.nodes[prev as usize].next_sibling = new;
+                }
+                c = new;
             }
             // A set found below to be covered already (and not inserted)
             // has narrowed the nodes above: that only prunes less.
