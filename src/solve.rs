@@ -1586,7 +1586,7 @@ fn order_bound(
                 Some(&s),
                 Some(enough),
                 cover::eviction(&gp, budget),
-                &cover::cover_programs(&gp, budget),
+                &cover::cover_programs_past_the_caps(&gp, budget),
                 Some(&shared),
             ),
             None => cover::sequence_bound(&gp, budget, &params, enough, Some(&shared)),

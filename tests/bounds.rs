@@ -118,8 +118,13 @@ fn every_plan_maps_into_the_cover_program_on_random_dags() {
 
 /// random-layered-n100 from `../shared/benchmarks/`, if it is there.
 fn public_n100() -> Option<Graph> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/benchmarks/random-layered-n100.yaml");
+    public("random-layered-n100")
+}
+
+/// A graph of `../shared/benchmarks/`, if it is there.
+fn public(name: &str) -> Option<Graph> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/benchmarks/{name}.yaml"));
     Graph::load(&path).ok()
 }
 
@@ -322,6 +327,66 @@ fn a_foreign_plan_maps_into_the_cover_program_on_n100_at_60_percent() {
     // Not a trivial bound: above every node once by 5% (the segments
     // program alone gives 7.4%, the moments program 14.3%).
     assert!(b.value >= g.total_cost() * 1.05, "bound {}", b.value);
+}
+
+/// random-layered-n250 at 60% (88,104 bytes) in the order of a plan that
+/// annealing found (145,147; `remat solve --search-orders`, 600 s). There
+/// the moments program is past the caps of a strategy's share (about
+/// 30,000 columns), so a strategy's bound stops at the segment programs
+/// (130,608); a bound for a plan in hand also solves the moments
+/// program's LP (`cover_programs_past_the_caps`: 138,697 in the order of
+/// another such plan, docs/scale.md). The bound must rise above the
+/// segment programs' and stay below the plan.
+#[test]
+fn past_the_caps_the_moments_lp_raises_the_bound_in_an_annealed_order() {
+    use remat::solver::cover::{
+        cover_programs, cover_programs_past_the_caps, eviction, raise_bound,
+    };
+    let Some(g) = public("random-layered-n250") else {
+        return;
+    };
+    let budget = Bytes(88_104);
+    let text = include_str!("data/random-layered-n250-60pct.plan");
+    let mut order = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("compute ") {
+            let v = g.find(rest.split(',').next().unwrap()).unwrap();
+            if !order.contains(&v) {
+                order.push(v);
+            }
+        }
+    }
+    let gp = g.reordered(&order).unwrap();
+    let sch = schedule_of_plan_text(&gp, text);
+    let sim = simulate(&gp, &generate_plan(&gp, &sch).unwrap()).unwrap();
+    assert_eq!(sim.cost, 145_147.0);
+    assert!(sim.peak <= budget, "peak {}", sim.peak);
+    let within = cover_programs(&gp, budget);
+    assert!(
+        within.iter().all(|&(d, _)| d != Detail::Moments),
+        "{within:?}"
+    );
+    let past = cover_programs_past_the_caps(&gp, budget);
+    assert_eq!(past.last(), Some(&(Detail::Moments, true)));
+    // Generous: the LP takes about 25 s in a release build, and a stopped
+    // one answers with weaker duals.
+    let params = remat::solver::Params {
+        time_limit: Duration::from_secs(600),
+        ..remat::solver::Params::default()
+    };
+    let b = raise_bound(
+        &gp,
+        budget,
+        &params,
+        Some(&sch),
+        Some(sim.cost),
+        eviction(&gp, budget),
+        &past,
+        None,
+    );
+    assert!(b.value <= sim.cost, "bound {} above the plan", b.value);
+    assert!(b.value >= 136_000.0, "bound {} ({})", b.value, b.note);
+    assert!(b.note.contains("recomputation moments"), "{}", b.note);
 }
 
 /// The bound claimed for a sequence of computations (`cover::sequence_bound`:
