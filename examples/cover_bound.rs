@@ -44,6 +44,16 @@ fn main() {
         gap: 1e-5,
         ..Params::default()
     };
+    {
+        let needs = remat::graph::analysis::stage_needs(&g, budget);
+        let prog = remat::solver::cover::Program::build(&g, &needs, detail);
+        println!(
+            "program: {} columns, {} rows, {} nonzeros",
+            prog.model.num_cols(),
+            prog.model.num_rows(),
+            prog.model.num_nonzeros()
+        );
+    }
     let c = if a.get(5).map(String::as_str) == Some("lp") {
         cover_bound_relaxed(&g, budget, detail, &p).unwrap()
     } else {
