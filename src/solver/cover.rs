@@ -1057,7 +1057,10 @@ pub fn sequence_bound(
 /// order [`graph_bound`] solves them, each with whether only its LP
 /// relaxation is solved ([`cover_bound_relaxed`]).
 pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
-    let size = sizes(g, budget);
+    programs_of(&sizes(g, budget))
+}
+
+fn programs_of(size: &Sizes) -> Vec<(Detail, bool)> {
     let segments = size.segment_nonzeros <= SEGMENT_NONZEROS_MAX;
     let inputs = segments && size.input_links <= INPUT_LINKS_MAX;
     [
@@ -1088,9 +1091,10 @@ pub fn cover_programs(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
 /// docs/scale.md), and its LP runs under HiGHS's own time limit, so a
 /// stopped one still answers with the Lagrangian bound of its duals.
 pub fn cover_programs_past_the_caps(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
-    let mut details = cover_programs(g, budget);
+    let size = sizes(g, budget);
+    let mut details = programs_of(&size);
     if !details.iter().any(|&(d, _)| d == Detail::Moments)
-        && sizes(g, budget).moment_columns <= MOMENT_LP_COLUMNS_PAST_THE_CAPS
+        && size.moment_columns <= MOMENT_LP_COLUMNS_PAST_THE_CAPS
     {
         details.push((Detail::Moments, true));
     }
