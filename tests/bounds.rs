@@ -347,15 +347,12 @@ fn past_the_caps_the_moments_lp_raises_the_bound_in_an_annealed_order() {
     };
     let budget = Bytes(88_104);
     let text = include_str!("data/random-layered-n250-60pct.plan");
-    let mut order = Vec::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("compute ") {
-            let v = g.find(rest.split(',').next().unwrap()).unwrap();
-            if !order.contains(&v) {
-                order.push(v);
-            }
-        }
-    }
+    let computed: Vec<_> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("compute "))
+        .map(|rest| g.find(rest.split(',').next().unwrap()).unwrap())
+        .collect();
+    let order = remat::schedule::free_order::order_of(&computed, g.len());
     let gp = g.reordered(&order).unwrap();
     let sch = schedule_of_plan_text(&gp, text);
     let sim = simulate(&gp, &generate_plan(&gp, &sch).unwrap()).unwrap();
