@@ -370,8 +370,8 @@ struct Inputs<'a> {
     /// rows below for every demand, instead of one copy per demand: the
     /// same LP, a fraction of the rows.
     needed: HashMap<(usize, usize, bool), Col>,
-    /// `(N, demand)`: N ≥ demand.
-    demands: Vec<(Col, Col)>,
+    /// `(N[u, t], demand, t)`: N ≥ demand.
+    demands: Vec<(Col, Col, usize)>,
     rows: Vec<Vec<(Col, f64)>>,
 }
 
@@ -429,7 +429,7 @@ impl<'a> Inputs<'a> {
                     c
                 }
             };
-            self.demands.push((need, demand));
+            self.demands.push((need, demand, t));
         }
     }
 
@@ -494,20 +494,72 @@ pub fn cover_bound_relaxed(
     let base = g.total_cost();
     let needs = stage_needs(g, budget);
     let prog = Program::build(g, &needs, detail);
-    let mut lp = super::highs::LpSession::new(&prog.model, params, super::highs::LpMethod::Choose)?;
-    let r = lp.solve()?;
-    let extra = match r.status {
-        super::LpStatus::Infeasible => f64::INFINITY,
-        _ if r.row_dual.is_empty() => 0.0,
-        _ => super::fixing::DualBound::from_duals(&prog.model, &r.row_dual).bound,
-    };
+    let start = std::time::Instant::now();
+    let extra = solve_lp_by_row_generation(&prog, params)?;
     Ok(CoverBound {
         bound: base + extra.max(0.0) * prog.scale,
         proven: false,
-        seconds: r.seconds,
+        seconds: start.elapsed().as_secs_f64(),
         columns: prog.model.num_cols(),
         plan: None,
     })
+}
+
+/// The program's LP bound by row generation: solved first with only its
+/// chain rows (the suffix columns' definitions) and stage rows, then with
+/// the input and moment rows that its solution violates, round by round,
+/// until none is violated (the whole program's LP) or time runs out. Each
+/// round's LP is a relaxation of the whole program's, so the Lagrangian
+/// bound of its duals, with zero for the rows left out, holds for the whole
+/// program, even for a round stopped early: the best round is returned.
+///
+/// Why: few of these rows bind at the optimum, and the simplex pays for
+/// every row it carries. Measured, one thread, in the orders of annealed
+/// plans at 60% (docs/scale.md): random-layered-n250, the same bound
+/// (138,697) in 2.9 s instead of 25 s, with 31,220 of its 65,179 rows;
+/// n500 (498,088 rows), 289,314 in 181 s and 0.9 GB with 216,256 rows, where
+/// the whole LP had not finished in 1,200 s.
+fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, SolverError> {
+    use super::fixing::DualBound;
+    use super::highs::{LpMethod, LpSession};
+    let start = std::time::Instant::now();
+    let full = &prog.model;
+    let lazy = |row: usize| row >= prog.moment_rows || prog.link_rows.contains(&row);
+    let mut current = full.select_rows((0..full.num_rows()).filter(|&r| !lazy(r)));
+    let mut waiting: Vec<usize> = (0..full.num_rows()).filter(|&r| lazy(r)).collect();
+    let mut lp = LpSession::new(&current, params, LpMethod::Choose)?;
+    let mut best = f64::NEG_INFINITY;
+    loop {
+        let left = params.time_limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        lp.set_time_limit(left.as_secs_f64());
+        let r = lp.solve()?;
+        if r.status == super::LpStatus::Infeasible {
+            return Ok(f64::INFINITY);
+        }
+        if !r.row_dual.is_empty() {
+            best = best.max(DualBound::from_duals(&current, &r.row_dual).bound);
+        }
+        if r.status != super::LpStatus::Optimal {
+            break;
+        }
+        let (violated, rest): (Vec<usize>, Vec<usize>) = waiting
+            .iter()
+            .partition(|&&row| full.row_activity(row, &r.x) < full.row_lower[row] - 1e-7);
+        if violated.is_empty() {
+            break;
+        }
+        // Dual simplex re-solves from the last basis after rows are added.
+        lp.set_method(LpMethod::Simplex);
+        lp.add_rows(full, &violated)?;
+        for &row in &violated {
+            current.push_row_of(full, row);
+        }
+        waiting = rest;
+    }
+    Ok(if best.is_finite() { best } else { 0.0 })
 }
 
 /// The program, with what it takes to map a plan onto it.
@@ -522,14 +574,19 @@ pub struct Program {
     again: HashMap<usize, Col>,
     /// e[u, t]: u, dead, kept at the end of stage t.
     kept: HashMap<(usize, usize), Col>,
-    /// `(N, demand)`, see [`Inputs`].
-    demands: Vec<(Col, Col)>,
+    /// `(N, demand, t)`, see [`Inputs`].
+    demands: Vec<(Col, Col, usize)>,
     /// The input rows: `[e, ρ, N]`, and with an input's own input
     /// `[e, e_w, ρ_w, N]`.
     links: Vec<Vec<(Col, f64)>>,
     /// [`Detail::Moments`]: per segment, its columns with their suffix
     /// sums (see [`Claims`]).
     claims: Claims,
+    /// The first moment row (they are the model's last rows) and the input
+    /// rows: the rows that [`solve_lp_by_row_generation`] adds only once
+    /// violated.
+    moment_rows: usize,
+    link_rows: std::ops::Range<usize>,
 }
 
 /// What a [`Detail::Moments`] segment claims absent, without a nonzero per
@@ -690,36 +747,43 @@ impl Program {
             rows,
             ..
         } = inputs;
+        let link_rows = model.num_rows();
         for l in &rows {
             model.add_row(0.0, f64::INFINITY, l);
         }
-        // A segment's columns exclude each other, so one row per segment
-        // bounds N by their sum: as valid, tighter, and fewer rows (n250 at
-        // 90%: the moments program solved in 9 s instead of 18). A ρ
-        // demand gets a row of its own.
-        let segment_of: HashMap<Col, (usize, usize)> = recomputes
+        // A segment's columns exclude each other, and those that need N[u, t]
+        // are the ones that recompute after t: the segment's suffix column
+        // at t (all of them, Z_1, when t is before the segment). One row
+        // N ≥ Z per segment and N, two nonzeros; listing the columns made
+        // these rows quadratic in the segment's length (random-layered-n500
+        // in an annealed order at 60%: 8.3×10⁶ nonzeros of the program's
+        // 1.4×10⁷). A ρ demand gets a row of its own.
+        let segment_of: HashMap<Col, usize> = claims
+            .segments
             .iter()
-            .map(|x| (x.col, (x.value, x.first)))
+            .enumerate()
+            .flat_map(|(k, seg)| seg.cols.iter().map(move |&(_, c, _)| (c, k)))
             .collect();
-        let mut by_segment: std::collections::BTreeMap<(Col, usize, usize), Vec<(Col, f64)>> =
-            Default::default();
-        for &(need, demand) in &demands {
+        let mut suffix_rows = std::collections::BTreeSet::new();
+        for &(need, demand, t) in &demands {
             match segment_of.get(&demand) {
-                Some(&(v, first)) => by_segment
-                    .entry((need, v, first))
-                    .or_insert_with(|| vec![(need, 1.0)])
-                    .push((demand, -1.0)),
+                Some(&k) => {
+                    let z = claims.at(k, t).unwrap_or(claims.segments[k].cols[0].2);
+                    suffix_rows.insert((need, z));
+                }
                 None => model.add_row(0.0, f64::INFINITY, &[(need, 1.0), (demand, -1.0)]),
             }
         }
-        for row in by_segment.values() {
-            model.add_row(0.0, f64::INFINITY, row);
+        for &(need, z) in &suffix_rows {
+            model.add_row(0.0, f64::INFINITY, &[(need, 1.0), (z, -1.0)]);
         }
+        let stage_rows_from = model.num_rows();
         for (t, row) in stage_rows.iter().enumerate().filter(|&(t, _)| hot(t)) {
             model.add_covering_row(row, needs[t]);
         }
         // A segment column only says "absent somewhere in the segment",
         // not when it comes back, so the moment rows need moment columns.
+        let moment_rows = model.num_rows();
         if detail.moments() {
             // The moment of each recomputation: inside stage r, every
             // value claimed absent at r (the suffix column of its segment
@@ -791,6 +855,8 @@ impl Program {
             demands,
             links: rows,
             claims,
+            moment_rows,
+            link_rows: link_rows..stage_rows_from,
         }
     }
 
@@ -894,7 +960,7 @@ impl Program {
                 x[z] = sum;
             }
         }
-        for &(need, demand) in &self.demands {
+        for &(need, demand, _) in &self.demands {
             x[need] = x[need].max(x[demand]);
         }
         for (&(u, t), &e) in &self.kept {
@@ -1081,22 +1147,27 @@ fn programs_of(size: &Sizes) -> Vec<(Detail, bool)> {
     .collect()
 }
 
-/// [`cover_programs`], and after them the moments program's LP relaxation
-/// up to [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`] where the caps leave it out.
-/// For a caller whose plan is in hand and whose time is its own (the bound
-/// in an annealed plan's order): the caps are set for a strategy's share,
-/// where an LP of half a minute would starve the search. In the orders
-/// that annealing finds, the moments program is much stronger than the
-/// segment programs (random-layered-n250 at 60%: 138,697 against 131,721,
-/// docs/scale.md), and its LP runs under HiGHS's own time limit, so a
-/// stopped one still answers with the Lagrangian bound of its duals.
+/// [`cover_programs`], with the moments program's LP relaxation up to
+/// [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`] where the caps leave it out, solved
+/// by row generation right after the LP relaxations that lead the list and
+/// before the segment programs' integer programs. For a caller whose plan
+/// is in hand and whose time is its own (the bound in an annealed plan's
+/// order): the caps are set for a strategy's share, where an LP of half a
+/// minute would starve the search. In the orders that annealing finds, the
+/// moments program's LP is much stronger than the segment programs
+/// (random-layered-n250 at 60%: 138,697 against 131,721; n500: 289,314
+/// against 270,391, docs/scale.md), and the segment programs' integer
+/// programs had used up the bound's time on n500 before it ran. Its rounds
+/// run under HiGHS's own time limit, and a stopped one still answers with
+/// the Lagrangian bound of its duals.
 pub fn cover_programs_past_the_caps(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
     let size = sizes(g, budget);
     let mut details = programs_of(&size);
     if !details.iter().any(|&(d, _)| d == Detail::Moments)
         && size.moment_columns <= MOMENT_LP_COLUMNS_PAST_THE_CAPS
     {
-        details.push((Detail::Moments, true));
+        let at = details.iter().take_while(|&&(_, relaxed)| relaxed).count();
+        details.insert(at, (Detail::Moments, true));
     }
     details
 }

@@ -160,6 +160,38 @@ impl Highs {
         };
     }
 
+    /// Appends rows `rows` of `m` to the loaded model. HiGHS keeps its
+    /// basis (the new rows' slacks basic), so the next dual simplex solve
+    /// starts from the last optimum.
+    pub fn add_rows(&mut self, m: &Model, rows: &[usize]) -> Result<(), SolverError> {
+        let (mut starts, mut index, mut value) = (Vec::new(), Vec::new(), Vec::new());
+        for &r in rows {
+            starts.push(index.len() as HighsInt);
+            for p in m.row_start[r]..m.row_start[r + 1] {
+                index.push(m.row_index[p] as HighsInt);
+                value.push(m.row_value[p]);
+            }
+        }
+        let lower: Vec<f64> = rows.iter().map(|&r| m.row_lower[r]).collect();
+        let upper: Vec<f64> = rows.iter().map(|&r| m.row_upper[r]).collect();
+        let st = unsafe {
+            Highs_addRows(
+                self.ptr,
+                rows.len() as HighsInt,
+                lower.as_ptr(),
+                upper.as_ptr(),
+                index.len() as HighsInt,
+                starts.as_ptr(),
+                index.as_ptr(),
+                value.as_ptr(),
+            )
+        };
+        if st == kHighsStatusError {
+            return Err(err("addRows returned an error"));
+        }
+        Ok(())
+    }
+
     pub fn run(&mut self) -> Result<(), SolverError> {
         // Clocks are cumulative across runs otherwise, and the time limit
         // would then count earlier solves.
@@ -502,6 +534,14 @@ impl LpSession {
     /// Sets the bounds of columns `from..from + lower.len()`.
     pub fn change_col_bounds(&mut self, from: usize, lower: &[f64], upper: &[f64]) {
         self.h.change_col_bounds(from, lower, upper);
+    }
+
+    /// Appends rows `rows` of `m` (a model with the same columns), for
+    /// row generation: the next solve warm-starts from the last basis.
+    pub fn add_rows(&mut self, m: &Model, rows: &[usize]) -> Result<(), SolverError> {
+        self.h.add_rows(m, rows)?;
+        self.rows += rows.len();
+        Ok(())
     }
 
     pub fn solve(&mut self) -> Result<LpResult, SolverError> {

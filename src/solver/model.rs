@@ -90,6 +90,40 @@ impl Model {
         self.add_row(need / k, f64::INFINITY, &scaled);
     }
 
+    /// The model with the rows `rows` only, in that order: a relaxation,
+    /// for row generation.
+    pub fn select_rows(&self, rows: impl Iterator<Item = usize>) -> Model {
+        let mut m = Model {
+            col_lower: self.col_lower.clone(),
+            col_upper: self.col_upper.clone(),
+            col_cost: self.col_cost.clone(),
+            integer: self.integer.clone(),
+            ..Model::new()
+        };
+        for r in rows {
+            m.push_row_of(self, r);
+        }
+        m
+    }
+
+    /// Appends row `r` of `other`, a model with the same columns.
+    pub fn push_row_of(&mut self, other: &Model, r: usize) {
+        let span = other.row_start[r]..other.row_start[r + 1];
+        self.row_index
+            .extend_from_slice(&other.row_index[span.clone()]);
+        self.row_value.extend_from_slice(&other.row_value[span]);
+        self.row_lower.push(other.row_lower[r]);
+        self.row_upper.push(other.row_upper[r]);
+        self.row_start.push(self.row_index.len());
+    }
+
+    /// Row `r`'s activity at `x`.
+    pub fn row_activity(&self, r: usize, x: &[f64]) -> f64 {
+        (self.row_start[r]..self.row_start[r + 1])
+            .map(|p| self.row_value[p] * x[self.row_index[p] as usize])
+            .sum()
+    }
+
     /// The same model with every integrality requirement dropped.
     pub fn relaxed(&self) -> Model {
         let mut m = self.clone();
@@ -149,9 +183,7 @@ impl Model {
             }
         }
         for r in 0..self.num_rows() {
-            let a: f64 = (self.row_start[r]..self.row_start[r + 1])
-                .map(|p| self.row_value[p] * x[self.row_index[p] as usize])
-                .sum();
+            let a = self.row_activity(r, x);
             worst = worst.max(self.row_lower[r] - a).max(a - self.row_upper[r]);
         }
         worst
