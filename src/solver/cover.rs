@@ -73,6 +73,9 @@ pub struct CoverBound {
     /// Whether the program was solved to optimality (else `bound` is the
     /// solver's best bound when the time limit hit).
     pub proven: bool,
+    /// Whether the solver stopped at its limit: a MIP without its proof, or
+    /// an LP whose last round was unfinished or left rows violated.
+    pub stopped: bool,
     pub seconds: f64,
     pub columns: usize,
     /// The program's best solution read as a schedule
@@ -330,6 +333,7 @@ pub fn cover_bound(
         return Ok(CoverBound {
             bound: base,
             proven: true,
+            stopped: false,
             seconds: 0.0,
             columns: 0,
             plan: None,
@@ -348,6 +352,7 @@ pub fn cover_bound(
     Ok(CoverBound {
         bound: base + extra.max(0.0) * scale,
         proven,
+        stopped: !proven,
         seconds: r.seconds,
         columns: model.num_cols(),
         plan: r.x.as_deref().map(|x| prog.schedule_of(g, x)),
@@ -495,10 +500,11 @@ pub fn cover_bound_relaxed(
     let needs = stage_needs(g, budget);
     let prog = Program::build(g, &needs, detail);
     let start = std::time::Instant::now();
-    let extra = solve_lp_by_row_generation(&prog, params)?;
+    let (extra, finished) = solve_lp_by_row_generation(&prog, params)?;
     Ok(CoverBound {
         bound: base + extra.max(0.0) * prog.scale,
         proven: false,
+        stopped: !finished,
         seconds: start.elapsed().as_secs_f64(),
         columns: prog.model.num_cols(),
         plan: None,
@@ -511,7 +517,8 @@ pub fn cover_bound_relaxed(
 /// until none is violated (the whole program's LP) or time runs out. Each
 /// round's LP is a relaxation of the whole program's, so the Lagrangian
 /// bound of its duals, with zero for the rows left out, holds for the whole
-/// program, even for a round stopped early: the best round is returned.
+/// program, even for a round stopped early: the best round is returned,
+/// with whether the last round found the whole program's LP optimum.
 ///
 /// Why: few of these rows bind at the optimum, and the simplex pays for
 /// every row it carries. Measured, one thread, in the orders of annealed
@@ -519,7 +526,7 @@ pub fn cover_bound_relaxed(
 /// (138,697) in 2.9 s instead of 25 s, with 31,220 of its 65,179 rows;
 /// n500 (498,088 rows), 289,314 in 181 s and 0.9 GB with 216,256 rows, where
 /// the whole LP had not finished in 1,200 s.
-fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, SolverError> {
+fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<(f64, bool), SolverError> {
     use super::fixing::DualBound;
     use super::highs::{LpMethod, LpSession};
     let start = std::time::Instant::now();
@@ -529,6 +536,7 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, So
     let mut waiting: Vec<usize> = (0..full.num_rows()).filter(|&r| lazy(r)).collect();
     let mut lp = LpSession::new(&current, params, LpMethod::Choose)?;
     let mut best = f64::NEG_INFINITY;
+    let mut finished = false;
     loop {
         let left = params.time_limit.saturating_sub(start.elapsed());
         if left.is_zero() {
@@ -537,7 +545,7 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, So
         lp.set_time_limit(left.as_secs_f64());
         let r = lp.solve()?;
         if r.status == super::LpStatus::Infeasible {
-            return Ok(f64::INFINITY);
+            return Ok((f64::INFINITY, true));
         }
         if !r.row_dual.is_empty() {
             best = best.max(DualBound::from_duals(&current, &r.row_dual).bound);
@@ -549,6 +557,7 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, So
             .iter()
             .partition(|&&row| full.row_activity(row, &r.x) < full.row_lower[row] - 1e-7);
         if violated.is_empty() {
+            finished = true;
             break;
         }
         // Dual simplex re-solves from the last basis after rows are added.
@@ -559,7 +568,7 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<f64, So
         }
         waiting = rest;
     }
-    Ok(if best.is_finite() { best } else { 0.0 })
+    Ok((if best.is_finite() { best } else { 0.0 }, finished))
 }
 
 /// The program, with what it takes to map a plan onto it.
@@ -1227,12 +1236,11 @@ pub fn raise_bound(
                             Detail::SequenceMoments => "recomputation moments in any order",
                         },
                         c.columns,
-                        if relaxed {
-                            "its LP relaxation solved"
-                        } else if c.proven {
-                            "solved"
-                        } else {
-                            "stopped"
+                        match (relaxed, c.stopped) {
+                            (true, false) => "its LP relaxation solved",
+                            (true, true) => "its LP relaxation stopped",
+                            (false, false) => "solved",
+                            (false, true) => "stopped",
                         },
                         c.seconds
                     ),
