@@ -553,13 +553,15 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<(f64, b
         if r.status != super::LpStatus::Optimal {
             break;
         }
-        let (violated, rest): (Vec<usize>, Vec<usize>) = waiting
-            .iter()
-            .partition(|&&row| full.row_activity(row, &r.x) < full.row_lower[row] - 1e-7);
+        let (violated, rest): (Vec<usize>, Vec<usize>) = waiting.iter().partition(|&&row| {
+            let a = full.row_activity(row, &r.x);
+            a < full.row_lower[row] - 1e-7 || a > full.row_upper[row] + 1e-7
+        });
         if violated.is_empty() {
             finished = true;
             break;
         }
+        let (violated, rest) = most_violated(full, &r.x, violated, rest, current.num_rows() / 4);
         // Dual simplex re-solves from the last basis after rows are added.
         lp.set_method(LpMethod::Simplex);
         lp.add_rows(full, &violated)?;
@@ -569,6 +571,40 @@ fn solve_lp_by_row_generation(prog: &Program, params: &Params) -> Result<(f64, b
         waiting = rest;
     }
     Ok((if best.is_finite() { best } else { 0.0 }, finished))
+}
+
+/// The `cap` rows of `violated` farthest from their bound (in distance
+/// to the row's hyperplane), the others back with `rest`. Why a quarter
+/// of the LP's rows per round: adding every violated row made rounds that
+/// each cost a large share of the whole solve. Measured by row generation
+/// in annealed orders at 60%: random-layered-n500, 286,678 in 109 s
+/// instead of 150 s, 277k instead of 274k at 25 s (a fixed 10,000 rows did
+/// better on n500 and worse on n1000; 3,000 and 5,000 worse on both);
+/// n1000, 530k at 150 s instead of 232 s.
+fn most_violated(
+    m: &Model,
+    x: &[f64],
+    violated: Vec<usize>,
+    mut rest: Vec<usize>,
+    cap: usize,
+) -> (Vec<usize>, Vec<usize>) {
+    let cap = cap.max(1);
+    if violated.len() <= cap {
+        return (violated, rest);
+    }
+    let distance = |row: usize| {
+        let a = m.row_activity(row, x);
+        let off = (m.row_lower[row] - a).max(a - m.row_upper[row]);
+        let norm: f64 = (m.row_start[row]..m.row_start[row + 1])
+            .map(|p| m.row_value[p] * m.row_value[p])
+            .sum::<f64>()
+            .sqrt();
+        off / norm.max(1e-12)
+    };
+    let mut by: Vec<(f64, usize)> = violated.iter().map(|&row| (distance(row), row)).collect();
+    by.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    rest.extend(by[cap..].iter().map(|&(_, row)| row));
+    (by[..cap].iter().map(|&(_, row)| row).collect(), rest)
 }
 
 /// The program, with what it takes to map a plan onto it.
@@ -1024,13 +1060,17 @@ pub const MOMENT_COLUMNS_MAX: usize = 4_000;
 pub const MOMENT_LP_COLUMNS_MAX: usize = 16_000;
 pub const MOMENT_LP_NONZEROS_MAX: usize = 4_000_000;
 
-/// Largest [`Detail::Moments`] program whose LP relaxation a bound for a
-/// plan already in hand solves ([`cover_programs_past_the_caps`]), where
-/// nothing waits on it but the plan's certificate. Measured, one thread,
-/// in the orders of annealed plans at 60%: random-layered-n250, 30,572
-/// columns, 25 s and 0.21 GB for 138,697 against the segment program's
-/// 131,721; n500, 179,102 columns, not finished in 300 s at 2.1 GB, and
-/// its stopped duals gave nothing above one pass.
+/// Largest [`Detail::Moments`] program (moment columns, as `sizes` counts
+/// them) whose LP relaxation a bound for a plan already in hand solves
+/// ([`cover_programs_past_the_caps`]), where nothing waits on it but the
+/// plan's certificate. Measured, one thread, by row generation, in the
+/// orders of annealed plans at 60% (docs/scale.md): random-layered-n250,
+/// 5,613 moment columns (30,572 columns in all), 138,697 in 2.9 s against
+/// the segment programs' 131,721; n500, 34,660 (179,102), 286,678 in
+/// 150 s and 0.9 GB, already 274,058 at 30 s, against 270,391. n1000 is
+/// past it: 691,925 columns and 5.8×10⁷ nonzeros, 4.2 GB; 511,582 at
+/// 54 s and 530,135 at 232 s, where a 600 s solve leaves the bound about
+/// 100 s and the segment programs give 521,915.
 pub const MOMENT_LP_COLUMNS_PAST_THE_CAPS: usize = 64_000;
 
 /// The best lower bound the graph gives without the Checkmate model: the
