@@ -441,7 +441,8 @@ fn row_generation_gives_the_whole_lp_bound() {
             }
         }
     }
-    assert!(compared >= 40, "only {compared} compared");
+    // At least three of the five budgets per graph leave a stage short.
+    assert!(compared >= graphs.len() * 3 * 3, "only {compared} compared");
 }
 
 /// The bound claimed for a sequence of computations (`cover::sequence_bound`:
