@@ -484,11 +484,13 @@ proptest::proptest! {
     }
 }
 
-/// HiGHS ends AutoTM's asynchronous MILP on a 4-node chain on the GH200
-/// (times from 7e-14 s to 1e-5 s) in a solve error when its own final check
-/// finds its optimum infeasible by 4.6e-9; it still holds that optimum, and
-/// the model's check takes it. It was "solver failure" and exit 1 at every
-/// budget from 22 to 30 bytes, and a sweep retried the pair forever.
+/// HiGHS 1.15 ended AutoTM's asynchronous MILP on a 4-node chain on the
+/// GH200 (times from 7e-14 s to 1e-5 s) in a solve error when its own final
+/// check found its optimum infeasible by 4.6e-9; it still held that
+/// optimum, and the model's check takes it. It was "solver failure" and
+/// exit 1 at every budget from 22 to 30 bytes, and a sweep retried the pair
+/// forever. HiGHS 1.16 proves the optimum there; either way the plan comes
+/// back, and the detail says which.
 #[test]
 fn a_solve_error_with_a_solution_in_hand_is_not_a_failure() {
     let g = Graph::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jit/chain4.yaml"))
@@ -499,10 +501,10 @@ fn a_solve_error_with_a_solution_in_hand_is_not_a_failure() {
             .unwrap_or_else(|| panic!("no plan at {b} B"));
         // The detail says why it is unproven, and that the plan is sound.
         let d = out.detail.as_deref().unwrap_or_default();
+        let errored = d.contains("unproven: the solver ended in an error")
+            && d.contains("satisfies the model");
         assert!(
-            d.contains("unproven: the solver ended in an error")
-                && d.contains("satisfies the model")
-                && !d.contains("stopped by"),
+            (errored || d.starts_with("MILP optimal")) && !d.contains("stopped by"),
             "{d}"
         );
         // remat-tiered proves 30 µs the fastest step at these budgets.
