@@ -196,6 +196,11 @@ fn solve_answers_in_another_order_where_the_files_has_no_schedule() {
                 assert!(out.schedule.is_none(), "{what}");
                 let detail = out.detail.unwrap_or_default();
                 assert!(detail.contains("another node order"), "{what}: {detail}");
+                // Where the time went: the search is named with its time.
+                assert!(
+                    detail.contains("the search over orders took"),
+                    "{what}: {detail}"
+                );
             }
             answered += 1;
             break;
