@@ -748,25 +748,34 @@ fn memory_of(seed: u64) -> synthetic::Dist {
     }
 }
 
+/// A case the proptest below found, rebuilt from its shrunk inputs: the
+/// random DAG of `nodes` and `seed`, the budget at `frac` of the way from
+/// the least feasible budget to checkpoint-all, and parameters that ask
+/// for the optimum.
+fn found_case(nodes: usize, seed: u64, frac: f64) -> (Graph, Bytes, Params) {
+    let g = synthetic::random_layered(&RandomDag {
+        nodes,
+        seed,
+        cost: synthetic::Dist::Uniform(0, 20),
+        memory: memory_of(seed),
+        ..RandomDag::default()
+    });
+    let lo = analysis::min_feasible_budget(&g).get();
+    let hi = analysis::checkpoint_all_peak(&g).get();
+    let budget = Bytes(lo + ((hi - lo) as f64 * frac).round() as u64);
+    let p = Params {
+        gap: 1e-9,
+        ..Params::default()
+    };
+    (g, budget, p)
+}
+
 /// The case that found the moments program's stage rows unscaled: HiGHS
 /// ended it in a solve error (model status 4), and the instance lost its
 /// bound. Its optimum is 95 (the plain MILP's), and the program proves it.
 #[test]
 fn the_moments_program_solves_gigabyte_values() {
-    let g = synthetic::random_layered(&RandomDag {
-        nodes: 9,
-        seed: 763,
-        cost: synthetic::Dist::Uniform(0, 20),
-        memory: memory_of(763),
-        ..RandomDag::default()
-    });
-    let lo = analysis::min_feasible_budget(&g).get();
-    let hi = analysis::checkpoint_all_peak(&g).get();
-    let budget = Bytes(lo + ((hi - lo) as f64 * 0.900320128063397).round() as u64);
-    let p = Params {
-        gap: 1e-9,
-        ..Params::default()
-    };
+    let (g, budget, p) = found_case(9, 763, 0.900320128063397);
     let f = Formulation::build(&g, budget, true, None);
     let milp = solve_mip(&f.model, Backend::Highs, &p, None).unwrap();
     assert_eq!(milp.status, MipStatus::Optimal);
@@ -783,20 +792,7 @@ fn the_moments_program_solves_gigabyte_values() {
 /// HiGHS without presolve, gave 156). HiGHS 1.16 gives 156.
 #[test]
 fn the_moments_program_keeps_its_optimum_through_presolve() {
-    let g = synthetic::random_layered(&RandomDag {
-        nodes: 11,
-        seed: 4245,
-        cost: synthetic::Dist::Uniform(0, 20),
-        memory: memory_of(4245),
-        ..RandomDag::default()
-    });
-    let lo = analysis::min_feasible_budget(&g).get();
-    let hi = analysis::checkpoint_all_peak(&g).get();
-    let budget = Bytes(lo + ((hi - lo) as f64 * 0.10757567741515017).round() as u64);
-    let p = Params {
-        gap: 1e-9,
-        ..Params::default()
-    };
+    let (g, budget, p) = found_case(11, 4245, 0.10757567741515017);
     let f = Formulation::build(&g, budget, true, None);
     let milp = solve_mip(&f.model, Backend::Highs, &p, None).unwrap();
     assert_eq!(milp.status, MipStatus::Optimal);
