@@ -925,8 +925,9 @@ fn in_another_order(
     o.warm_start = Some(("the node-order search's schedule".into(), schedule));
     let because = format!("found by a search over orders, because {why}");
     // Said whichever plan wins: polishing's answer names only its own
-    // walk, and this search can take most of the limit (random-layered-n250
-    // at 60%: 38 of 60 s), which the detail must account for.
+    // walk, and this search and the first plan take most of the limit
+    // (random-layered-n250 at 60%: 13-17 s and 23 s of 60), which the
+    // detail must account for.
     let searched_for = searched.elapsed().as_secs_f64();
     let planned = Instant::now();
     match in_order(g, &gp, &order, strategy, budget, &o, start, &because)? {
