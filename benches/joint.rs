@@ -6,10 +6,11 @@
 //!     cargo bench --bench joint -- [--only SUBSTRING]... [--skip SUBSTRING]...
 //!         [--exact-limit 10] [--policy-limit 5] [--joint-limit 30]
 //!         [--joint-limit-models50 60] [--offload-limit 15]
-//!         [--out results/joint.csv] [--report-only]
+//!         [--out results/joint.csv] [--report-only] [--dry]
 //!
 //! `--report-only` redraws joint.md and the plots from the CSV; give it the
-//! run's limits too, since joint.md quotes them.
+//! run's limits too, since joint.md quotes them. `--dry` lists the
+//! instances above each device's floor without solving.
 //!
 //! One row per instance (graph, device, budget): the best recompute-only
 //! plan (remat-exact; its step time is its compute time), the best of the
@@ -27,6 +28,8 @@
 //! a line each for recompute-only, offload-only and joint.
 
 mod common;
+
+const USAGE: &str = "cargo bench --bench joint -- [--only SUBSTRING]... [--skip SUBSTRING]... [--exact-limit 10] [--policy-limit 5] [--joint-limit 30] [--joint-limit-models50 60] [--offload-limit 15] [--out results/joint.csv] [--report-only] [--dry]";
 
 use common::{read_rows, Row};
 use remat::cli::write_atomic;
@@ -93,7 +96,7 @@ fn main() {
             "--report-only" => report_only = true,
             "--dry" => dry = true,
             "--bench" => {}
-            other => eprintln!("ignoring argument {other}"),
+            other => common::unknown_argument(other, USAGE),
         }
     }
     if dry {

@@ -15,6 +15,8 @@
 
 mod common;
 
+const USAGE: &str = "cargo bench --bench milp -- [--time-limit SECS] [--backends highs,cbc] [--only SUBSTRING]... [--out results/milp_bench.csv]";
+
 use remat::cli::write_atomic;
 use remat::graph::analysis;
 use remat::schedule::{generate_plan, simulate};
@@ -78,7 +80,7 @@ fn parse_args() -> Args {
             "--only" => a.only.extend(it.next()),
             "--out" => a.out = it.next().map(PathBuf::from).unwrap_or(a.out),
             "--bench" => {}
-            other => eprintln!("ignoring argument {other}"),
+            other => common::unknown_argument(other, USAGE),
         }
     }
     a

@@ -24,6 +24,8 @@
 
 mod common;
 
+const USAGE: &str = "cargo bench --bench scale -- [--time-limit SECS] [--strategies a,b,...] [--only SUBSTRING]... [--out results/scale_bench.csv] [--solver highs|cbc] [--search-orders] [--budgets 90,80,60]";
+
 use remat::cli::write_atomic;
 use remat::graph::analysis;
 use remat::solve;
@@ -106,7 +108,7 @@ fn main() {
             }
             "--out" => out = it.next().map(|p| root.join(p)).unwrap_or(out),
             "--bench" => {}
-            other => eprintln!("ignoring argument {other}"),
+            other => common::unknown_argument(other, USAGE),
         }
     }
     let shared = root.join("../shared/benchmarks");

@@ -24,6 +24,8 @@
 
 mod common;
 
+const USAGE: &str = "cargo bench --bench tiers -- [--time-limit SECS] [--only SUBSTRING]... [--out results/tiers_bench.csv] [--plot-only]";
+
 use common::{read_rows, Row};
 use remat::device::Device;
 use remat::graph::analysis;
@@ -84,7 +86,7 @@ fn main() {
             "--out" => out = it.next().map(|p| root.join(p)).unwrap_or(out),
             "--plot-only" => plot_only = true,
             "--bench" => {}
-            other => eprintln!("ignoring argument {other}"),
+            other => common::unknown_argument(other, USAGE),
         }
     }
     if !plot_only {

@@ -237,3 +237,16 @@ pub fn plot_overhead_panels(
     }
     std::fs::rename(&tmp, path).map_err(|x| x.to_string())
 }
+
+/// An argument the bench does not take: `--help` prints `usage` and
+/// exits 0; anything else is refused with it (exit 2). Why not ignored:
+/// a mistyped option used to run the whole default bench, for hours,
+/// and write its rows into results/.
+pub fn unknown_argument(arg: &str, usage: &str) -> ! {
+    if arg == "--help" || arg == "-h" {
+        println!("usage: {usage}");
+        std::process::exit(0);
+    }
+    eprintln!("error: unknown argument `{arg}`\nusage: {usage}");
+    std::process::exit(2);
+}
