@@ -368,6 +368,40 @@ impl Highs {
     }
 }
 
+/// What a run that ended in a solver error still answers: the solver's
+/// own last point where it satisfies the model (at the tolerance of
+/// [`Model::max_violation`]'s checks elsewhere), else the caller's warm
+/// start where it does, as an unproven `Feasible` result that names the
+/// error; else the error. Why: an incumbent or a warm start that satisfies
+/// the model is a plan the simulator can still check, and dropping it for
+/// a numerical failure late in the search loses finished work.
+fn held_after_error(
+    m: &Model,
+    own: Vec<f64>,
+    warm: Option<&[f64]>,
+    e: SolverError,
+    seconds: f64,
+) -> Result<MipResult, SolverError> {
+    let usable = |x: &Vec<f64>| x.len() == m.num_cols() && m.max_violation(x) <= 1e-6;
+    let (x, held) = match Some(own).filter(usable) {
+        Some(x) => (x, "a solution of its own that satisfies the model"),
+        None => match warm.map(<[f64]>::to_vec).filter(usable) {
+            Some(x) => (x, "the warm start, which stands"),
+            None => return Err(e),
+        },
+    };
+    Ok(MipResult {
+        status: MipStatus::Feasible,
+        objective: Some(m.objective(&x)),
+        x: Some(x),
+        bound: None,
+        first_solution_secs: None,
+        seconds,
+        trace: Vec::new(),
+        failed: Some(format!("{e}, holding {held}")),
+    })
+}
+
 pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResult, SolverError> {
     let start = Instant::now();
     let mut h = Highs::new(p.verbose);
@@ -395,24 +429,12 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         // MILP for a 4-node chain on the GH200, whose times span 10^8): it
         // then marks the solution infeasible, but still holds it, and the
         // model's own check, at the same tolerance as below, decides.
-        let usable = |x: &Vec<f64>| x.len() == m.num_cols() && m.max_violation(x) <= 1e-6;
-        let own = Some(h.primal(m.num_cols(), m.num_rows())).filter(usable);
-        let (x, held) = match own {
-            Some(x) => (x, "a solution of its own that satisfies the model"),
-            None => match warm.map(<[f64]>::to_vec).filter(usable) {
-                Some(x) => (x, "the warm start, which stands"),
-                None => return Err(e),
-            },
-        };
-        return Ok(MipResult {
-            status: MipStatus::Feasible,
-            objective: Some(m.objective(&x)),
-            x: Some(x),
-            bound: None,
+        let own = h.primal(m.num_cols(), m.num_rows());
+        let seconds = start.elapsed().as_secs_f64();
+        return held_after_error(m, own, warm, e, seconds).map(|r| MipResult {
             first_solution_secs: cb.first_solution,
-            seconds: start.elapsed().as_secs_f64(),
             trace: cb.trace,
-            failed: Some(format!("{e}, holding {held}")),
+            ..r
         });
     }
     let status = h.model_status();
@@ -572,5 +594,61 @@ impl LpSession {
             row_dual,
             seconds: start.elapsed().as_secs_f64(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// min x + y with x + y ≥ 3, x integer in [0, 10], y in [0, 1].
+    fn model() -> Model {
+        let mut m = Model::new();
+        let x = m.add_col(0.0, 10.0, 1.0, true);
+        let y = m.add_col(0.0, 1.0, 1.0, false);
+        m.add_row(3.0, f64::INFINITY, &[(x, 1.0), (y, 1.0)]);
+        m
+    }
+
+    fn failure() -> SolverError {
+        err("solve error (model status 4)")
+    }
+
+    #[test]
+    fn after_an_error_the_solvers_own_point_stands_where_it_satisfies_the_model() {
+        let m = model();
+        let r = held_after_error(&m, vec![3.0, 0.5], Some(&[5.0, 0.0]), failure(), 1.5)
+            .expect("a point that satisfies the model");
+        assert_eq!(r.status, MipStatus::Feasible);
+        assert_eq!(r.x.as_deref(), Some(&[3.0, 0.5][..]));
+        assert_eq!(r.objective, Some(3.5));
+        assert_eq!(r.bound, None, "an error proves nothing");
+        assert!(r.stopped_by().contains("the solver ended in an error"));
+        assert!(r.stopped_by().contains("a solution of its own"));
+    }
+
+    #[test]
+    fn after_an_error_the_warm_start_stands_where_the_solvers_point_does_not() {
+        let m = model();
+        // Over by 0.5 on the row: not a solution.
+        let r = held_after_error(&m, vec![2.0, 0.5], Some(&[5.0, 0.0]), failure(), 1.5)
+            .expect("the warm start satisfies the model");
+        assert_eq!(r.x.as_deref(), Some(&[5.0, 0.0][..]));
+        assert_eq!(r.objective, Some(5.0));
+        assert!(r.stopped_by().contains("the warm start"));
+        // Nor is a point that breaks integrality (x = 2.5 covers the row)
+        // or has the wrong length.
+        let r = held_after_error(&m, vec![2.5, 0.5], Some(&[5.0, 0.0]), failure(), 1.5).unwrap();
+        assert_eq!(r.objective, Some(5.0));
+        let r = held_after_error(&m, vec![], Some(&[5.0, 0.0]), failure(), 1.5).unwrap();
+        assert_eq!(r.objective, Some(5.0));
+    }
+
+    #[test]
+    fn after_an_error_with_nothing_that_satisfies_the_model_the_error_stands() {
+        let m = model();
+        let e = held_after_error(&m, vec![0.0, 0.0], Some(&[1.0, 1.0]), failure(), 1.5);
+        assert!(matches!(e, Err(SolverError::Failed { .. })), "{e:?}");
+        assert!(held_after_error(&m, vec![0.0, 0.0], None, failure(), 1.5).is_err());
     }
 }
