@@ -428,7 +428,7 @@ pub fn solve_mip(m: &Model, p: &Params, warm: Option<&[f64]>) -> Result<MipResul
         // its optimum infeasible by a hair (4.6e-9 on AutoTM's asynchronous
         // MILP for a 4-node chain on the GH200, whose times span 10^8): it
         // then marks the solution infeasible, but still holds it, and the
-        // model's own check, at the same tolerance as below, decides.
+        // model's own check ([`held_after_error`]) decides.
         let own = h.primal(m.num_cols(), m.num_rows());
         let seconds = start.elapsed().as_secs_f64();
         return held_after_error(m, own, warm, e, seconds).map(|r| MipResult {
