@@ -9,6 +9,8 @@
 //!
 //! Why: whether polishing leaves the strategy's first plan is settled by
 //! each walk's seed (docs/scale.md, "Escaping the first plan").
+mod common;
+
 use remat::graph::{analysis, Graph, NodeId};
 use remat::schedule::{anneal, sequence};
 use remat::units::Bytes;
@@ -44,11 +46,7 @@ fn main() {
         std::process::exit(2);
     }
     let g = Graph::load(Path::new(&a[1])).unwrap();
-    let seq: Vec<NodeId> = std::fs::read_to_string(&a[2])
-        .unwrap()
-        .split_whitespace()
-        .map(|t| NodeId(t.parse().unwrap()))
-        .collect();
+    let seq = common::read_sequence(&a[2]);
     let pct: f64 = a[3].parse().unwrap();
     let total: u64 = a[4].parse().unwrap();
     let (from, to): (u64, u64) = (a[5].parse().unwrap(), a[6].parse().unwrap());

@@ -5,6 +5,8 @@
 //! (`SEED=k` in the environment for another seed; `SAVE=FILE` writes the
 //! sequence reached, and `LOAD=FILE` anneals from such a file instead of
 //! walking down).
+mod common;
+
 use remat::graph::{analysis, Graph, NodeId};
 use remat::schedule::{anneal, sequence};
 use remat::units::Bytes;
@@ -40,11 +42,7 @@ fn main() {
     let began = Instant::now();
     let down = match std::env::var("LOAD") {
         Ok(f) => {
-            let s: Vec<NodeId> = std::fs::read_to_string(f)
-                .unwrap()
-                .split_whitespace()
-                .map(|t| NodeId(t.parse().unwrap()))
-                .collect();
+            let s = common::read_sequence(&f);
             let c = sequence::cost(&g, &s);
             anneal::Annealed {
                 best: Some((s, c)),

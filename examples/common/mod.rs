@@ -42,3 +42,13 @@ pub fn print_searched_from(g: &Graph, sch: Schedule, budget: Bytes, secs: Durati
         );
     }
 }
+
+/// A sequence of computations saved as whitespace-separated node ids (what
+/// `descent_anneal`'s `SAVE` writes), as a start for the annealing.
+pub fn read_sequence(path: &str) -> Vec<remat::graph::NodeId> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .split_whitespace()
+        .map(|t| remat::graph::NodeId(t.parse().expect("a node id")))
+        .collect()
+}
