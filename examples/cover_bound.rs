@@ -3,8 +3,10 @@
 //! `cargo run --release --example cover_bound -- GRAPH PCT SECS [segments|inputs|moments] [lp]`
 //! (PCT: percent of the checkpoint-all peak, or bytes as `170664B`;
 //! default detail: inputs; `lp`:
-//! the LP relaxation only). Prints the bound as a multiple of every node
-//! once, and the program's solution as a plan: its simulated cost and peak,
+//! the LP relaxation only). `ORDER=PLAN` in the environment bounds the
+//! plans in the order of that plan file's first computations instead of
+//! the file's (what `remat solve --search-orders` bounds an annealed plan
+//! in). Prints the bound as a multiple of every node once, and the program's solution as a plan: its simulated cost and peak,
 //! and the local search's plan from it (docs/scale.md).
 
 use remat::graph::analysis::checkpoint_all_peak;
@@ -22,7 +24,17 @@ fn main() {
         eprintln!("usage: cover_bound GRAPH PCT SECS [segments|inputs|moments]");
         std::process::exit(2);
     }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let mut g = Graph::load(Path::new(&a[1])).unwrap();
+    let budget_graph = g.clone();
+    if let Ok(plan) = std::env::var("ORDER") {
+        let (_, plan) =
+            remat::cli::plan_file::load_plan(&g, Path::new(&a[1]), Path::new(&plan)).unwrap();
+        let seq: Vec<_> = plan.computed().collect();
+        let order = remat::schedule::free_order::order_of(&seq, g.len());
+        g = g
+            .reordered(&order)
+            .expect("a plan's first computations are topological");
+    }
     let bytes: Option<u64> = a[2].strip_suffix('B').map(|b| b.parse().unwrap());
     let pct: u128 = if bytes.is_some() {
         0
@@ -36,7 +48,7 @@ fn main() {
         _ => Detail::SegmentInputs,
     };
     let budget = bytes.map_or_else(
-        || checkpoint_all_peak(&g).scale_ceil(pct, 100),
+        || checkpoint_all_peak(&budget_graph).scale_ceil(pct, 100),
         remat::units::Bytes,
     );
     let p = Params {

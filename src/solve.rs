@@ -1597,7 +1597,7 @@ fn order_bound(
                 Some(&s),
                 Some(enough),
                 cover::eviction(&gp, budget),
-                &cover::cover_programs_past_the_caps(&gp, budget),
+                &cover::cover_programs_past_the_caps(&gp, budget, params.time_limit),
                 Some(&shared),
             ),
             None => cover::sequence_bound(&gp, budget, &params, enough, Some(&shared)),

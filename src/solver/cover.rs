@@ -62,6 +62,7 @@ use crate::graph::{Graph, NodeId};
 use crate::schedule::Schedule;
 use crate::units::Bytes;
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// The cover program's answer.
 #[derive(Debug, Clone)]
@@ -1076,10 +1077,21 @@ pub const MOMENT_LP_NONZEROS_MAX: usize = 4_000_000;
 /// 5,613 moment columns (30,572 columns in all), 138,697 in 2.9 s against
 /// the segment programs' 131,721; n500, 34,660 (179,102), 286,678 in
 /// 150 s and 0.9 GB, already 274,058 at 30 s, against 270,391. n1000 is
-/// past it: 691,925 columns and 5.8×10⁷ nonzeros, 4.2 GB; 511,582 at
-/// 54 s and 530,135 at 232 s, where a 600 s solve leaves the bound about
-/// 100 s and the segment programs give 521,915.
+/// past it (143,422 moment columns, 680,818 in all, 5.7×10⁷ nonzeros,
+/// 3.9 GB) and gets the LP only with time for it ([`moments_lp_fits_in`]).
 pub const MOMENT_LP_COLUMNS_PAST_THE_CAPS: usize = 64_000;
+
+/// Largest moments program whose LP a bound for a plan in hand builds at
+/// all, however long its time ([`moments_lp_fits_in`]): memory, about
+/// 27 KB per moment column (random-layered-n1000 at 60%, in an annealed
+/// order: 143,422 moment columns, 680,818 columns in all, 3.9 GB
+/// resident).
+pub const MOMENT_LP_COLUMNS_MOST: usize = 200_000;
+
+/// Moment columns per second of the bound's time past
+/// [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`] ([`moments_lp_fits_in`]): n1000's
+/// 143,422 need 96 s, by when its LP is above the segment programs.
+pub const MOMENT_LP_COLUMNS_PER_SECOND: usize = 1_500;
 
 /// The best lower bound the graph gives without the Checkmate model: the
 /// eviction bound, then the cover program at each detail the instance is
@@ -1157,7 +1169,7 @@ pub fn sequence_bound(
     enough: f64,
     progress: Option<&std::sync::Mutex<GraphBound>>,
 ) -> GraphBound {
-    let details: Vec<(Detail, bool)> = cover_programs_past_the_caps(g, budget)
+    let details: Vec<(Detail, bool)> = cover_programs_past_the_caps(g, budget, params.time_limit)
         .into_iter()
         .map(|(d, relaxed)| match d {
             Detail::Moments => (Detail::SequenceMoments, relaxed),
@@ -1204,29 +1216,52 @@ fn programs_of(size: &Sizes) -> Vec<(Detail, bool)> {
     .collect()
 }
 
-/// [`cover_programs`], with the moments program's LP relaxation up to
-/// [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`] where the caps leave it out, solved
-/// by row generation right after the LP relaxations that lead the list and
-/// before the segment programs' integer programs. For a caller whose plan
-/// is in hand and whose time is its own (the bound in an annealed plan's
-/// order): the caps are set for a strategy's share, where an LP of half a
-/// minute would starve the search. In the orders that annealing finds, the
-/// moments program's LP is much stronger than the segment programs
-/// (random-layered-n250 at 60%: 138,697 against 131,721; n500: 289,314
-/// against 270,391, docs/scale.md), and the segment programs' integer
-/// programs had used up the bound's time on n500 before it ran. Its rounds
-/// run under HiGHS's own time limit, and a stopped one still answers with
-/// the Lagrangian bound of its duals.
-pub fn cover_programs_past_the_caps(g: &Graph, budget: Bytes) -> Vec<(Detail, bool)> {
+/// [`cover_programs`], with the moments program's LP relaxation where the
+/// caps leave it out and `time` is enough for its size
+/// ([`moments_lp_fits_in`]), solved by row generation right after the LP
+/// relaxations that lead the list and before the segment programs' integer
+/// programs. For a caller whose plan is in hand and whose time is its own
+/// (the bound in an annealed plan's order): the caps are set for a
+/// strategy's share, where an LP of half a minute would starve the search.
+/// In the orders that annealing finds, the moments program's LP is much
+/// stronger than the segment programs (random-layered-n250 at 60%: 138,697
+/// against 131,721; n500: 289,314 against 270,391; n1000: 531,116 at 97 s
+/// and 544,889 at 300 s against 522,618, docs/scale.md), and the segment
+/// programs' integer programs had used up the bound's time on n500 before
+/// it ran. Its rounds run under HiGHS's own time limit, and a stopped one
+/// still answers with the Lagrangian bound of its duals.
+pub fn cover_programs_past_the_caps(
+    g: &Graph,
+    budget: Bytes,
+    time: Duration,
+) -> Vec<(Detail, bool)> {
     let size = sizes(g, budget);
     let mut details = programs_of(&size);
     if !details.iter().any(|&(d, _)| d == Detail::Moments)
-        && size.moment_columns <= MOMENT_LP_COLUMNS_PAST_THE_CAPS
+        && moments_lp_fits_in(size.moment_columns, time)
     {
         let at = details.iter().take_while(|&&(_, relaxed)| relaxed).count();
         details.insert(at, (Detail::Moments, true));
     }
     details
+}
+
+/// Whether a moments program of `columns` moment columns (as `sizes`
+/// counts them: exactly, unless the segments span more than 20 ×
+/// [`MOMENT_LP_COLUMNS_MAX`] stages, which then count) is worth its LP in `time`: always up to
+/// [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`]; past it, up to
+/// [`MOMENT_LP_COLUMNS_MOST`], when `time` gives at least a second per
+/// [`MOMENT_LP_COLUMNS_PER_SECOND`] columns. Why: the program is built
+/// before HiGHS sees the clock, and its first rounds of row generation
+/// are weaker than the segment programs, which it displaces; given the
+/// time it is far stronger (random-layered-n1000 at 60%, in an annealed
+/// order: 143,422 moment columns, 680,818 in all, built in about 10 s;
+/// 521,770 at 55 s, 531,116 at 97 s, 544,889 at 300 s, where the segment
+/// programs give 522,618).
+pub fn moments_lp_fits_in(columns: usize, time: Duration) -> bool {
+    columns <= MOMENT_LP_COLUMNS_PAST_THE_CAPS
+        || (columns <= MOMENT_LP_COLUMNS_MOST
+            && time.as_secs_f64() * MOMENT_LP_COLUMNS_PER_SECOND as f64 >= columns as f64)
 }
 
 /// [`graph_bound`] from `best`, over the programs `details`. Each better
