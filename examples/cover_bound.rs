@@ -6,8 +6,9 @@
 //! the LP relaxation only). `ORDER=PLAN` in the environment bounds the
 //! plans in the order of that plan file's first computations instead of
 //! the file's (what `remat solve --search-orders` bounds an annealed plan
-//! in). Prints the bound as a multiple of every node once, and the program's solution as a plan: its simulated cost and peak,
-//! and the local search's plan from it (docs/scale.md).
+//! in). Prints the bound as a multiple of every node once, and the
+//! program's solution as a plan: its simulated cost and peak, and the
+//! local search's plan from it (docs/scale.md).
 
 use remat::graph::analysis::checkpoint_all_peak;
 use remat::graph::Graph;

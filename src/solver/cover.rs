@@ -1248,8 +1248,8 @@ pub fn cover_programs_past_the_caps(
 
 /// Whether a moments program of `columns` moment columns (as `sizes`
 /// counts them: exactly, unless the segments span more than 20 ×
-/// [`MOMENT_LP_COLUMNS_MAX`] stages, which then count) is worth its LP in `time`: always up to
-/// [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`]; past it, up to
+/// [`MOMENT_LP_COLUMNS_MAX`] stages, which then count) is worth its LP in
+/// `time`: always up to [`MOMENT_LP_COLUMNS_PAST_THE_CAPS`]; past it, up to
 /// [`MOMENT_LP_COLUMNS_MOST`], when `time` gives at least a second per
 /// [`MOMENT_LP_COLUMNS_PER_SECOND`] columns. Why: the program is built
 /// before HiGHS sees the clock, and its first rounds of row generation
