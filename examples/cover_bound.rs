@@ -26,7 +26,8 @@ fn main() {
         std::process::exit(2);
     }
     let mut g = Graph::load(Path::new(&a[1])).unwrap();
-    let budget_graph = g.clone();
+    // A percent is of the file order's peak, as `remat solve` reads it.
+    let file_peak = checkpoint_all_peak(&g);
     if let Ok(plan) = std::env::var("ORDER") {
         let (_, plan) =
             remat::cli::plan_file::load_plan(&g, Path::new(&a[1]), Path::new(&plan)).unwrap();
@@ -48,10 +49,7 @@ fn main() {
         Some("moments") => Detail::Moments,
         _ => Detail::SegmentInputs,
     };
-    let budget = bytes.map_or_else(
-        || checkpoint_all_peak(&budget_graph).scale_ceil(pct, 100),
-        remat::units::Bytes,
-    );
+    let budget = bytes.map_or_else(|| file_peak.scale_ceil(pct, 100), remat::units::Bytes);
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
         gap: 1e-5,
