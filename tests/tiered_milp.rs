@@ -35,10 +35,10 @@ fn step(out: &Outcome) -> f64 {
 
 /// The simulated steps of remat-tiered's and remat-fast's plans, 5 s each,
 /// both checked to fit.
-fn tiered_and_fast(g: &Graph, budget: Bytes, dev: &Device) -> [f64; 2] {
+fn tiered_and_fast(g: &Graph, budget: Bytes, dev: &Device, secs: u64) -> [f64; 2] {
     ["remat-tiered", "remat-fast"].map(|name| {
         let s = strategies::by_name(name).unwrap();
-        let out = run(g, s.as_ref(), budget, &opts(dev, 5)).unwrap();
+        let out = run(g, s.as_ref(), budget, &opts(dev, secs)).unwrap();
         assert!(out.peak().unwrap() <= budget, "{name}");
         step(&out)
     })
@@ -434,7 +434,7 @@ fn on_multi_output_kernels_remat_tiered_is_not_slower_than_remat_fast() {
     )
     .unwrap();
     for dev in [shared, link("duplex", 10, 10, 1000)] {
-        let steps = tiered_and_fast(&g, budget, &dev);
+        let steps = tiered_and_fast(&g, budget, &dev, 5);
         assert!(
             steps[0] <= steps[1] * (1.0 + 1e-9),
             "{}: remat-tiered {} against remat-fast {}",
@@ -477,7 +477,9 @@ fn at_a_chains_floor_remat_fast_offloads_instead_of_recomputing() {
     assert!(alone.status.has_plan(), "{:?}", alone.status);
     for (bw, optimum) in [(1000, 25.07), (10, 32.0)] {
         let dev = link("duplex", bw, bw, 1000);
-        let steps = tiered_and_fast(&g, budget, &dev);
+        // 15 s, not 5: on a loaded CI machine remat-tiered's portfolio
+        // once ran out of its 5 s before its MILP proved 32.0 s (39.0).
+        let steps = tiered_and_fast(&g, budget, &dev, 15);
         assert!(
             (steps[0] - optimum).abs() < 1e-6,
             "remat-tiered at {bw} B/s: {}",

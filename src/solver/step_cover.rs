@@ -334,7 +334,11 @@ impl Program {
 /// mapped onto `a[s]` alone, which claims the whole segment; its
 /// recomputation runs in the stages from the segment's first absent moment
 /// to its closing read, split among them as the program likes (a
-/// relaxation of where it runs). So every plan maps onto a feasible
+/// relaxation of where it runs). A segment whose value is recomputed
+/// midway only to be copied out, and comes back from the slow tier for
+/// its read, maps onto both: the moment before that recomputation, and
+/// the slow route at the hot stages after it, since the copy out is then
+/// placed in a stage after the moment. So every plan maps onto a feasible
 /// point whose stage loads are at most the plan's.
 ///
 /// With [`Copies::Spanning`] each engine lane gets a carry per stage: the
@@ -512,10 +516,18 @@ pub fn staged(
         // direct read.
         let mut prev_absent: Option<Col> = None;
         for (s, inside, read, chained) in &useful {
-            let mut events: Vec<(Col, f64)> = Vec::new();
+            // The segment's recomputation moments, and its ways back from
+            // the slow tier (a direct read, copies in).
+            let mut again: Vec<(Col, f64)> = Vec::new();
+            let mut returns: Vec<(Col, f64)> = Vec::new();
+            let mut again_from: Vec<(Col, usize)> = Vec::new();
+            // The recomputation's claims per hot stage, to keep the slow
+            // route from claiming the same stage again.
+            let mut recomputed_absent: Vec<(usize, Col)> = Vec::new();
             if (!inside.is_empty() || *chained) && !no_recompute {
                 let moments =
                     Moments::build(&mut model, &mut stage_rows, s, inside, *chained, m, n);
+                recomputed_absent.clone_from(&moments.absent);
                 let work = time(dev.compute_time(g.cost(id)));
                 for &(a, from, to) in &moments.cols {
                     // Its compute lands in the stages of its window, split
@@ -527,7 +539,8 @@ pub fn staged(
                         row.push((y, 1.0));
                     }
                     model.add_row(0.0, f64::INFINITY, &row);
-                    events.push((a, 1.0));
+                    again.push((a, 1.0));
+                    again_from.push((a, from));
                     log.push((
                         a,
                         Event::Recompute {
@@ -565,7 +578,7 @@ pub fn staged(
                     // Its slow copy is there before the reader runs,
                     // whether or not the stage needs the value absent.
                     out_since[s.last + 1].push((d, out_time, v));
-                    events.push((d, 1.0));
+                    returns.push((d, 1.0));
                     Some(d)
                 }
                 None => None,
@@ -606,18 +619,43 @@ pub fn staged(
                         if let Some(due) = in_due.get_mut(s.last + 1) {
                             due.push((c, in_time));
                         }
-                        events.push((c, 1.0));
+                        returns.push((c, 1.0));
                         (p, c)
                     })
                     .collect(),
                 None => Vec::new(),
             };
-            if events.len() > 1 {
-                model.add_row(f64::NEG_INFINITY, 1.0, &events);
+            // At most one recomputation moment and at most one way back
+            // from the slow tier, but a segment may use one of each: a plan
+            // may recompute the value in the middle of the segment only to
+            // copy that instance out while the engine toward the slow tier
+            // is idle, and bring it back (or read it directly) for the
+            // closing read. The value is then absent at the hot stages
+            // before the recomputation by its moment and at those after it
+            // by the slow route, each stage claimed once (the rows on `w`
+            // below). A tester's plan did this on FCN8 at 50% on the GH200
+            // and beat the program that allowed one event per segment.
+            for part in [&again, &returns] {
+                if part.len() > 1 {
+                    model.add_row(f64::NEG_INFINITY, 1.0, part);
+                }
+            }
+            // Both only when the slow copy is made from the recomputed
+            // instance, so in a stage of the recomputation's window or
+            // after: a plan whose copy out came earlier maps onto the slow
+            // route at every hot stage where the value is absent.
+            if !returns.is_empty() {
+                for &(a, from) in &again_from {
+                    let mut row = vec![(a, 1.0)];
+                    row.extend(returns.iter().copied());
+                    let late = from.saturating_sub(v).min(outs.len());
+                    row.extend(outs[late..].iter().map(|&o| (o, -1.0)));
+                    model.add_row(f64::NEG_INFINITY, 1.0, &row);
+                }
             }
             if let (true, Some(pd)) = (*chained, prev_direct) {
                 let mut row = vec![(pd, 1.0)];
-                row.extend(events.iter().map(|&(c, _)| (c, -1.0)));
+                row.extend(again.iter().chain(&returns).map(|&(c, _)| (c, -1.0)));
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
             }
             prev_direct = d;
@@ -650,6 +688,13 @@ pub fn staged(
                     row.push((d, -1.0));
                 }
                 model.add_row(f64::NEG_INFINITY, 0.0, &row);
+                if let Ok(k) = recomputed_absent.binary_search_by_key(&t, |&(h, _)| h) {
+                    model.add_row(
+                        f64::NEG_INFINITY,
+                        1.0,
+                        &[(w, 1.0), (recomputed_absent[k].1, 1.0)],
+                    );
+                }
                 stage_rows[t].push((w, m));
                 out_since[t].push((w, out_time, v));
             }
