@@ -294,7 +294,8 @@ fn the_input_rows_hold_on_transformers_and_random_training_dags() {
 /// event per segment (a recomputation or a way back from the slow tier),
 /// so a value absent in the forward pass had to be copied out before it.
 /// With both allowed, the copy out placed at or after the recomputation,
-/// the program proves exactly that plan's step: the plan is optimal.
+/// the program proves that plan's step, to within the solver's 0.01% gap
+/// tolerance: the plan is optimal.
 #[test]
 fn fetches_due_in_turn_are_counted_once_on_their_engine() {
     let g = model("fcn8");
@@ -317,8 +318,9 @@ fn fetches_due_in_turn_are_counted_once_on_their_engine() {
         lb <= found * (1.0 + 1e-9),
         "bound {lb} above the plan's {found}"
     );
+    // Within the solver's relative gap tolerance (1e-4).
     assert!(
-        lb >= found * (1.0 - 1e-6),
+        lb >= found * (1.0 - 1e-4),
         "bound {lb} below the plan's {found}"
     );
     let fast = strategies::by_name("remat-fast").unwrap();

@@ -644,9 +644,19 @@ pub fn staged(
             // instance, so in a stage of the recomputation's window or
             // after: a plan whose copy out came earlier maps onto the slow
             // route at every hot stage where the value is absent.
+            // Per hot stage t: absent there by the recomputation (`A_t`,
+            // the sum of the moments after t) and back by the slow route
+            // means a copy out after t; the sum is tighter than a row per
+            // moment. A chained segment's first moment (absent from its
+            // start) needs a copy from its start on.
             if !returns.is_empty() {
-                for &(a, from) in &again_from {
-                    let mut row = vec![(a, 1.0)];
+                let head = again_from
+                    .first()
+                    .filter(|_| *chained)
+                    .map(|&(a, from)| (from, a));
+                let claims = recomputed_absent.iter().map(|&(t, c)| (t + 1, c));
+                for (from, claim) in head.into_iter().chain(claims) {
+                    let mut row = vec![(claim, 1.0)];
                     row.extend(returns.iter().copied());
                     let late = from.saturating_sub(v).min(outs.len());
                     row.extend(outs[late..].iter().map(|&o| (o, -1.0)));
