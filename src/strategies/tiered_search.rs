@@ -1469,9 +1469,8 @@ mod tests {
         assert!(step < seed_step, "{step} ≥ {seed_step}");
     }
 
-    /// A value copied out where it is made, only to be read directly at the
-    /// end, stalls the forward pass; made again where the link idles, its
-    /// copy hides ([`Fate::Refresh`]). Every figure by hand.
+    /// An offload may fetch from a slow copy made earlier and still held,
+    /// with no new copy out to pay for ([`copied_before`]).
     #[test]
     fn a_fetch_may_read_a_slow_copy_made_before_it() {
         let text = "name: copies\ngraph: training\nnodes:\n\
@@ -1492,6 +1491,9 @@ mod tests {
         assert!(!copied_before(&sch, 1, 4), "b was never copied out");
     }
 
+    /// A value copied out where it is made, only to be read directly at the
+    /// end, stalls the forward pass; made again where the link idles, its
+    /// copy hides ([`Fate::Refresh`]). Every figure by hand.
     #[test]
     fn a_slow_copy_made_again_where_the_link_idles_hides() {
         // A chain a → … → h, every node 1 s; z reads a. a and c are 4 B,
