@@ -520,7 +520,8 @@ pub fn staged(
             // the slow tier (a direct read, copies in).
             let mut again: Vec<(Col, f64)> = Vec::new();
             let mut returns: Vec<(Col, f64)> = Vec::new();
-            let mut again_from: Vec<(Col, usize)> = Vec::new();
+            // A chained segment's first moment and its window's start.
+            let mut head: Option<(usize, Col)> = None;
             // The recomputation's claims per hot stage, to keep the slow
             // route from claiming the same stage again.
             let mut recomputed_absent: Vec<(usize, Col)> = Vec::new();
@@ -539,8 +540,10 @@ pub fn staged(
                         row.push((y, 1.0));
                     }
                     model.add_row(0.0, f64::INFINITY, &row);
+                    if *chained && again.is_empty() {
+                        head = Some((from, a));
+                    }
                     again.push((a, 1.0));
-                    again_from.push((a, from));
                     log.push((
                         a,
                         Event::Recompute {
@@ -641,19 +644,14 @@ pub fn staged(
                 }
             }
             // Both only when the slow copy is made from the recomputed
-            // instance, so in a stage of the recomputation's window or
-            // after: a plan whose copy out came earlier maps onto the slow
-            // route at every hot stage where the value is absent.
-            // Per hot stage t: absent there by the recomputation (`A_t`,
-            // the sum of the moments after t) and back by the slow route
-            // means a copy out after t; the sum is tighter than a row per
-            // moment. A chained segment's first moment (absent from its
-            // start) needs a copy from its start on.
+            // instance (a plan whose copy out came earlier maps onto the
+            // slow route at every hot stage where the value is absent). Per
+            // hot stage t: absent there by the recomputation (`A_t`, the sum
+            // of the moments after t) and back by the slow route means a
+            // copy out after t, a tighter row than one per moment. A
+            // chained segment's first moment (absent from its start) needs
+            // a copy from its start on.
             if !returns.is_empty() {
-                let head = again_from
-                    .first()
-                    .filter(|_| *chained)
-                    .map(|&(a, from)| (from, a));
                 let claims = recomputed_absent.iter().map(|&(t, c)| (t + 1, c));
                 for (from, claim) in head.into_iter().chain(claims) {
                     let mut row = vec![(claim, 1.0)];
