@@ -1446,6 +1446,33 @@ pub fn step_cover_bound(
     copies: Copies,
     params: &Params,
 ) -> Result<Option<StepCover>, SolverError> {
+    step_cover_bounds(
+        g,
+        budget,
+        dev,
+        no_recompute,
+        copies,
+        params,
+        params.time_limit.mul_f64(WHOLE_STEP_TIME_SHARE),
+        &mut |_| {},
+    )
+}
+
+/// [`step_cover_bound`] with the whole-step form's time given (when the
+/// staged form follows), and each form's bound handed to `found` as soon
+/// as it is known: a caller that gives the staged form a long limit on
+/// another thread plans with the whole-step bound meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub fn step_cover_bounds(
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    no_recompute: bool,
+    copies: Copies,
+    params: &Params,
+    whole_step_time: std::time::Duration,
+    found: &mut dyn FnMut(&StepCover),
+) -> Result<Option<StepCover>, SolverError> {
     let (staged_cols, whole) = sizes(g, budget);
     let (staged_fits, whole_fits) = (
         staged_cols <= STAGED_MAX_COLUMNS,
@@ -1460,13 +1487,33 @@ pub fn step_cover_bound(
         seconds: 0.0,
         columns: 0,
     };
+    // "Infeasible" is HiGHS's verdict within its tolerances. Below the floor
+    // no plan exists and it is right; above it, with copies 10^9 times
+    // slower than compute (a 10 B/s link), it called programs infeasible
+    // where AutoTM had a plan, and the infinite bound passed for a proof
+    // that remat-tiered's first plan was optimal. There it gives no bound.
+    let floor = crate::solve::budget_floor(g, Some(dev));
     let start = std::time::Instant::now();
+    let trusted = |b: StepCover| {
+        let b = if b.bound.get().is_infinite() && budget >= floor {
+            StepCover {
+                proven: false,
+                ..all_fast.clone()
+            }
+        } else {
+            b
+        };
+        StepCover {
+            seconds: start.elapsed().as_secs_f64(),
+            ..b
+        }
+    };
     let mut best: Option<StepCover> = None;
     if whole_fits {
         let share = if staged_fits {
-            WHOLE_STEP_TIME_SHARE
+            whole_step_time.min(params.time_limit)
         } else {
-            1.0
+            params.time_limit
         };
         best = Some(match Program::whole_step(g, budget, dev, no_recompute) {
             // Its LP relaxation came within 0.03% of the integer optimum
@@ -1475,9 +1522,12 @@ pub fn step_cover_bound(
             // (ResNet-50 at 50% on the A100: 5 s against 13 s). So the LP
             // may take the whole limit, and the MIP what is left of the
             // share.
-            Some(prog) => solve_lp_first(g, dev, &prog, params, params.time_limit.mul_f64(share))?,
+            Some(prog) => solve_lp_first(g, dev, &prog, params, share)?,
             None => all_fast.clone(),
         });
+        if let Some(b) = &best {
+            found(&trusted(b.clone()));
+        }
     }
     if staged_fits && !super::stop_requested(&params.stop) {
         let p = Params {
@@ -1489,29 +1539,11 @@ pub fn step_cover_bound(
             None => all_fast.clone(),
         };
         if best.as_ref().is_none_or(|b| staged.bound >= b.bound) {
+            found(&trusted(staged.clone()));
             best = Some(staged);
         }
     }
-    // "Infeasible" is HiGHS's verdict within its tolerances. Below the floor
-    // no plan exists and it is right; above it, with copies 10^9 times
-    // slower than compute (a 10 B/s link), it called programs infeasible
-    // where AutoTM had a plan, and the infinite bound passed for a proof
-    // that remat-tiered's first plan was optimal. There it gives no bound.
-    let floor = crate::solve::budget_floor(g, Some(dev));
-    Ok(best.map(|b| {
-        let b = if b.bound.get().is_infinite() && budget >= floor {
-            StepCover {
-                proven: false,
-                ..all_fast
-            }
-        } else {
-            b
-        };
-        StepCover {
-            seconds: start.elapsed().as_secs_f64(),
-            ..b
-        }
-    }))
+    Ok(best.map(trusted))
 }
 
 /// The whole-step form's share of the time when the staged form follows.

@@ -525,6 +525,91 @@ pub(crate) fn abandonable<T: Send + 'static>(
     r
 }
 
+/// A solver thread that hands back what it finds as it finds it, for work
+/// that runs beside the caller's instead of being waited for (a bound that
+/// tightens while the plans are searched). Dropping it sets `stop`, which
+/// `work` must pass to its solvers, so that an answer given early does not
+/// leave the thread eating a core.
+pub(crate) struct Background<T> {
+    rx: std::sync::mpsc::Receiver<T>,
+    stop: crate::solver::StopFlag,
+    ended: bool,
+}
+
+impl<T: Send + 'static> Background<T> {
+    /// `None` when no thread could be started.
+    pub(crate) fn start(
+        stop: crate::solver::StopFlag,
+        work: impl FnOnce(&std::sync::mpsc::Sender<T>) + Send + 'static,
+    ) -> Option<Self> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let live = LiveWorker::start();
+        std::thread::Builder::new()
+            .name("solver".into())
+            .spawn(move || {
+                let _live = live;
+                work(&tx);
+            })
+            .ok()?;
+        Some(Background {
+            rx,
+            stop,
+            ended: false,
+        })
+    }
+
+    /// The next message, waiting for it until `deadline` or until `caller`
+    /// is set; `None` then, or once the thread has ended.
+    pub(crate) fn next_until(
+        &mut self,
+        deadline: std::time::Instant,
+        caller: Option<&crate::solver::StopFlag>,
+    ) -> Option<T> {
+        use std::sync::mpsc::RecvTimeoutError;
+        while !self.ended {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if caller.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+                return None;
+            }
+            // In slices, so that a caller's stop is heard within 50 ms.
+            match self.rx.recv_timeout(left.min(Duration::from_millis(50))) {
+                Ok(m) => return Some(m),
+                Err(RecvTimeoutError::Disconnected) => self.ended = true,
+                Err(RecvTimeoutError::Timeout) if left.is_zero() => return None,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+        None
+    }
+
+    /// The messages sent so far, without waiting.
+    pub(crate) fn drain(&mut self) -> Vec<T> {
+        let mut out = Vec::new();
+        loop {
+            match self.rx.try_recv() {
+                Ok(m) => out.push(m),
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the thread has ended and every message has been taken.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+}
+
+impl<T> Drop for Background<T> {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Most of a strategy's time the graph bound may take, and its share.
 const GRAPH_BOUND_TIME_MAX: Duration = Duration::from_secs(20);
 const GRAPH_BOUND_TIME_SHARE: f64 = 0.25;

@@ -193,57 +193,41 @@ impl Strategy for RematTiered {
                 consider(&mut best, how, sch);
             }
         }
-        // On a thread that is abandoned at half the limit: building the
-        // program on a large graph (844,345 columns on
+        // The step cover program, on a thread of its own. Where the machine
+        // has a core to spare, it runs beside the plan search for the whole
+        // limit and its bound is taken whenever it is looked at: FCN8 at 50%
+        // on the GH200 needs about 65 s of its staged form to prove the
+        // optimum, where its share gave it 9 s of a 60 s limit. On one
+        // core it has its share, and is abandoned at half the limit:
+        // building the program on a large graph (844,345 columns on
         // random-layered-n1000) took 6.6 s of a 1 s limit, and the build
         // does not poll a stop flag.
         let cover_share = opts.time_limit.mul_f64(COVER_TIME_SHARE);
-        let cover_stop: crate::solver::StopFlag = Default::default();
-        let cover = if grouped {
-            Some(Ok(None))
+        let beside = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+        let mut cover = if grouped {
+            notes.push("no step cover program: it assumes one output per kernel".into());
+            CoverRun::idle()
         } else {
-            let (g2, dev2) = (g.clone(), dev.clone());
-            let stop = cover_stop.clone();
-            super::abandonable(
-                (start + opts.time_limit.mul_f64(COVER_ABANDON_SHARE))
-                    .max(Instant::now() + cover_share),
-                &cover_stop,
-                opts.stop.as_ref(),
-                move || {
-                    let params = bound_params(cover_share, stop, step_cover::FEASIBILITY_TOLERANCE);
-                    step_cover::step_cover_bound(
-                        &g2,
-                        budget,
-                        &dev2,
-                        no_rec,
-                        step_cover::Copies::Spanning,
-                        &params,
-                    )
-                },
-            )
+            let limit = if beside {
+                opts.time_limit.mul_f64(1.0 - LEAD_SHARE)
+            } else {
+                cover_share
+            };
+            CoverRun::start(g, budget, dev, no_rec, limit, cover_share / 3)
         };
-        let cover_abandoned = cover.is_none();
-        match cover {
-            None => notes.push(format!(
-                "the step cover program was abandoned at half the limit ({:.2} s)",
-                start.elapsed().as_secs_f64()
-            )),
-            Some(Ok(None)) if grouped => {
-                notes.push("no step cover program: it assumes one output per kernel".into())
-            }
-            Some(Ok(None)) => notes.push("the step cover program is too big to build".into()),
-            Some(Ok(Some(c))) => {
-                notes.push(format!(
-                    "step cover program {} in {:.2} s ({} columns): {}",
-                    if c.proven { "solved" } else { "stopped" },
-                    c.seconds,
-                    c.columns,
-                    c.bound
-                ));
-                bound = bound.max(c.bound);
-            }
-            Some(Err(e)) => notes.push(format!("the step cover program failed: {e}")),
+        let first_wait = if beside {
+            Instant::now() + cover_share
+        } else {
+            (start + opts.time_limit.mul_f64(COVER_ABANDON_SHARE)).max(Instant::now() + cover_share)
+        };
+        cover.wait(first_wait, opts.stop.as_ref());
+        if !beside {
+            cover.stop();
         }
+        // A program silent until now is one too large to build in time:
+        // what depends on the graph's size below takes it as such.
+        let cover_abandoned = !grouped && !cover.heard();
+        bound = bound.max(cover.bound());
         // The moment bound, on its own thread for the same reason. It
         // sees what a recomputation needs and several stages at once, which
         // the two above do not (ResNet-50 at 30% on the GH200: 32.953 ms
@@ -302,7 +286,7 @@ impl Strategy for RematTiered {
         if exact_left_out && !no_rec {
             notes.push("remat-exact left out: under a second left".into());
         }
-        if !no_rec && !done(&best, bound) && !exact_left_out {
+        if !no_rec && !done(&best, cover.raise(&mut bound)) && !exact_left_out {
             let ropts = SolveOptions {
                 device: None,
                 time_limit: share(RECOMPUTE_SHARE),
@@ -339,7 +323,7 @@ impl Strategy for RematTiered {
         let n_pol = policies.len();
         let mut abandoned = false;
         for (k, p) in policies.into_iter().enumerate() {
-            if done(&best, bound) {
+            if done(&best, cover.raise(&mut bound)) {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -411,7 +395,7 @@ impl Strategy for RematTiered {
         }
         let n_starts = starts.len();
         for sch in starts {
-            if done(&best, bound) {
+            if done(&best, cover.raise(&mut bound)) {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -452,7 +436,7 @@ impl Strategy for RematTiered {
         let milp_note: String;
         let mut milp_plan: Option<Schedule> = None;
         let mut search_instead = false;
-        if done(&best, bound) {
+        if done(&best, cover.raise(&mut bound)) {
             milp_note = "the best plan meets the graph's bound: no MILP needed".into();
         } else if grouped {
             // Its time goes to the offload moves from the turn seeds and
@@ -603,7 +587,7 @@ impl Strategy for RematTiered {
                 }
             }
             if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
-                if !done(&best, bound) {
+                if !done(&best, cover.raise(&mut bound)) {
                     if let Some((found, _)) =
                         tiered_search::improve(g, budget, dev, b, moves_end, !no_rec, &mut report)
                     {
@@ -613,7 +597,7 @@ impl Strategy for RematTiered {
             }
         }
         if let Some(sch) = milp_plan {
-            if !done(&best, bound) && Instant::now() < moves_end {
+            if !done(&best, cover.raise(&mut bound)) && Instant::now() < moves_end {
                 if let Some((found, _)) =
                     tiered_search::improve(g, budget, dev, sch, moves_end, !no_rec, &mut report)
                 {
@@ -685,6 +669,19 @@ impl Strategy for RematTiered {
                 skipped.join(", ")
             ));
         }
+        // What is left of the limit goes to the step cover program, if it
+        // is still running and the plan in hand is not yet proven.
+        let met = |best: &Option<Candidate>, bound: Seconds| {
+            best.as_ref()
+                .is_some_and(|b| b.step.get() <= within_gap(bound.get(), opts.gap))
+        };
+        if !met(&best, cover.raise(&mut bound)) {
+            cover.wait(deadline + MILP_GRACE, opts.stop.as_ref());
+        }
+        bound = bound.max(cover.bound());
+        if let Some(n) = cover.note(start) {
+            notes.push(n);
+        }
         let floor = crate::graph::analysis::min_feasible_budget(g);
         if budget < floor {
             notes.push(format!(
@@ -740,6 +737,166 @@ impl Strategy for RematTiered {
         sol.step_bound = Some(bound);
         sol.trace = trace;
         Ok(sol)
+    }
+}
+
+/// What the step cover program's thread sends: each form's bound as it is
+/// found, then the program's answer.
+enum CoverMsg {
+    Found(step_cover::StepCover),
+    Done(Result<Option<step_cover::StepCover>, crate::solver::SolverError>),
+}
+
+/// The step cover program's run, and the best bound it has given so far.
+struct CoverRun {
+    worker: Option<super::Background<CoverMsg>>,
+    stop: crate::solver::StopFlag,
+    best: Option<step_cover::StepCover>,
+    /// How it ended, for the answer's detail; `None` while it runs.
+    ended: Option<String>,
+    heard: bool,
+}
+
+impl CoverRun {
+    /// No program (multi-output kernels): nothing to wait for.
+    fn idle() -> CoverRun {
+        CoverRun {
+            worker: None,
+            stop: Default::default(),
+            best: None,
+            ended: None,
+            heard: true,
+        }
+    }
+
+    /// Starts the program with `limit` for its solves, `whole_step` of it
+    /// for the whole-step form.
+    fn start(
+        g: &Graph,
+        budget: Bytes,
+        dev: &Device,
+        no_rec: bool,
+        limit: Duration,
+        whole_step: Duration,
+    ) -> CoverRun {
+        let stop: crate::solver::StopFlag = Default::default();
+        let (g2, dev2, stop2) = (g.clone(), dev.clone(), stop.clone());
+        let worker = super::Background::start(stop.clone(), move |tx| {
+            let params = bound_params(limit, stop2, step_cover::FEASIBILITY_TOLERANCE);
+            let r = step_cover::step_cover_bounds(
+                &g2,
+                budget,
+                &dev2,
+                no_rec,
+                step_cover::Copies::Spanning,
+                &params,
+                whole_step,
+                &mut |c| {
+                    let _ = tx.send(CoverMsg::Found(c.clone()));
+                },
+            );
+            let _ = tx.send(CoverMsg::Done(r));
+        });
+        CoverRun {
+            ended: worker
+                .is_none()
+                .then(|| "the step cover program's thread did not start".into()),
+            worker,
+            stop,
+            best: None,
+            heard: false,
+        }
+    }
+
+    fn take(&mut self, m: CoverMsg) {
+        self.heard = true;
+        let c = match m {
+            CoverMsg::Found(c) => c,
+            CoverMsg::Done(r) => {
+                self.ended = Some(match r {
+                    Ok(Some(c)) => {
+                        let note = format!(
+                            "step cover program {} in {:.2} s ({} columns): {}",
+                            if c.proven { "solved" } else { "stopped" },
+                            c.seconds,
+                            c.columns,
+                            c.bound
+                        );
+                        if self.best.as_ref().is_none_or(|b| c.bound >= b.bound) {
+                            self.best = Some(c);
+                        }
+                        note
+                    }
+                    Ok(None) => "the step cover program is too big to build".into(),
+                    Err(e) => format!("the step cover program failed: {e}"),
+                });
+                return;
+            }
+        };
+        if self.best.as_ref().is_none_or(|b| c.bound >= b.bound) {
+            self.best = Some(c);
+        }
+    }
+
+    /// Waits until the program has ended, `until`, or the caller's stop.
+    fn wait(&mut self, until: Instant, caller: Option<&crate::solver::StopFlag>) {
+        while self.ended.is_none() {
+            let Some(m) = self
+                .worker
+                .as_mut()
+                .and_then(|w| w.next_until(until, caller))
+            else {
+                break;
+            };
+            self.take(m);
+        }
+    }
+
+    /// `bound` raised by what the program has sent since it was last
+    /// looked at.
+    fn raise(&mut self, bound: &mut Seconds) -> Seconds {
+        for m in self.worker.as_mut().map(|w| w.drain()).unwrap_or_default() {
+            self.take(m);
+        }
+        *bound = (*bound).max(self.bound());
+        *bound
+    }
+
+    fn bound(&self) -> Seconds {
+        self.best.as_ref().map_or(Seconds::ZERO, |c| c.bound)
+    }
+
+    fn heard(&self) -> bool {
+        self.heard
+    }
+
+    /// Stops the program's solver at its next poll.
+    fn stop(&mut self) {
+        if self.ended.is_none() {
+            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// How the program ended, for the answer's detail; one still running
+    /// is stopped, its best bound so far kept.
+    fn note(&mut self, start: Instant) -> Option<String> {
+        if self.worker.as_ref().is_some_and(|w| w.ended()) && self.ended.is_none() {
+            self.ended = Some("the step cover program's thread ended without an answer".into());
+        }
+        if self.worker.is_none() && self.ended.is_none() {
+            return None;
+        }
+        self.stop();
+        Some(self.ended.clone().unwrap_or_else(|| {
+            format!(
+                "the step cover program was stopped at {:.2} s{}",
+                start.elapsed().as_secs_f64(),
+                self.best
+                    .as_ref()
+                    .map(|c| format!(", its bound so far {}", c.bound))
+                    .unwrap_or_default()
+            )
+        }))
     }
 }
 
