@@ -670,12 +670,14 @@ impl Strategy for RematTiered {
             ));
         }
         // What is left of the limit goes to the step cover program, if it
-        // is still running and the plan in hand is not yet proven.
-        let met = |best: &Option<Candidate>, bound: Seconds| {
+        // is still running and there is a plan not yet proven. Without a
+        // plan a bound proves nothing, and the answer says how soon the
+        // searches ended, which waiting would hide.
+        let unproven = |best: &Option<Candidate>, bound: Seconds| {
             best.as_ref()
-                .is_some_and(|b| b.step.get() <= within_gap(bound.get(), opts.gap))
+                .is_some_and(|b| b.step.get() > within_gap(bound.get(), opts.gap))
         };
-        if !met(&best, cover.raise(&mut bound)) {
+        if unproven(&best, cover.raise(&mut bound)) {
             cover.wait(deadline + MILP_GRACE, opts.stop.as_ref());
         }
         bound = bound.max(cover.bound());
