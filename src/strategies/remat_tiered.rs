@@ -678,7 +678,7 @@ impl Strategy for RematTiered {
                 .is_some_and(|b| b.step.get() > within_gap(bound.get(), opts.gap))
         };
         if unproven(&best, cover.raise(&mut bound)) {
-            cover.wait(deadline + MILP_GRACE, opts.stop.as_ref());
+            cover.wait(deadline, opts.stop.as_ref());
         }
         bound = bound.max(cover.bound());
         if let Some(n) = cover.note(start) {
