@@ -492,35 +492,17 @@ pub(crate) fn abandonable<T: Send + 'static>(
     caller: Option<&crate::solver::StopFlag>,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    use std::sync::atomic::Ordering;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let live = LiveWorker::start();
-    let spawned = std::thread::Builder::new()
-        .name("solver".into())
-        .spawn(move || {
-            let _live = live;
-            let _ = tx.send(work());
-        });
-    if spawned.is_err() {
-        return None;
-    }
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let caller_stopped = caller.is_some_and(|c| c.load(Ordering::SeqCst));
-        if left.is_zero() || caller_stopped {
-            break;
-        }
-        // In slices, so that a caller's stop is heard within 50 ms.
-        match rx.recv_timeout(left.min(Duration::from_millis(50))) {
-            Ok(r) => return Some(r),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
-        }
-    }
+    // The work polls the caller's `stop`, set here only when it is
+    // abandoned: one that answered in time may share its flag with more.
+    let mut thread = Background::start(Default::default(), move |tx| {
+        let _ = tx.send(work());
+    })?;
     // A last look: the answer may have arrived with the deadline.
-    let r = rx.try_recv().ok();
+    let r = thread
+        .next_until(deadline, caller)
+        .or_else(|| thread.drain().pop());
     if r.is_none() {
-        stop.store(true, Ordering::SeqCst);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     r
 }
