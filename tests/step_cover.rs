@@ -363,8 +363,10 @@ fn a_copy_out_waits_for_its_value_however_idle_the_engine_was() {
 /// remat-tiered runs the program beside its search and plans with each
 /// form's bound as soon as it is known, so `step_cover_bounds` hands over
 /// the whole-step form's bound before the staged form starts, then the
-/// staged one, and answers the higher. On VGG16 at 50% on the GH200 the
-/// whole-step form gives 146.455 ms and the staged one 151.506 ms.
+/// staged one's after each round of its lazy rows, and answers the
+/// highest. On VGG16 at 50% on the GH200 the whole-step form gives 146.455
+/// ms; the staged one 151.506 ms without the rows for memory where
+/// recomputations run, which its solution breaks, and 151.876 ms with them.
 #[test]
 fn each_forms_bound_is_handed_over_as_soon_as_it_is_known() {
     use remat::solver::step_cover::{step_cover_bounds, StepCover};
@@ -372,7 +374,7 @@ fn each_forms_bound_is_handed_over_as_soon_as_it_is_known() {
     let dev = device("gh200.yaml");
     let budget = checkpoint_all_peak(&g).scale_ceil(50, 100);
     let params = Params {
-        time_limit: Duration::from_secs(120),
+        time_limit: Duration::from_secs(300),
         feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
         ..Params::default()
     };
@@ -390,11 +392,14 @@ fn each_forms_bound_is_handed_over_as_soon_as_it_is_known() {
     .unwrap()
     .expect("small enough to build");
     let ms: Vec<f64> = found.iter().map(|c| c.bound.get() * 1e3).collect();
-    assert_eq!(ms.len(), 2, "{ms:?}");
+    assert!(ms.len() >= 3, "{ms:?}");
     assert!((ms[0] - 146.455).abs() < 0.001, "{ms:?}");
     assert!((ms[1] - 151.506).abs() < 0.001, "{ms:?}");
-    assert!(found.iter().all(|c| c.proven), "{ms:?}");
-    assert_eq!(answer.bound, found[1].bound);
+    assert!((ms[ms.len() - 1] - 151.876).abs() < 0.001, "{ms:?}");
+    assert!(ms.windows(2).all(|w| w[0] <= w[1]), "{ms:?}");
+    assert!(found[0].proven && found[ms.len() - 1].proven, "{ms:?}");
+    assert!(found[1..ms.len() - 1].iter().all(|c| !c.proven), "{ms:?}");
+    assert_eq!(answer.bound, found[ms.len() - 1].bound);
 }
 
 /// A device whose costs are seconds, with links of 10 bytes per second

@@ -51,11 +51,16 @@
 //! staged form the moment also places the recomputation's compute: in the
 //! stages between that hot stage and the next.
 //!
-//! What both leave out: inputs still alive but absent when a
-//! recomputation runs (only the fetch deadline of [`inputs_arrive`], and
-//! only without direct reads), where `ρ` and the fetches of dead inputs
-//! run, memory at moments other than a node's first computation, and the
-//! slow tier's capacity. That is why it is a bound and not the optimum.
+//! The staged form also checks memory where each recomputation runs
+//! ([`recomputations_fit`], rows added lazily as solutions break them).
+//!
+//! What both leave out: the cost of bringing back an input still alive but
+//! absent when a recomputation runs (only the fetch deadline of
+//! [`inputs_arrive`], and only without direct reads), where `ρ` and the
+//! fetches of dead inputs run, memory at other moments (and anywhere in
+//! the whole-step form but at a node's first computation), when a copy out
+//! of a value recomputed in its stage can start, and the slow tier's
+//! capacity. That is why it is a bound and not the optimum.
 
 use super::{solve_mip, Backend, Col, MipStatus, Model, Params, SolverError};
 use crate::device::{Device, Engines};
@@ -117,6 +122,11 @@ pub struct Program {
     /// What the staged form's event columns stand for, to read a solution
     /// back (empty for the whole-step form).
     pub events: Vec<(Col, Event)>,
+    /// Rows left out of the first solve and added only once a solution
+    /// breaks them ([`recomputations_fit`]'s): with all of them FCN8's
+    /// staged program was still open after 120 s where it had been solved
+    /// in 43 s.
+    pub lazy: Vec<usize>,
 }
 
 /// One event column of the staged form: the value it moves or computes,
@@ -318,6 +328,7 @@ impl Program {
             model,
             scale,
             events: Vec::new(),
+            lazy: Vec::new(),
         })
     }
 }
@@ -404,6 +415,13 @@ pub fn staged(
 
     let mut inputs = InputLinks::new(g);
     let mut log: Vec<(Col, Event)> = Vec::new();
+    // For the memory where recomputations run (`recomputations_fit`): per
+    // stage, each value's claims to be absent there; per value, its ways
+    // back into fast memory and the stages they run in; every
+    // recomputation column.
+    let mut claims: Vec<Vec<(usize, Col)>> = vec![Vec::new(); n];
+    let mut back_in: Vec<Vec<(usize, usize, Col)>> = vec![Vec::new(); n];
+    let mut windows: Vec<Window> = Vec::new();
     // Per value, its segments' copies in: (first, last, [(stage, column)]).
     let mut fetches: Vec<Vec<SegmentCols>> = vec![Vec::new(); n];
     // Inputs' arrival deadlines (`inputs_arrive`) only where copies span
@@ -529,21 +547,24 @@ pub fn staged(
                 let moments =
                     Moments::build(&mut model, &mut stage_rows, s, inside, *chained, m, n);
                 recomputed_absent.clone_from(&moments.absent);
+                for &(t, c) in &moments.absent {
+                    claims[t].push((v, c));
+                }
                 let work = time(dev.compute_time(g.cost(id)));
                 for &(a, from, to) in &moments.cols {
-                    // Its compute lands in the stages of its window, split
-                    // as the program likes.
-                    let mut row = vec![(a, -work)];
-                    for lane in &mut compute_lane[from..=to] {
-                        let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
-                        lane.push((y, 1.0));
-                        row.push((y, 1.0));
-                    }
-                    model.add_row(0.0, f64::INFINITY, &row);
+                    // Its compute lands in the stages of its window.
+                    spread(&mut model, &mut compute_lane[from..=to], a, work);
                     if *chained && again.is_empty() {
                         head = Some((from, a));
                     }
                     again.push((a, 1.0));
+                    back_in[v].push((from, to, a));
+                    windows.push(Window {
+                        col: a,
+                        value: v,
+                        from,
+                        to,
+                    });
                     log.push((
                         a,
                         Event::Recompute {
@@ -619,6 +640,7 @@ pub fn staged(
                             },
                         ));
                         in_lane[p].push((c, in_time));
+                        back_in[v].push((p, p, c));
                         if let Some(due) = in_due.get_mut(s.last + 1) {
                             due.push((c, in_time));
                         }
@@ -704,6 +726,7 @@ pub fn staged(
                     );
                 }
                 stage_rows[t].push((w, m));
+                claims[t].push((v, w));
                 out_since[t].push((w, out_time, v));
             }
             if arrivals {
@@ -730,6 +753,7 @@ pub fn staged(
                 model.add_row(f64::NEG_INFINITY, 0.0, &[(w, 1.0), (d, -1.0)]);
                 if needs[c] > 0.0 {
                     stage_rows[c].push((w, m));
+                    claims[c].push((v, w));
                 }
                 if forced[c] > 0.0 {
                     direct_rows[c].push((w, m));
@@ -738,6 +762,20 @@ pub fn staged(
         }
     }
     inputs.link_inputs_of_inputs(&mut model, &mut stage_rows, &hot_stages);
+    let lazy = recomputations_fit(
+        &mut model,
+        g,
+        budget,
+        dev,
+        &time,
+        Fit {
+            needs: &needs,
+            claims: &claims,
+            back_in: &back_in,
+            windows: &windows,
+        },
+        &mut compute_lane,
+    );
     for t in 0..n {
         if needs[t] > 0.0 {
             model.add_covering_row(&stage_rows[t], needs[t]);
@@ -778,6 +816,7 @@ pub fn staged(
             model,
             scale,
             events: log,
+            lazy,
         });
     }
     for t in 0..n {
@@ -806,7 +845,143 @@ pub fn staged(
         model,
         scale,
         events: log,
+        lazy,
     })
+}
+
+/// A recomputation column of `value` and the stages its compute may run in.
+struct Window {
+    col: Col,
+    value: usize,
+    from: usize,
+    to: usize,
+}
+
+/// What [`recomputations_fit`] reads of the staged program.
+struct Fit<'a> {
+    needs: &'a [f64],
+    /// Per stage, `(value, column)`: the value claimed absent there.
+    claims: &'a [Vec<(usize, Col)>],
+    /// Per value, `(from, to, column)`: a way back into fast memory (a
+    /// recomputation or a copy in) in stages `from..=to`.
+    back_in: &'a [Vec<(usize, usize, Col)>],
+    windows: &'a [Window],
+}
+
+/// Memory where a recomputation runs. The stage rows count memory only as
+/// each node is computed, so without these rows a recomputation could read
+/// an input that the same point holds in the slow tier: on VGG16 at 50% on
+/// the GH200 the program recomputed `block1_pool` just before its
+/// gradient's reader from `block1_conv2`, which it read directly from the
+/// slow tier one stage later, for free, where the plans read `block1_pool`
+/// directly (2.3 ms) because 3.3 GB more do not fit there.
+///
+/// A recomputation of `v` in window `from..=to` runs before node `to` (the
+/// next hot stage of its segment, or its read), at some moment `m` in those
+/// stages. At `m` fast memory holds `v`, each input `u` of `v` unless the
+/// recomputation reads it from the slow tier (`δ_u`, paid on the compute
+/// stream in the window), and every value live across node `to` that was
+/// computed before `from`, unless it is claimed absent at `to` or comes
+/// back into fast memory within the window (after `m`, for all the row
+/// knows). Claims at `to` may exceed what a plan has absent there, and the
+/// ways back may be counted for values that were there all along; both
+/// only loosen the row. A value made in the window, and node `to`'s own
+/// output, are left out.
+#[allow(clippy::too_many_arguments)]
+fn recomputations_fit(
+    model: &mut Model,
+    g: &Graph,
+    budget: Bytes,
+    dev: &Device,
+    time: &dyn Fn(Seconds) -> f64,
+    fit: Fit,
+    compute_lane: &mut [Vec<(Col, f64)>],
+) -> Vec<usize> {
+    let avail = budget.saturating_sub(g.fixed_memory).as_f64();
+    let last: Vec<usize> = crate::graph::analysis::last_use(g)
+        .iter()
+        .map(|l| l.idx())
+        .collect();
+    let bytes = |x: usize| g.memory(NodeId::from(x)).as_f64();
+    // A value's claim at `to` and its ways back within `from..=to`, each
+    // weighted by `scale`.
+    let terms = |x: usize, from: usize, to: usize, scale: f64| {
+        let claimed = fit.claims[to].iter().filter(move |&&(y, _)| y == x);
+        let back = fit.back_in[x]
+            .iter()
+            .filter(move |&&(lo, hi, _)| lo <= to && hi >= from);
+        claimed
+            .map(move |&(_, c)| (c, scale))
+            .chain(back.map(move |&(_, _, c)| (c, scale)))
+    };
+    // Per window `(from, to)`, shared by its recomputations: the values
+    // live across `to` made before `from` (their bytes), and a column no
+    // larger than the bytes of theirs claimed absent or coming back, in
+    // units of `avail` (one row per window instead of the sum in each
+    // recomputation's row: ResNet-50's program had 5.4 million more
+    // nonzeros the other way).
+    let mut shared: std::collections::HashMap<(usize, usize), (Col, f64)> = Default::default();
+    let mut lazy = Vec::new();
+    for w in fit.windows {
+        let (from, to) = (w.from, w.to);
+        if fit.needs[to] <= 0.0 || from > to {
+            continue;
+        }
+        let live = |x: usize| last[x] >= to && bytes(x) > 0.0;
+        let &mut (p, held_all) = shared.entry((from, to)).or_insert_with(|| {
+            let p = model.add_col(0.0, f64::INFINITY, 0.0, false);
+            let mut def = vec![(p, 1.0)];
+            let mut held = 0.0;
+            for x in (0..from).filter(|&x| live(x)) {
+                held += bytes(x);
+                def.extend(terms(x, from, to, -bytes(x) / avail));
+            }
+            model.add_row(f64::NEG_INFINITY, 0.0, &merged(&def));
+            (p, held)
+        });
+        let v = NodeId::from(w.value);
+        let inputs = g.deps(v);
+        let needed = bytes(w.value) + inputs.iter().map(|u| bytes(u.idx())).sum::<f64>();
+        // The recomputed value and its inputs are counted whole, not as
+        // values that may be absent.
+        let mut own: Vec<usize> = inputs.iter().map(|u| u.idx()).collect();
+        own.push(w.value);
+        own.sort_unstable();
+        own.dedup();
+        own.retain(|&x| x < from && live(x));
+        let held = held_all - own.iter().map(|&x| bytes(x)).sum::<f64>();
+        if held + needed <= avail {
+            continue;
+        }
+        let mut row = vec![(p, 1.0), (w.col, -needed / avail)];
+        for &x in &own {
+            row.extend(terms(x, from, to, -bytes(x) / avail));
+        }
+        if let Some(bw) = dev.slow.direct_read {
+            for &u in inputs {
+                let delta = model.add_col(0.0, 1.0, 0.0, true);
+                model.add_row(f64::NEG_INFINITY, 0.0, &[(delta, 1.0), (w.col, -1.0)]);
+                row.push((delta, bytes(u.idx()) / avail));
+                let work = time(bw.time(g.memory(u)));
+                spread(model, &mut compute_lane[from..=to], delta, work);
+            }
+        }
+        lazy.push(model.num_rows());
+        model.add_row((held - avail) / avail, f64::INFINITY, &merged(&row));
+    }
+    lazy
+}
+
+/// Work `x · work` done somewhere in `lanes`' stages, split as the program
+/// likes.
+fn spread(model: &mut Model, lanes: &mut [Vec<(Col, f64)>], x: Col, work: f64) {
+    let mut split = vec![(x, -work)];
+    for lane in lanes {
+        let y = model.add_col(0.0, f64::INFINITY, 0.0, false);
+        lane.push((y, 1.0));
+        split.push((y, 1.0));
+    }
+    model.add_row(0.0, f64::INFINITY, &split);
 }
 
 /// One segment's recomputation columns by moment (see [`staged`]).
@@ -1534,8 +1709,14 @@ pub fn step_cover_bounds(
             time_limit: params.time_limit.saturating_sub(start.elapsed()),
             ..params.clone()
         };
+        let whole = best.as_ref().map_or(Seconds::ZERO, |b| b.bound);
+        let mut round = |c: &StepCover| {
+            if c.bound >= whole {
+                found(&trusted(c.clone()));
+            }
+        };
         let staged = match staged(g, budget, dev, no_recompute, copies) {
-            Some(prog) => solve(g, dev, &prog, &p)?,
+            Some(prog) => solve(g, dev, &prog, &p, &mut round)?,
             None => all_fast.clone(),
         };
         if best.as_ref().is_none_or(|b| staged.bound >= b.bound) {
@@ -1585,7 +1766,7 @@ fn solve_lp_first(
         time_limit: rest,
         ..params.clone()
     };
-    let mip = solve(g, dev, prog, &p)?;
+    let mip = solve(g, dev, prog, &p, &mut |_| {})?;
     Ok(if mip.bound >= lp_cover.bound {
         mip
     } else {
@@ -1593,25 +1774,79 @@ fn solve_lp_first(
     })
 }
 
-/// One program's dual bound, never below the all-fast step.
+/// Tolerance on a lazy row's activity (its terms are of order one).
+const LAZY_TOLERANCE: f64 = 1e-6;
+
+/// One program's dual bound, never below the all-fast step. The program's
+/// lazy rows join only as its solutions break them, in rounds: each
+/// round's model is a relaxation of the whole, so each round's bound holds,
+/// and the answer is the highest. It is proven when a round is solved to
+/// optimality and its solution breaks no lazy row. Each round that a
+/// further one follows hands its bound to `round` as soon as it is known.
 fn solve(
     g: &Graph,
     dev: &Device,
     prog: &Program,
     params: &Params,
+    round: &mut dyn FnMut(&StepCover),
 ) -> Result<StepCover, SolverError> {
-    let r = solve_mip(&prog.model, Backend::Highs, params, None)?;
-    let (value, proven) = match r.status {
-        // The dual bound only: an incumbent's objective is no bound.
-        MipStatus::Optimal => (r.bound.unwrap_or(0.0), r.bound.is_some()),
-        MipStatus::Infeasible => (f64::INFINITY, true),
-        MipStatus::Feasible | MipStatus::NoSolution => (r.bound.unwrap_or(0.0), false),
-    };
+    let start = std::time::Instant::now();
     let floor = dev.all_fast_step(g).get();
-    Ok(StepCover {
-        bound: Seconds((value * prog.scale).max(floor)),
-        proven,
-        seconds: r.seconds,
+    let lazy: std::collections::HashSet<usize> = prog.lazy.iter().copied().collect();
+    let mut rows: Vec<usize> = (0..prog.model.num_rows())
+        .filter(|r| !lazy.contains(r))
+        .collect();
+    let mut waiting = prog.lazy.clone();
+    let mut best = StepCover {
+        bound: Seconds(floor),
+        proven: false,
+        seconds: 0.0,
         columns: prog.model.num_cols(),
-    })
+    };
+    loop {
+        let p = Params {
+            time_limit: params.time_limit.saturating_sub(start.elapsed()),
+            ..params.clone()
+        };
+        let selected;
+        let model = if rows.len() == prog.model.num_rows() {
+            &prog.model
+        } else {
+            selected = prog.model.select_rows(rows.iter().copied());
+            &selected
+        };
+        let r = solve_mip(model, Backend::Highs, &p, None)?;
+        let (value, proven) = match r.status {
+            // The dual bound only: an incumbent's objective is no bound.
+            MipStatus::Optimal => (r.bound.unwrap_or(0.0), r.bound.is_some()),
+            MipStatus::Infeasible => (f64::INFINITY, true),
+            MipStatus::Feasible | MipStatus::NoSolution => (r.bound.unwrap_or(0.0), false),
+        };
+        let bound = Seconds((value * prog.scale).max(floor));
+        let broken: Vec<usize> = match (&r.x, proven && value.is_finite()) {
+            (Some(x), true) => waiting
+                .iter()
+                .copied()
+                .filter(|&row| {
+                    prog.model.row_activity(row, x) < prog.model.row_lower[row] - LAZY_TOLERANCE
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if bound >= best.bound {
+            best.bound = bound;
+        }
+        best.proven = proven && broken.is_empty();
+        best.seconds = start.elapsed().as_secs_f64();
+        if broken.is_empty()
+            || !proven
+            || super::stop_requested(&params.stop)
+            || start.elapsed() >= params.time_limit
+        {
+            return Ok(best);
+        }
+        round(&best);
+        waiting.retain(|row| !broken.contains(row));
+        rows.extend(broken);
+    }
 }
