@@ -127,6 +127,11 @@ pub struct Program {
     /// staged program was still open after 120 s where it had been solved
     /// in 43 s.
     pub lazy: Vec<usize>,
+    /// The rows and columns that only the lazy rows need (their shared
+    /// sums, the direct reads of inputs and where those run): left out,
+    /// and the columns held at zero, until a lazy row joins, so that the
+    /// first round is the program without them.
+    pub lazy_support: (std::ops::Range<usize>, std::ops::Range<usize>),
 }
 
 /// One event column of the staged form: the value it moves or computes,
@@ -329,6 +334,7 @@ impl Program {
             scale,
             events: Vec::new(),
             lazy: Vec::new(),
+            lazy_support: (0..0, 0..0),
         })
     }
 }
@@ -762,6 +768,7 @@ pub fn staged(
         }
     }
     inputs.link_inputs_of_inputs(&mut model, &mut stage_rows, &hot_stages);
+    let (rows_before, cols_before) = (model.num_rows(), model.num_cols());
     let lazy = recomputations_fit(
         &mut model,
         g,
@@ -776,6 +783,7 @@ pub fn staged(
         },
         &mut compute_lane,
     );
+    let lazy_support = (rows_before..model.num_rows(), cols_before..model.num_cols());
     for t in 0..n {
         if needs[t] > 0.0 {
             model.add_covering_row(&stage_rows[t], needs[t]);
@@ -817,6 +825,7 @@ pub fn staged(
             scale,
             events: log,
             lazy,
+            lazy_support,
         });
     }
     for t in 0..n {
@@ -846,6 +855,7 @@ pub fn staged(
         scale,
         events: log,
         lazy,
+        lazy_support,
     })
 }
 
@@ -1792,10 +1802,11 @@ fn solve(
 ) -> Result<StepCover, SolverError> {
     let start = std::time::Instant::now();
     let floor = dev.all_fast_step(g).get();
-    let lazy: std::collections::HashSet<usize> = prog.lazy.iter().copied().collect();
+    let (support, support_cols) = &prog.lazy_support;
     let mut rows: Vec<usize> = (0..prog.model.num_rows())
-        .filter(|r| !lazy.contains(r))
+        .filter(|r| !support.contains(r))
         .collect();
+    let mut joined = false;
     let mut waiting = prog.lazy.clone();
     let mut best = StepCover {
         bound: Seconds(floor),
@@ -1808,11 +1819,16 @@ fn solve(
             time_limit: params.time_limit.saturating_sub(start.elapsed()),
             ..params.clone()
         };
-        let selected;
+        let mut selected;
         let model = if rows.len() == prog.model.num_rows() {
             &prog.model
         } else {
             selected = prog.model.select_rows(rows.iter().copied());
+            if !joined {
+                for c in support_cols.clone() {
+                    selected.col_upper[c] = selected.col_lower[c];
+                }
+            }
             &selected
         };
         let r = solve_mip(model, Backend::Highs, &p, None)?;
@@ -1847,6 +1863,11 @@ fn solve(
         }
         round(&best);
         waiting.retain(|row| !broken.contains(row));
+        if !joined {
+            let lazy: std::collections::HashSet<usize> = prog.lazy.iter().copied().collect();
+            rows.extend(support.clone().filter(|r| !lazy.contains(r)));
+            joined = true;
+        }
         rows.extend(broken);
     }
 }
