@@ -366,7 +366,9 @@ fn a_copy_out_waits_for_its_value_however_idle_the_engine_was() {
 /// staged one's after each round of its lazy rows, and answers the
 /// highest. On VGG16 at 50% on the GH200 the whole-step form gives 146.455
 /// ms; the staged one 151.506 ms without the rows for memory where
-/// recomputations run, which its solution breaks, and 151.876 ms with them.
+/// recomputations run, which its solution breaks, and 153.786 ms with them
+/// (with the windows on copies in: each is issued in its own stage, so
+/// only the engine's work from that stage on counts toward it).
 #[test]
 fn each_forms_bound_is_handed_over_as_soon_as_it_is_known() {
     use remat::solver::step_cover::{step_cover_bounds, StepCover};
@@ -395,7 +397,7 @@ fn each_forms_bound_is_handed_over_as_soon_as_it_is_known() {
     assert!(ms.len() >= 3, "{ms:?}");
     assert!((ms[0] - 146.455).abs() < 0.001, "{ms:?}");
     assert!((ms[1] - 151.506).abs() < 0.001, "{ms:?}");
-    assert!((ms[ms.len() - 1] - 151.876).abs() < 0.001, "{ms:?}");
+    assert!((ms[ms.len() - 1] - 153.786).abs() < 0.001, "{ms:?}");
     assert!(ms.windows(2).all(|w| w[0] <= w[1]), "{ms:?}");
     assert!(found[0].proven && found[ms.len() - 1].proven, "{ms:?}");
     assert!(found[1..ms.len() - 1].iter().all(|c| !c.proven), "{ms:?}");

@@ -416,6 +416,8 @@ pub fn staged(
     // there).
     let mut out_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
     let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
+    // The copies in due at each stage with the stage each is issued in.
+    let mut in_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
     // The direct reads of each node (on the compute lane of its stage).
     let mut direct_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
@@ -649,6 +651,7 @@ pub fn staged(
                         back_in[v].push((p, p, c));
                         if let Some(due) = in_due.get_mut(s.last + 1) {
                             due.push((c, in_time));
+                            in_since[s.last + 1].push((c, in_time, p));
                         }
                         returns.push((c, 1.0));
                         (p, c)
@@ -815,7 +818,7 @@ pub fn staged(
             &frontier,
             [&out_lane, &in_lane],
             [&out_due, &in_due],
-            &out_since,
+            [&out_since, &in_since],
             &direct_lane,
             dev.slow.engines,
         );
@@ -1388,7 +1391,13 @@ type Stagewise = Vec<(Col, f64)>;
 
 /// An engine lane: its loads, the deadlines of its copies out and of its
 /// copies in, and whether the frontier's copy out runs on it.
-type Lane<'a> = (&'a [Stagewise], &'a [Stagewise], &'a [Stagewise], bool);
+type Lane<'a> = (
+    &'a [Stagewise],
+    &'a [Stagewise],
+    &'a [Stagewise],
+    bool,
+    &'a [Vec<(Col, f64, usize)>],
+);
 
 /// The lane rows of the staged program when copies may span stages (see
 /// [`staged`]): one carry column per engine lane and stage.
@@ -1402,7 +1411,7 @@ fn carried_lanes(
     frontier: &[Option<(Col, f64)>],
     [out_lane, in_lane]: [&[Vec<(Col, f64)>]; 2],
     [out_due, in_due]: [&[Vec<(Col, f64)>]; 2],
-    out_since: &[Vec<(Col, f64, usize)>],
+    [out_since, in_since]: [&[Vec<(Col, f64, usize)>]; 2],
     direct_lane: &[Vec<(Col, f64)>],
     engines: Engines,
 ) {
@@ -1416,14 +1425,18 @@ fn carried_lanes(
     };
     let shared;
     let none: Vec<Stagewise> = vec![Vec::new(); n];
+    let both: Vec<Vec<(Col, f64, usize)>>;
     let lanes: Vec<Lane> = match engines {
         Engines::Shared => {
             shared = merge(out_lane, in_lane);
-            vec![(&shared, out_due, in_due, true)]
+            both = (0..n)
+                .map(|t| out_since[t].iter().chain(&in_since[t]).copied().collect())
+                .collect();
+            vec![(&shared, out_due, in_due, true, &both)]
         }
         _ => vec![
-            (out_lane, out_due, &none, true),
-            (in_lane, &none, in_due, false),
+            (out_lane, out_due, &none, true, out_since),
+            (in_lane, &none, in_due, false, in_since),
         ],
     };
     // x_t: the part of the frontier's copy out done within its own stage.
@@ -1439,7 +1452,7 @@ fn carried_lanes(
         }
         model.add_row(base(t), f64::INFINITY, &row);
     }
-    for (loads, out_due, in_due, has_frontier) in lanes {
+    for (loads, out_due, in_due, has_frontier, issued) in lanes {
         let mut prev: Option<Col> = None;
         // q_t: the work the engine has done by the end of stage t, which
         // must cover every copy due by then (FIFO or not).
@@ -1513,11 +1526,30 @@ fn carried_lanes(
                     row.push((f, -1.0));
                 }
                 model.add_row(0.0, f64::INFINITY, &row);
-                // The copies out due here that cannot be issued before
-                // stage s: the work done from stage s on, before node t,
-                // covers them (the row above is s = 0). This is what makes
-                // a value computed just before its direct read wait for its
-                // copy, however busy the engine was earlier.
+                // The copies due here that cannot be issued before stage
+                // s (a copy out before its value's own stage, a copy in
+                // before the stage it starts in): the work done from stage
+                // s on, before node t, covers them (the row above is
+                // s = 0), since work done earlier went to other copies.
+                // This is what makes a value computed just before its
+                // direct read wait for its copy, however busy the engine
+                // was earlier.
+                let mut since: Vec<usize> = issued[t].iter().map(|e| e.2).collect();
+                since.sort_unstable();
+                since.dedup();
+                for &s in since.iter().filter(|&&s| s > 0) {
+                    let mut row = vec![(y, 1.0), (done_by[s - 1], -1.0)];
+                    if let Some(d) = done_before {
+                        row.push((d, 1.0));
+                    }
+                    row.extend(
+                        issued[t]
+                            .iter()
+                            .filter(|e| e.2 >= s)
+                            .map(|&(col, w, _)| (col, -w)),
+                    );
+                    model.add_row(0.0, f64::INFINITY, &merged(&row));
+                }
                 if has_frontier {
                     let mut since: Vec<usize> = out_since[t].iter().map(|e| e.2).collect();
                     since.sort_unstable();
@@ -1528,16 +1560,8 @@ fn carried_lanes(
                             .filter(|e| e.2 >= s)
                             .map(|&(col, w, _)| (col, -w))
                             .collect();
-                        if s > 0 {
-                            let mut row = vec![(y, 1.0), (done_by[s - 1], -1.0)];
-                            if let Some(d) = done_before {
-                                row.push((d, 1.0));
-                            }
-                            row.extend(&due);
-                            model.add_row(0.0, f64::INFINITY, &row);
-                        }
-                        // And they fit in the time from node s's end to
-                        // node t's start, whatever else the engine did:
+                        // The copies out fit in the time from node s's end
+                        // to node t's start, whatever else the engine did:
                         // stage s's compute lane (its recomputations, node
                         // s and its direct reads) runs before, and node t's
                         // direct reads and its own copy's part after.
