@@ -5,7 +5,8 @@
 //! copies within their stage and for copies that span stages
 //! (docs/tiers.md). With `SHOW=1` it first prints the events the spanning
 //! form's solution chooses (which values it recomputes, copies and reads
-//! directly, and where), to read beside a plan.
+//! directly, and where), to read beside a plan; with `SPANNING=1` it
+//! solves only the spanning form.
 
 use remat::device::Device;
 use remat::graph::analysis::checkpoint_all_peak;
@@ -104,7 +105,13 @@ fn main() {
             }
         }
     }
-    for copies in [Copies::WithinStage, Copies::Spanning] {
+    // SPANNING=1: only the spanning form (the one every answer's bound uses).
+    let forms: &[Copies] = if std::env::var_os("SPANNING").is_some() {
+        &[Copies::Spanning]
+    } else {
+        &[Copies::WithinStage, Copies::Spanning]
+    };
+    for &copies in forms {
         let c = step_cover_bound(&g, budget, &dev, a.len() > 5, copies, &p)
             .unwrap()
             .unwrap();
