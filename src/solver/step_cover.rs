@@ -414,13 +414,13 @@ pub fn staged(
     // and the first stage it can be issued in (its value's own), and the
     // copies in that must be done by its end (their segment's read is
     // there).
-    let mut out_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
+    let mut out_since: Vec<Issued> = vec![Vec::new(); n];
     let mut in_due: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
     // The copies in issued in their reader's own stage (with that stage,
     // for the windows of `carried_lanes`). Copies in issued earlier get no
     // window: valid too, but with them FCN8's program took 2 to 5 times as
     // long to prove, and VGG16's bound gained nothing from them.
-    let mut in_since: Vec<Vec<(Col, f64, usize)>> = vec![Vec::new(); n];
+    let mut in_since: Vec<Issued> = vec![Vec::new(); n];
     // The direct reads of each node (on the compute lane of its stage).
     let mut direct_lane: Vec<Vec<(Col, f64)>> = vec![Vec::new(); n];
 
@@ -1394,6 +1394,10 @@ fn merged(row: &[(Col, f64)]) -> Vec<(Col, f64)> {
 /// Per stage, weighted columns (a lane's loads, or its deadlines).
 type Stagewise = Vec<(Col, f64)>;
 
+/// Per stage, the copies due there: column, time, and the first stage the
+/// copy can be issued in.
+type Issued = Vec<(Col, f64, usize)>;
+
 /// An engine lane: its loads, the deadlines of its copies out and of its
 /// copies in, and whether the frontier's copy out runs on it.
 type Lane<'a> = (
@@ -1401,7 +1405,7 @@ type Lane<'a> = (
     &'a [Stagewise],
     &'a [Stagewise],
     bool,
-    &'a [Vec<(Col, f64, usize)>],
+    &'a [Issued],
 );
 
 /// The lane rows of the staged program when copies may span stages (see
@@ -1416,7 +1420,7 @@ fn carried_lanes(
     frontier: &[Option<(Col, f64)>],
     [out_lane, in_lane]: [&[Vec<(Col, f64)>]; 2],
     [out_due, in_due]: [&[Vec<(Col, f64)>]; 2],
-    [out_since, in_since]: [&[Vec<(Col, f64, usize)>]; 2],
+    [out_since, in_since]: [&[Issued]; 2],
     direct_lane: &[Vec<(Col, f64)>],
     engines: Engines,
 ) {
@@ -1430,7 +1434,7 @@ fn carried_lanes(
     };
     let shared;
     let none: Vec<Stagewise> = vec![Vec::new(); n];
-    let both: Vec<Vec<(Col, f64, usize)>>;
+    let both: Vec<Issued>;
     let lanes: Vec<Lane> = match engines {
         Engines::Shared => {
             shared = merge(out_lane, in_lane);
