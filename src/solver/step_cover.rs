@@ -1398,6 +1398,14 @@ type Stagewise = Vec<(Col, f64)>;
 /// copy can be issued in.
 type Issued = Vec<(Col, f64, usize)>;
 
+/// The distinct first stages of the copies due at one stage, in order.
+fn issue_stages(due: &[(Col, f64, usize)]) -> impl Iterator<Item = usize> {
+    due.iter()
+        .map(|e| e.2)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+}
+
 /// An engine lane: its loads, the deadlines of its copies out and of its
 /// copies in, and whether the frontier's copy out runs on it.
 type Lane<'a> = (
@@ -1544,10 +1552,7 @@ fn carried_lanes(
                 // wait for its copy, and a reader whose input is fetched in
                 // its own stage wait for it, however busy the engine was
                 // earlier.
-                let mut since: Vec<usize> = issued[t].iter().map(|e| e.2).collect();
-                since.sort_unstable();
-                since.dedup();
-                for &s in since.iter().filter(|&&s| s > 0) {
+                for s in issue_stages(&issued[t]).filter(|&s| s > 0) {
                     let mut row = vec![(y, 1.0), (done_by[s - 1], -1.0)];
                     if let Some(d) = done_before {
                         row.push((d, 1.0));
@@ -1561,10 +1566,7 @@ fn carried_lanes(
                     model.add_row(0.0, f64::INFINITY, &merged(&row));
                 }
                 if has_frontier {
-                    let mut since: Vec<usize> = out_since[t].iter().map(|e| e.2).collect();
-                    since.sort_unstable();
-                    since.dedup();
-                    for s in since {
+                    for s in issue_stages(&out_since[t]) {
                         let due: Vec<(Col, f64)> = out_since[t]
                             .iter()
                             .filter(|e| e.2 >= s)
