@@ -110,7 +110,7 @@ pub struct SolverArgs {
 /// The one strategy that honours `--no-recompute`.
 const NO_RECOMPUTE_TAKER: &str = "remat-tiered";
 
-/// Default time limits, per solve, from measurements (README, "Time
+/// Default time limits, per solve, from measurements (docs/commands.md, "Time
 /// limits"): on the public benchmark graphs a 600 s limit returned the
 /// same plan as 60 s in all 15 instances, so a single solve gets 60 s. A
 /// max-batch search runs a few dozen solves per strategy, so each gets 10.

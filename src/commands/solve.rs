@@ -140,7 +140,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<()> {
         eprintln!("note: {n}");
     }
     // Whether the claims below cover every plan, or those in the file's
-    // order only (README, "Every plan").
+    // order only (docs/scale.md, "Plans in the file's node order, and in others").
     let forced = order_is_forced(&g);
     let to_stdout = plan.as_ref().is_some_and(|p| p.as_os_str() == "-");
     // The plan file first: a summary piped into `head` used to end the
