@@ -2,26 +2,16 @@
 //! `cargo run --release --example moment_bound -- GRAPH DEVICE PCT SECS [norec]`
 //! (PCT: percent of the checkpoint-all peak). With `MOMENTS=a,b,c` (node
 //! indices) it solves that one model instead of choosing moments.
-use remat::device::Device;
-use remat::graph::analysis::checkpoint_all_peak;
-use remat::graph::{Graph, NodeId};
+mod common;
+use remat::graph::NodeId;
 use remat::solver::moment_bound::{moment_bound, solve_moments};
 use remat::solver::Params;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        eprintln!("usage: moment_bound GRAPH DEVICE PCT SECS [norec]");
-        std::process::exit(2);
-    }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
-    let dev = Device::load(Path::new(&a[2])).unwrap();
-    let pct: u128 = a[3].parse().unwrap();
-    let secs: f64 = a[4].parse().unwrap();
+    let (a, g, dev, budget, secs) =
+        common::graph_device_budget_secs("moment_bound GRAPH DEVICE PCT SECS [norec]");
     let norec = a.len() > 5;
-    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
         verbose: remat::solver::verbose_from_env(),

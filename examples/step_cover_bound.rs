@@ -7,25 +7,14 @@
 //! form's solution chooses (which values it recomputes, copies and reads
 //! directly, and where), to read beside a plan; with `SPANNING=1` it
 //! solves only the spanning form.
+mod common;
 
-use remat::device::Device;
-use remat::graph::analysis::checkpoint_all_peak;
-use remat::graph::Graph;
 use remat::solver::step_cover::{step_cover_bound, Copies, Program};
 use remat::solver::{solve_mip, Backend, Params};
-use std::path::Path;
 use std::time::Duration;
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        eprintln!("usage: step_cover_bound GRAPH DEVICE PCT SECS [norec]");
-        std::process::exit(2);
-    }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
-    let dev = Device::load(Path::new(&a[2])).unwrap();
-    let pct: u128 = a[3].parse().unwrap();
-    let secs: f64 = a[4].parse().unwrap();
-    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    let (a, g, dev, budget, secs) =
+        common::graph_device_budget_secs("step_cover_bound GRAPH DEVICE PCT SECS [norec]");
     let p = Params {
         time_limit: Duration::from_secs_f64(secs),
         feasibility_tolerance: remat::solver::step_cover::FEASIBILITY_TOLERANCE,
@@ -61,7 +50,7 @@ fn main() {
             "{} {} {}% staged spanning: bound {:.4} ms status {:?} {:.2} s cols {}",
             a[1],
             dev.name,
-            pct,
+            a[3],
             r.bound.unwrap_or(0.0) * prog.scale * 1e3,
             r.status,
             t.elapsed().as_secs_f64(),
@@ -75,7 +64,7 @@ fn main() {
             "{} {} {}% whole step: bound {:.4} ms status {:?} {:.2} s cols {}",
             a[1],
             dev.name,
-            pct,
+            a[3],
             r.bound.unwrap_or(0.0) * prog.scale * 1e3,
             r.status,
             r.seconds,
@@ -119,7 +108,7 @@ fn main() {
             "{} {} {}% {copies:?}: bound {:.4} ms proven {} {:.2} s cols {} all-fast {:.4}",
             a[1],
             dev.name,
-            pct,
+            a[3],
             c.bound.get() * 1e3,
             c.proven,
             c.seconds,

@@ -2,25 +2,14 @@
 //! and link shares, each followed by the offload moves for SECS seconds,
 //! as remat-tiered runs them on graphs past the joint MILP (docs/tiers.md):
 //! `cargo run --release --example turn_grid -- GRAPH DEVICE PCT SECS`.
-use remat::device::Device;
-use remat::graph::analysis::checkpoint_all_peak;
-use remat::graph::Graph;
+mod common;
 use remat::schedule::{generate_plan, simulate_on};
 use remat::strategies::{tiered_search, turn_seed};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        eprintln!("usage: turn_grid GRAPH DEVICE PCT SECS");
-        std::process::exit(2);
-    }
-    let g = Graph::load(Path::new(&a[1])).unwrap();
-    let dev = Device::load(Path::new(&a[2])).unwrap();
-    let pct: u128 = a[3].parse().unwrap();
-    let secs: f64 = a[4].parse().unwrap();
-    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    let (_, g, dev, budget, secs) =
+        common::graph_device_budget_secs("turn_grid GRAPH DEVICE PCT SECS");
     for link in [0.8, 0.9, 1.0] {
         for share in [0.5, 0.6, 0.7, 0.8] {
             for s in turn_seed::turn_seeds(&g, &dev, budget, &[share], link) {

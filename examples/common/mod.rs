@@ -52,3 +52,23 @@ pub fn read_sequence(path: &str) -> Vec<remat::graph::NodeId> {
         .map(|t| remat::graph::NodeId(t.parse().expect("a node id")))
         .collect()
 }
+
+/// The command line of the device examples, `GRAPH DEVICE PCT SECS ...`:
+/// the graph, the device, the budget at PCT percent of the checkpoint-all
+/// peak and SECS; exits 2 with `usage` when fewer than four arguments are
+/// given.
+pub fn graph_device_budget_secs(
+    usage: &str,
+) -> (Vec<String>, Graph, remat::device::Device, Bytes, f64) {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        eprintln!("usage: {usage}");
+        std::process::exit(2);
+    }
+    let g = Graph::load(Path::new(&a[1])).unwrap();
+    let dev = remat::device::Device::load(Path::new(&a[2])).unwrap();
+    let pct: u128 = a[3].parse().unwrap();
+    let secs: f64 = a[4].parse().unwrap();
+    let budget = checkpoint_all_peak(&g).scale_ceil(pct, 100);
+    (a, g, dev, budget, secs)
+}

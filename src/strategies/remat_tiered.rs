@@ -64,6 +64,15 @@ const MOMENT_TIME_SHARE: f64 = 0.1;
 const SEED_TIME_SHARE: f64 = 0.6;
 const RECOMPUTE_SHARE: f64 = 0.8;
 
+/// On a graph whose joint MILP is not built (past
+/// [`SEARCH_INSTEAD_COLUMNS`], or multi-output kernels) the portfolio gets
+/// at most this much, and the offload moves the rest: there remat-exact
+/// spends a long share on an LP relaxation and a MILP that stop unproven
+/// (ResNet-50 at 30%: 88 s of LP in a 120 s solve, no better than its
+/// seed from the first 30 s), while the moves' random walk keeps finding
+/// faster plans given the time.
+const SEARCH_PORTFOLIO_CAP: Duration = Duration::from_secs(90);
+
 /// The least time each seed policy gets, whatever the limit: the AutoTM
 /// ILPs need about this much on the models in `models/`.
 const MIN_POLICY_TIME: Duration = Duration::from_secs(2);
@@ -178,8 +187,20 @@ impl Strategy for RematTiered {
             }
         };
 
+        // Whether the joint MILP's time goes to the offload moves instead
+        // (decided below, known here from the graph's size).
+        let direct = dev.slow.direct_read.is_some();
+        let cols = model::columns(g, direct);
+        let moves_instead = grouped || (SEARCH_INSTEAD_COLUMNS < cols && cols <= MAX_COLUMNS);
+
         // The portfolio.
-        let seed_end = start + opts.time_limit.mul_f64(SEED_TIME_SHARE);
+        let seed_share = opts.time_limit.mul_f64(SEED_TIME_SHARE);
+        let seed_end = start
+            + if moves_instead {
+                seed_share.min(SEARCH_PORTFOLIO_CAP)
+            } else {
+                seed_share
+            };
         consider(
             &mut best,
             "checkpoint-all".into(),
@@ -215,7 +236,14 @@ impl Strategy for RematTiered {
             };
             CoverRun::start(g, budget, dev, no_rec, limit, cover_share / 3)
         };
-        let first_wait = if beside {
+        // Beside the search, the program is waited for first where a
+        // proof may end the solve early; where the moves have the MILP's
+        // time the graph is large and the program has never proven in its
+        // share (ResNet-50 at 30%: stopped after 592 s of 600), so that wait
+        // would leave a core idle for 15% of the limit.
+        let first_wait = if beside && moves_instead {
+            Instant::now()
+        } else if beside {
             Instant::now() + cover_share
         } else {
             (start + opts.time_limit.mul_f64(COVER_ABANDON_SHARE)).max(Instant::now() + cover_share)
@@ -226,7 +254,8 @@ impl Strategy for RematTiered {
         }
         // A program silent until now is one too large to build in time:
         // what depends on the graph's size below takes it as such.
-        let cover_abandoned = !grouped && !cover.heard();
+        // Where the program was not waited for, its silence means nothing.
+        let cover_abandoned = !(grouped || cover.heard() || (beside && moves_instead));
         bound = bound.max(cover.bound());
         // The moment bound, on its own thread for the same reason. It
         // sees what a recomputation needs and several stages at once, which
@@ -424,8 +453,6 @@ impl Strategy for RematTiered {
         }
 
         // The MILP.
-        let direct = dev.slow.direct_read.is_some();
-        let cols = model::columns(g, direct);
         // The MILP stops early enough for the offload moves to run once
         // more from its plan, which it may find outside the moves' reach
         // but short of moves outside its own family.
@@ -616,16 +643,30 @@ impl Strategy for RematTiered {
             best.as_ref()
                 .is_some_and(|b| b.step.get() > bound.get() * (1.0 + WALK_MIN_GAP))
         };
-        if let Some(b) = best.as_ref().map(|b| b.sch.clone()) {
-            if !no_rec && far(&best) && Instant::now() < moves_end {
-                if let Some((found, _)) = tiered_search::walk(g, budget, dev, b, moves_end) {
-                    consider(
-                        &mut best,
-                        "a random walk of remat-fast's offload moves".into(),
-                        found,
-                    );
-                }
+        // A walk that stalls before the time is up is followed by another
+        // random stream from the best plan: on ResNet-50 at 30% on the
+        // A100, two streams of 150 s from one plan ended at 108.973 and
+        // 108.943 ms.
+        let mut stream = 0;
+        while !no_rec && far(&best) && Instant::now() < moves_end {
+            let Some(b) = best.as_ref().map(|b| b.sch.clone()) else {
+                break;
+            };
+            let began = Instant::now();
+            match tiered_search::walk(g, budget, dev, b, moves_end, stream, &mut report) {
+                Some((found, _)) => consider(
+                    &mut best,
+                    "a random walk of remat-fast's offload moves".into(),
+                    found,
+                ),
+                // One that ends at once has nothing to perturb.
+                None if began.elapsed() < Duration::from_millis(100) => break,
+                None => {}
             }
+            stream += 1;
+        }
+        if stream > 0 {
+            notes.push(format!("{stream} random walks from the best plan"));
         }
         if let Some(b) = best.as_mut() {
             // The best plan's leads first, then those of the descent from
