@@ -187,8 +187,8 @@ impl Strategy for RematTiered {
             }
         };
 
-        // Whether the joint MILP's time goes to the offload moves instead
-        // (decided below, known here from the graph's size).
+        // Whether the joint MILP's time goes to the offload moves instead,
+        // known from the graph alone.
         let direct = dev.slow.direct_read.is_some();
         let cols = model::columns(g, direct);
         let moves_instead = grouped || (SEARCH_INSTEAD_COLUMNS < cols && cols <= MAX_COLUMNS);
@@ -465,22 +465,24 @@ impl Strategy for RematTiered {
         let mut search_instead = false;
         if done(&best, cover.raise(&mut bound)) {
             milp_note = "the best plan meets the graph's bound: no MILP needed".into();
-        } else if grouped {
+        } else if moves_instead {
             // Its time goes to the offload moves from the turn seeds and
-            // checkpoint-all, as remat-fast's does: left idle, remat-tiered
-            // answered slower than remat-fast on such graphs.
-            milp_note =
-                "no joint MILP on multi-output kernels: the offload moves had its time".into();
+            // checkpoint-all, as remat-fast's does: left idle on
+            // multi-output kernels, remat-tiered answered slower than
+            // remat-fast there, and past SEARCH_INSTEAD_COLUMNS the MILP
+            // never improved on the portfolio in its time.
+            milp_note = if grouped {
+                "no joint MILP on multi-output kernels: the offload moves had its time".into()
+            } else {
+                format!(
+                    "no joint MILP at about {cols} columns (past {SEARCH_INSTEAD_COLUMNS} it never improved on the portfolio in its time): the offload moves had its time"
+                )
+            };
             search_instead = true;
         } else if cols > MAX_COLUMNS {
             milp_note = format!(
                 "the joint MILP would have about {cols} columns, over the limit of {MAX_COLUMNS}: portfolio only"
             );
-        } else if cols > SEARCH_INSTEAD_COLUMNS {
-            milp_note = format!(
-                "no joint MILP at about {cols} columns (past {SEARCH_INSTEAD_COLUMNS} it never improved on the portfolio in its time): the offload moves had its time"
-            );
-            search_instead = true;
         } else if left.is_zero() {
             milp_note = "no time left for the MILP".into();
         } else {
