@@ -508,3 +508,41 @@ fn remat_tiered_searches_from_every_policys_plan() {
     assert!(out.peak().unwrap() <= budget);
     assert!(step(&out) < 0.121700, "remat-tiered {}", step(&out));
 }
+
+/// Past the joint MILP (MobileNet: about 143,000 columns) the moment bound
+/// runs on the bound thread, before the step cover program, and the
+/// search does not wait for it: its bound still reaches the answer, and
+/// holds for the answer's own plan.
+#[test]
+fn past_the_milp_the_moment_bound_runs_beside_the_search() {
+    if !std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2) {
+        return;
+    }
+    let g = model("mobilenet");
+    let dev = device("a100-40gb-pcie4.yaml");
+    let budget = checkpoint_all_peak(&g).scale_ceil(30, 100);
+    let closed = step_bound(&g, budget, &dev, false);
+    let tiered = strategies::by_name("remat-tiered").unwrap();
+    let out = run(&g, tiered.as_ref(), budget, &opts(&dev, 20)).unwrap();
+    let detail = out.detail.clone().unwrap_or_default();
+    assert!(detail.contains("no joint MILP at about"), "{detail}");
+    let at = detail
+        .find("moment bound at nodes")
+        .unwrap_or_else(|| panic!("no moment bound: {detail}"));
+    // "moment bound at nodes a, b (k solves, s s): 29.876 ms"
+    let rest = &detail[at..];
+    let ms: f64 = rest[rest.find("): ").unwrap() + 3..]
+        .split(" ms")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bound = out.step_bound.unwrap().get();
+    assert!(ms > closed.get() * 1e3, "{ms} ms, closed form {closed}");
+    assert!(bound * 1e3 >= ms * (1.0 - 1e-6), "{bound} s below {ms} ms");
+    assert!(
+        bound <= step(&out) * (1.0 + 1e-9),
+        "{bound} above {}",
+        step(&out)
+    );
+}

@@ -55,6 +55,14 @@ const COVER_ABANDON_SHARE: f64 = 0.5;
 const COVER_TIME_SHARE: f64 = 0.15;
 /// Share of the time limit the moment bound may take after it.
 const MOMENT_TIME_SHARE: f64 = 0.1;
+/// Share of the time limit the moment bound has on the bound thread, before
+/// the step cover program, where the offload moves have the MILP's time.
+/// There it used to stop the search for its 10%, and at 60 s of a 600 s
+/// limit on ResNet-50 at 30% on the A100 it ended at 107.702 or 107.841 ms
+/// as the third moment's solve did or did not finish; the step cover
+/// program, which then had that core for the whole limit, stopped at
+/// 105.204 ms.
+const MOMENT_BESIDE_SHARE: f64 = 0.25;
 
 /// Share of the time limit the portfolio may take before the MILP.
 /// Measured (results/joint.md): with 15% of the limit for the recompute
@@ -225,6 +233,9 @@ impl Strategy for RematTiered {
         // does not poll a stop flag.
         let cover_share = opts.time_limit.mul_f64(COVER_TIME_SHARE);
         let beside = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+        // Where the moves have the MILP's time, the moment bound goes first
+        // on that thread, and the search does not wait for it.
+        let moment_beside = beside && moves_instead && !grouped;
         let mut cover = if grouped {
             notes.push("no step cover program: it assumes one output per kernel".into());
             CoverRun::idle()
@@ -234,7 +245,8 @@ impl Strategy for RematTiered {
             } else {
                 cover_share
             };
-            CoverRun::start(g, budget, dev, no_rec, limit, cover_share / 3)
+            let moment = moment_beside.then(|| opts.time_limit.mul_f64(MOMENT_BESIDE_SHARE));
+            CoverRun::start(g, budget, dev, no_rec, limit, cover_share / 3, moment)
         };
         // Beside the search, the program is waited for first where a
         // proof may end the solve early; where the moves have the MILP's
@@ -261,7 +273,7 @@ impl Strategy for RematTiered {
         // sees what a recomputation needs and several stages at once, which
         // the two above do not (ResNet-50 at 30% on the GH200: 32.953 ms
         // from the closed form, 33.20 ms from it).
-        if !cover_abandoned && !grouped {
+        if !cover_abandoned && !grouped && !moment_beside {
             let (g2, dev2) = (g.clone(), dev.clone());
             let stop: crate::solver::StopFlag = Default::default();
             let stop2 = stop.clone();
@@ -276,22 +288,14 @@ impl Strategy for RematTiered {
                 },
             );
             match found {
-                Some(Ok(Some(m))) => {
-                    notes.push(format!(
-                        "moment bound at nodes {} ({} solves, {:.2} s): {}",
-                        m.moments
-                            .iter()
-                            .map(|&t| g.node(t).name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        m.solves,
-                        m.seconds,
-                        m.bound
-                    ));
-                    bound = bound.max(m.bound);
+                Some(r) => {
+                    if let Some(n) = moment_note(g, &r) {
+                        notes.push(n);
+                    }
+                    if let Ok(Some(m)) = r {
+                        bound = bound.max(m.bound);
+                    }
                 }
-                Some(Ok(None)) => {}
-                Some(Err(e)) => notes.push(format!("the moment bound failed: {e}")),
                 None => notes.push("the moment bound was abandoned at its share".into()),
             }
         }
@@ -646,29 +650,32 @@ impl Strategy for RematTiered {
                 .is_some_and(|b| b.step.get() > bound.get() * (1.0 + WALK_MIN_GAP))
         };
         // A walk that stalls before the time is up is followed by another
-        // random stream from the best plan: on ResNet-50 at 30% on the
-        // A100, two streams of 150 s from one plan ended at 108.973 and
-        // 108.943 ms.
-        let mut stream = 0;
-        while !no_rec && far(&best) && Instant::now() < moves_end {
-            let Some(b) = best.as_ref().map(|b| b.sch.clone()) else {
-                break;
-            };
-            let began = Instant::now();
-            match tiered_search::walk(g, budget, dev, b, moves_end, stream, &mut report) {
-                Some((found, _)) => consider(
+        // random stream from the best plan, on each of `--threads` threads:
+        // on ResNet-50 at 30% on the A100, two streams of 150 s from one
+        // plan ended at 108.973 and 108.943 ms.
+        if let Some(b) = best.as_ref().filter(|_| !no_rec && far(&best)) {
+            let bound = bound;
+            let far = |step: Seconds| step.get() > bound.get() * (1.0 + WALK_MIN_GAP);
+            let (found, streams) = tiered_search::walks(
+                g,
+                budget,
+                dev,
+                b.sch.clone(),
+                moves_end,
+                opts.threads,
+                &far,
+                &report,
+            );
+            if let Some((found, _)) = found {
+                consider(
                     &mut best,
                     "a random walk of remat-fast's offload moves".into(),
                     found,
-                ),
-                // One that ends at once has nothing to perturb.
-                None if began.elapsed() < Duration::from_millis(100) => break,
-                None => {}
+                );
             }
-            stream += 1;
-        }
-        if stream > 0 {
-            notes.push(format!("{stream} random walks from the best plan"));
+            if streams > 0 {
+                notes.push(format!("{streams} random walks from the best plan"));
+            }
         }
         if let Some(b) = best.as_mut() {
             // The best plan's leads first, then those of the descent from
@@ -724,6 +731,7 @@ impl Strategy for RematTiered {
             cover.wait(deadline, opts.stop.as_ref());
         }
         bound = bound.max(cover.bound());
+        notes.extend(cover.moment_note(g));
         if let Some(n) = cover.note(start) {
             notes.push(n);
         }
@@ -788,6 +796,7 @@ impl Strategy for RematTiered {
 /// What the step cover program's thread sends: each form's bound as it is
 /// found, then the program's answer.
 enum CoverMsg {
+    Moment(MomentResult),
     Found(step_cover::StepCover),
     Done(Result<Option<step_cover::StepCover>, crate::solver::SolverError>),
 }
@@ -797,6 +806,8 @@ struct CoverRun {
     worker: Option<super::Background<CoverMsg>>,
     stop: crate::solver::StopFlag,
     best: Option<step_cover::StepCover>,
+    /// The moment bound's answer, where it ran first on this thread.
+    moment: Option<MomentResult>,
     /// How it ended, for the answer's detail; `None` while it runs.
     ended: Option<String>,
     heard: bool,
@@ -809,13 +820,15 @@ impl CoverRun {
             worker: None,
             stop: Default::default(),
             best: None,
+            moment: None,
             ended: None,
             heard: true,
         }
     }
 
     /// Starts the program with `limit` for its solves, `whole_step` of it
-    /// for the whole-step form.
+    /// for the whole-step form; with `moment`, the moment bound first, for
+    /// that much of the limit.
     fn start(
         g: &Graph,
         budget: Bytes,
@@ -823,10 +836,18 @@ impl CoverRun {
         no_rec: bool,
         limit: Duration,
         whole_step: Duration,
+        moment: Option<Duration>,
     ) -> CoverRun {
         let stop: crate::solver::StopFlag = Default::default();
         let (g2, dev2, stop2) = (g.clone(), dev.clone(), stop.clone());
         let worker = super::Background::start(stop.clone(), move |tx| {
+            let began = Instant::now();
+            if let Some(share) = moment {
+                let params = bound_params(share, stop2.clone(), 1e-6);
+                let r = moment_bound::moment_bound(&g2, budget, &dev2, no_rec, &params);
+                let _ = tx.send(CoverMsg::Moment(r));
+            }
+            let limit = limit.saturating_sub(began.elapsed());
             let params = bound_params(limit, stop2, step_cover::FEASIBILITY_TOLERANCE);
             let r = step_cover::step_cover_bounds(
                 &g2,
@@ -849,15 +870,23 @@ impl CoverRun {
             worker,
             stop,
             best: None,
+            moment: None,
             heard: false,
         }
     }
 
     fn take(&mut self, m: CoverMsg) {
-        self.heard = true;
         let c = match m {
-            CoverMsg::Found(c) => c,
+            CoverMsg::Moment(r) => {
+                self.moment = Some(r);
+                return;
+            }
+            CoverMsg::Found(c) => {
+                self.heard = true;
+                c
+            }
             CoverMsg::Done(r) => {
+                self.heard = true;
                 self.ended = Some(match r {
                     Ok(Some(c)) => {
                         let note = format!(
@@ -908,7 +937,19 @@ impl CoverRun {
     }
 
     fn bound(&self) -> Seconds {
-        self.best.as_ref().map_or(Seconds::ZERO, |c| c.bound)
+        let moment = match &self.moment {
+            Some(Ok(Some(m))) => m.bound,
+            _ => Seconds::ZERO,
+        };
+        self.best
+            .as_ref()
+            .map_or(Seconds::ZERO, |c| c.bound)
+            .max(moment)
+    }
+
+    /// What the moment bound gave on this thread, for the answer's detail.
+    fn moment_note(&self, g: &Graph) -> Option<String> {
+        self.moment.as_ref().and_then(|r| moment_note(g, r))
     }
 
     fn heard(&self) -> bool {
@@ -942,6 +983,29 @@ impl CoverRun {
                     .unwrap_or_default()
             )
         }))
+    }
+}
+
+/// The moment bound's answer (`None`: not built for this graph).
+type MomentResult = Result<Option<moment_bound::MomentBound>, crate::solver::SolverError>;
+
+/// The answer's note on the moment bound: its moments and bound, or why
+/// it failed.
+fn moment_note(g: &Graph, r: &MomentResult) -> Option<String> {
+    match r {
+        Ok(Some(m)) => Some(format!(
+            "moment bound at nodes {} ({} solves, {:.2} s): {}",
+            m.moments
+                .iter()
+                .map(|&t| g.node(t).name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            m.solves,
+            m.seconds,
+            m.bound
+        )),
+        Ok(None) => None,
+        Err(e) => Some(format!("the moment bound failed: {e}")),
     }
 }
 
