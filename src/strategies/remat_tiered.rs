@@ -645,17 +645,12 @@ impl Strategy for RematTiered {
         // What the descents leave of the moves' time goes to a random walk
         // from the best plan, when it is far enough from its bound for one
         // to be worth the time (walks may recompute: not for offload only).
-        let far = |best: &Option<Candidate>| {
-            best.as_ref()
-                .is_some_and(|b| b.step.get() > bound.get() * (1.0 + WALK_MIN_GAP))
-        };
+        let far = |step: Seconds| step.get() > bound.get() * (1.0 + WALK_MIN_GAP);
         // A walk that stalls before the time is up is followed by another
         // random stream from the best plan, on each of `--threads` threads:
         // on ResNet-50 at 30% on the A100, two streams of 150 s from one
         // plan ended at 108.973 and 108.943 ms.
-        if let Some(b) = best.as_ref().filter(|_| !no_rec && far(&best)) {
-            let bound = bound;
-            let far = |step: Seconds| step.get() > bound.get() * (1.0 + WALK_MIN_GAP);
+        if let Some(b) = best.as_ref().filter(|b| !no_rec && far(b.step)) {
             let (found, streams) = tiered_search::walks(
                 g,
                 budget,
